@@ -1,0 +1,230 @@
+/**
+ * One typed configuration for every process.
+ *
+ * Sources, later ones winning: built-in defaults, a JSON file (`EXC_CONFIG` or `--config`), environment
+ * variables, then command-line overrides. Everything is validated once at start-up; a bad value stops the
+ * process with a message naming the setting and where it came from. The table below is also the
+ * configuration reference (`excompact config --docs` prints it).
+ */
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { ExcError } from './errors.js';
+
+const bool = z.union([
+  z.boolean(),
+  z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => v === 'true' || v === '1' || v === 'yes'),
+]);
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max);
+const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+interface Setting<S extends z.ZodType, D extends z.input<S> | undefined = z.input<S> | undefined> {
+  env: string;
+  schema: S;
+  default: D;
+  doc: string;
+}
+function setting<S extends z.ZodType, const D extends z.input<S> | undefined>(
+  env: string,
+  schema: S,
+  defaultValue: D,
+  doc: string,
+): Setting<S, D> {
+  return { env, schema, default: defaultValue, doc };
+}
+
+/** Every setting: its environment variable, validation, default and meaning. */
+export const SETTINGS = {
+  zk: setting(
+    'EXC_ZK',
+    z.string().regex(/^[\w.-]+(:\d+)?(,[\w.-]+(:\d+)?)*(\/[\w/.-]*)?$/, 'expected host:port[,host:port...]'),
+    '127.0.0.1:2181',
+    'ZooKeeper connect string.',
+  ),
+  zkRoot: setting(
+    'EXC_ZK_ROOT',
+    z.string().regex(/^(\/[\w.-]+)+$/, 'expected an absolute znode path such as /excompact'),
+    '/excompact',
+    'Root znode of this instance.',
+  ),
+  zkSessionTimeoutMs: setting(
+    'EXC_ZK_SESSION_TIMEOUT_MS',
+    int(200, 120_000),
+    6_000,
+    'Requested ZooKeeper session timeout (the server clamps it to [2, 20] x tickTime). A dead process loses its ephemeral nodes, and so its reservations, after this long.',
+  ),
+  secret: setting(
+    'EXC_SECRET',
+    z.string().min(16, 'the instance secret must be at least 16 characters'),
+    undefined,
+    'Instance secret: authenticates every RPC (HMAC) and derives the ZooKeeper digest ACL. Required (or EXC_SECRET_FILE).',
+  ),
+  secretFile: setting('EXC_SECRET_FILE', z.string().min(1), undefined, 'File holding the instance secret.'),
+  logLevel: setting(
+    'EXC_LOG_LEVEL',
+    z.enum(logLevels),
+    'info',
+    'Log level: fatal, error, warn, info, debug, trace or silent.',
+  ),
+  store: setting(
+    'EXC_STORE',
+    z.string().regex(/^(file:\/\/|s3:\/\/)/, 'expected file:///path or s3://bucket/prefix'),
+    'file://./data/store',
+    'Object store for tablet files: file:///path (local directory) or s3://bucket/prefix.',
+  ),
+  s3Endpoint: setting(
+    'EXC_S3_ENDPOINT',
+    z.url(),
+    undefined,
+    'S3 endpoint URL (for MinIO and other S3-compatible servers).',
+  ),
+  s3Region: setting('EXC_S3_REGION', z.string().min(1), 'us-east-1', 'S3 region.'),
+  s3AccessKeyId: setting(
+    'EXC_S3_ACCESS_KEY_ID',
+    z.string().min(1),
+    undefined,
+    'S3 access key id (default: the AWS credential chain).',
+  ),
+  s3SecretAccessKey: setting(
+    'EXC_S3_SECRET_ACCESS_KEY',
+    z.string().min(1),
+    undefined,
+    'S3 secret access key.',
+  ),
+  s3ForcePathStyle: setting(
+    'EXC_S3_FORCE_PATH_STYLE',
+    bool,
+    false,
+    'Use path-style S3 URLs (MinIO, s3rver).',
+  ),
+  bindHost: setting('EXC_BIND_HOST', z.string().min(1), '127.0.0.1', 'Address the HTTP server listens on.'),
+  port: setting('EXC_PORT', int(0, 65535), 0, 'HTTP port (0 picks a free one).'),
+  advertiseHost: setting(
+    'EXC_ADVERTISE_HOST',
+    z.string().min(1),
+    undefined,
+    'Host name other processes use to reach this one (default: the bind address, or the host name when binding to 0.0.0.0).',
+  ),
+  dataDir: setting(
+    'EXC_DATA_DIR',
+    z.string().min(1),
+    './data',
+    "Directory for the manager's metadata store.",
+  ),
+  rpcTimeoutMs: setting('EXC_RPC_TIMEOUT_MS', int(10, 600_000), 10_000, 'Timeout of one outgoing RPC.'),
+  rpcMaxBodyBytes: setting(
+    'EXC_RPC_MAX_BODY_BYTES',
+    int(1024, 1 << 30),
+    16 << 20,
+    'Largest accepted RPC body; larger ones get 413.',
+  ),
+  rpcMaxSkewMs: setting(
+    'EXC_RPC_MAX_SKEW_MS',
+    int(1_000, 3_600_000),
+    60_000,
+    'Freshness window of a signed request: older or further in the future gets 401.',
+  ),
+} as const;
+
+type Settings = typeof SETTINGS;
+export type SettingKey = keyof Settings;
+type ValueOf<K extends SettingKey> = z.output<Settings[K]['schema']>;
+/** The validated configuration: settings with a default always have a value. */
+export type Config = {
+  [K in SettingKey]: Settings[K]['default'] extends undefined ? ValueOf<K> | undefined : ValueOf<K>;
+};
+
+export interface ConfigSources {
+  /** Environment (default `process.env`). */
+  env?: NodeJS.ProcessEnv;
+  /** Path of a JSON config file; default `EXC_CONFIG` from the environment. */
+  file?: string;
+  /** Command-line overrides; `undefined` values are ignored. */
+  overrides?: Partial<Record<SettingKey, unknown>>;
+}
+
+/** Loads and validates the configuration. Throws CONFIG_INVALID naming every bad setting. */
+export function loadConfig(sources: ConfigSources = {}): Config {
+  const env = sources.env ?? process.env;
+  const filePath = sources.file ?? env.EXC_CONFIG;
+  const fromFile = filePath ? readConfigFile(filePath) : {};
+  const problems: string[] = [];
+  const out: Record<string, unknown> = {};
+
+  for (const [key, s] of Object.entries(SETTINGS) as [SettingKey, Setting<z.ZodType>][]) {
+    let raw: unknown = s.default;
+    let source = 'default';
+    if (fromFile[key] !== undefined) [raw, source] = [fromFile[key], `${key} in ${filePath}`];
+    if (env[s.env] !== undefined && env[s.env] !== '') [raw, source] = [env[s.env], s.env];
+    const override = sources.overrides?.[key];
+    if (override !== undefined) [raw, source] = [override, `--${kebab(key)}`];
+    if (raw === undefined) {
+      out[key] = undefined;
+      continue;
+    }
+    const parsed = s.schema.safeParse(raw);
+    if (parsed.success) out[key] = parsed.data;
+    else
+      problems.push(
+        `${source}=${JSON.stringify(raw)}: ${parsed.error.issues.map((i) => i.message).join('; ')}`,
+      );
+  }
+  for (const key of Object.keys(fromFile)) {
+    if (!(key in SETTINGS)) problems.push(`${key} in ${filePath}: unknown setting`);
+  }
+  if (problems.length > 0) {
+    throw new ExcError('CONFIG_INVALID', `invalid configuration: ${problems.join(', ')}`, {
+      details: { problems },
+    });
+  }
+  return out as Config;
+}
+
+/** The instance secret, from EXC_SECRET or EXC_SECRET_FILE. Throws CONFIG_INVALID when neither is set. */
+export function requireSecret(config: Config): string {
+  if (config.secret) return config.secret;
+  if (config.secretFile) {
+    let text: string;
+    try {
+      text = readFileSync(config.secretFile, 'utf8').trim();
+    } catch (err) {
+      throw new ExcError(
+        'CONFIG_INVALID',
+        `cannot read EXC_SECRET_FILE ${config.secretFile}: ${(err as Error).message}`,
+      );
+    }
+    const parsed = SETTINGS.secret.schema.safeParse(text);
+    if (!parsed.success)
+      throw new ExcError(
+        'CONFIG_INVALID',
+        `EXC_SECRET_FILE ${config.secretFile}: ${parsed.error.issues[0]?.message}`,
+      );
+    return parsed.data;
+  }
+  throw new ExcError('CONFIG_INVALID', 'no instance secret: set EXC_SECRET or EXC_SECRET_FILE');
+}
+
+function readConfigFile(path: string): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new ExcError('CONFIG_INVALID', `cannot read config file ${path}: ${(err as Error).message}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new ExcError('CONFIG_INVALID', `config file ${path} must hold a JSON object`);
+  }
+  return value as Record<string, unknown>;
+}
+
+function kebab(key: string): string {
+  return key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+}
+
+/** The configuration reference as a Markdown table. */
+export function configReference(): string {
+  const rows = (Object.entries(SETTINGS) as [SettingKey, Setting<z.ZodType>][]).map(
+    ([key, s]) =>
+      `| \`${s.env}\` | \`${key}\` | ${s.default === undefined ? '—' : `\`${typeof s.default === 'string' ? s.default : JSON.stringify(s.default)}\``} | ${s.doc} |`,
+  );
+  return ['| environment | file key | default | meaning |', '| --- | --- | --- | --- |', ...rows].join('\n');
+}

@@ -1,0 +1,44 @@
+/**
+ * Signal handling for long-running processes, in one place: the first SIGTERM or SIGINT starts a clean
+ * shutdown (`close`, then exit with its code); a second one, or a shutdown that takes longer than
+ * `forceAfterMs`, exits at once.
+ */
+import type { Logger } from './log.js';
+
+export interface ShutdownOptions {
+  /** Give up on a clean shutdown after this long (default 30 s). */
+  forceAfterMs?: number;
+}
+
+export function onShutdownSignals(
+  log: Logger,
+  close: (signal: NodeJS.Signals) => Promise<number | void>,
+  options: ShutdownOptions = {},
+): void {
+  let shuttingDown = false;
+  const handler = (signal: NodeJS.Signals): void => {
+    if (shuttingDown) {
+      log.warn({ signal }, 'second signal: exiting now');
+      process.exit(130);
+    }
+    shuttingDown = true;
+    log.info({ signal }, 'shutting down');
+    const force = setTimeout(() => {
+      log.error({ forceAfterMs: options.forceAfterMs ?? 30_000 }, 'clean shutdown took too long: exiting');
+      process.exit(1);
+    }, options.forceAfterMs ?? 30_000);
+    force.unref();
+    close(signal).then(
+      (code) => {
+        log.info({ code: code ?? 0 }, 'stopped');
+        process.exit(code ?? 0);
+      },
+      (err: unknown) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', handler);
+  process.on('SIGINT', handler);
+}
