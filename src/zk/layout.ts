@@ -1,0 +1,42 @@
+/**
+ * The ZooKeeper layout of an instance (DESIGN.md, "ZooKeeper layout"). Every path is built here.
+ */
+import { isZkCode } from './errors.js';
+import type { ZkSession } from './session.js';
+
+export class ZkLayout {
+  constructor(readonly root: string) {}
+
+  /** JSON map queue name → queue id. */
+  get queues(): string {
+    return `${this.root}/queues`;
+  }
+  get compactors(): string {
+    return `${this.root}/compactors`;
+  }
+  /** Parent of a queue's live compactors; its data holds the queue's settings. */
+  queueNode(queueId: string): string {
+    return `${this.compactors}/${queueId}`;
+  }
+  get tservers(): string {
+    return `${this.root}/tservers`;
+  }
+  tserverNode(hostPort: string): string {
+    return `${this.tservers}/${hostPort}`;
+  }
+  get manager(): string {
+    return `${this.root}/manager`;
+  }
+}
+
+/** Creates the persistent skeleton of an instance where it is missing. */
+export async function ensureLayout(session: ZkSession, layout: ZkLayout): Promise<void> {
+  await session.ensurePath(layout.root);
+  await session.ensurePath(layout.compactors);
+  await session.ensurePath(layout.tservers);
+  try {
+    await session.create(layout.queues, '{}');
+  } catch (err) {
+    if (!isZkCode(err, 'ZK_NODE_EXISTS')) throw err;
+  }
+}
