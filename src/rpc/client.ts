@@ -1,0 +1,229 @@
+/**
+ * The HTTP/JSON client every process uses: signs each attempt, puts a timeout on each, and retries
+ * retriable failures with jittered exponential backoff.
+ *
+ * Retrying is safe only when repeating the request cannot apply it twice: a call is retried when it is
+ * marked idempotent, when the connection was refused (nothing was sent), or when the server answered with
+ * a retriable error code (it did not apply the request). A timeout of a non-idempotent call is not retried:
+ * its outcome is unknown and the caller must find out.
+ */
+import { Agent, request } from 'undici';
+import { ExcError, isErrorCode, isRetriable, type ErrorCode } from '../errors.js';
+import { silentLogger, type Logger } from '../log.js';
+import { retry } from '../retry.js';
+import { rpcKey, signRequest } from './auth.js';
+
+export interface RpcClientOptions {
+  /** e.g. `http://127.0.0.1:9100`. */
+  baseUrl: string;
+  secret: string;
+  /** Per-attempt timeout (default 10 s). */
+  timeoutMs?: number;
+  /** Attempts including the first (default 4). */
+  attempts?: number;
+  /** Backoff base and ceiling (defaults 50 ms, 2 s). */
+  backoffBaseMs?: number;
+  backoffMaxMs?: number;
+  logger?: Logger;
+  /** Share one connection pool between clients of many peers. */
+  agent?: Agent;
+}
+
+export interface CallOptions {
+  /** Safe to repeat (reads, or writes with their own deduplication). Default: true for GET. */
+  idempotent?: boolean;
+  timeoutMs?: number;
+  attempts?: number;
+  signal?: AbortSignal;
+}
+
+let sharedAgent: Agent | undefined;
+/** The process-wide keep-alive connection pool. */
+export function defaultAgent(): Agent {
+  sharedAgent ??= new Agent({ keepAliveTimeout: 30_000, connections: 64, pipelining: 1 });
+  return sharedAgent;
+}
+
+export class RpcClient {
+  readonly baseUrl: string;
+  private readonly key: Buffer;
+  private readonly options: RpcClientOptions;
+  private readonly log: Logger;
+  private readonly agent: Agent;
+
+  constructor(options: RpcClientOptions) {
+    this.options = options;
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.key = rpcKey(options.secret);
+    this.log = (options.logger ?? silentLogger()).child({ component: 'rpc-client', peer: this.baseUrl });
+    this.agent = options.agent ?? defaultAgent();
+  }
+
+  get<T>(path: string, options?: CallOptions): Promise<T> {
+    return this.call<T>('GET', path, undefined, options);
+  }
+
+  post<T>(path: string, body: unknown, options?: CallOptions): Promise<T> {
+    return this.call<T>('POST', path, body, options);
+  }
+
+  /** Sends one request (retrying as described above); resolves with the parsed JSON answer. */
+  async call<T>(method: string, path: string, body?: unknown, options: CallOptions = {}): Promise<T> {
+    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body), 'utf8');
+    const idempotent = options.idempotent ?? method === 'GET';
+    return retry((attempt) => this.attempt<T>(method, path, payload, options, attempt), {
+      attempts: options.attempts ?? this.options.attempts ?? 4,
+      baseMs: this.options.backoffBaseMs ?? 50,
+      maxMs: this.options.backoffMaxMs ?? 2_000,
+      signal: options.signal,
+      retryOn: (err) => canRetry(err, idempotent),
+      onRetry: (err, attempt, delayMs) =>
+        this.log.debug({ method, path, attempt, delayMs, err: String(err) }, 'retrying request'),
+    });
+  }
+
+  private async attempt<T>(
+    method: string,
+    path: string,
+    payload: Buffer | undefined,
+    options: CallOptions,
+    _attempt: number,
+  ): Promise<T> {
+    const timeoutMs = options.timeoutMs ?? this.options.timeoutMs ?? 10_000;
+    const headers: Record<string, string> = signRequest(this.key, { method, path, body: payload });
+    if (payload) headers['content-type'] = 'application/json';
+    const signal = options.signal
+      ? AbortSignal.any([options.signal, AbortSignal.timeout(timeoutMs)])
+      : AbortSignal.timeout(timeoutMs);
+    let response: Awaited<ReturnType<typeof request>>;
+    try {
+      response = await request(`${this.baseUrl}${path}`, {
+        method: method as 'GET',
+        headers,
+        body: payload,
+        signal,
+        dispatcher: this.agent,
+      });
+    } catch (err) {
+      throw transportError(err, method, `${this.baseUrl}${path}`, timeoutMs, options.signal);
+    }
+    let text: string;
+    try {
+      text = await response.body.text();
+    } catch (err) {
+      throw transportError(err, method, `${this.baseUrl}${path}`, timeoutMs, options.signal);
+    }
+    const json = parseJson(text);
+    if (response.statusCode >= 200 && response.statusCode < 300) return json as T;
+    throw errorFromResponse(response.statusCode, json, text, method, path);
+  }
+}
+
+/**
+ * Codes with which a server says it did not apply the request (overloaded, starting, stopping). Handlers
+ * must not answer them after a partial effect.
+ */
+const NOT_APPLIED_CODES = new Set<string>(['UNAVAILABLE', 'SHUTTING_DOWN', 'TOO_MANY_REQUESTS']);
+
+/** Whether a failed attempt may be repeated. */
+function canRetry(err: unknown, idempotent: boolean): boolean {
+  if (!isRetriable(err)) return false;
+  if (idempotent) return true;
+  const e = err as ExcError;
+  // The request never reached the server, or the server said it did not apply it.
+  return e.details?.sent === false || e.details?.notApplied === true;
+}
+
+function transportError(
+  err: unknown,
+  method: string,
+  url: string,
+  timeoutMs: number,
+  userSignal?: AbortSignal,
+): ExcError {
+  if (userSignal?.aborted) {
+    return new ExcError('UNAVAILABLE', `${method} ${url}: aborted`, { cause: err, details: { sent: true } });
+  }
+  const name = (err as { name?: string } | null)?.name;
+  if (name === 'TimeoutError' || name === 'AbortError') {
+    return new ExcError('TIMEOUT', `${method} ${url}: no answer within ${timeoutMs} ms`, {
+      cause: err,
+      details: { sent: true },
+    });
+  }
+  const code = (err as { code?: string } | null)?.code ?? '';
+  const notSent =
+    code === 'ECONNREFUSED' ||
+    code === 'UND_ERR_CONNECT_TIMEOUT' ||
+    code === 'ENOTFOUND' ||
+    code === 'EAI_AGAIN';
+  const retriable = isRetriable(err);
+  return new ExcError(
+    retriable ? 'UNAVAILABLE' : 'INTERNAL',
+    `${method} ${url}: ${(err as Error).message}${code ? ` (${code})` : ''}`,
+    {
+      cause: err,
+      details: { sent: !notSent, url },
+    },
+  );
+}
+
+function parseJson(text: string): unknown {
+  if (text.length === 0) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function errorFromResponse(
+  status: number,
+  json: unknown,
+  text: string,
+  method: string,
+  path: string,
+): ExcError {
+  const body = (json as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
+  const remoteCode = body?.code;
+  const message =
+    typeof body?.message === 'string'
+      ? body.message
+      : `${method} ${path}: HTTP ${status} ${text.slice(0, 200)}`;
+  let code = isErrorCode(remoteCode) ? remoteCode : statusToCode(status);
+  // An unknown code from a newer peer keeps its retriability from the status.
+  if (!isErrorCode(remoteCode) && status >= 500 && status !== 500) code = 'UNAVAILABLE';
+  return new ExcError(code, message, {
+    details: {
+      status,
+      sent: true,
+      notApplied: isErrorCode(remoteCode) && NOT_APPLIED_CODES.has(remoteCode),
+      remoteCode: typeof remoteCode === 'string' ? remoteCode : null,
+    },
+  });
+}
+
+function statusToCode(status: number): ErrorCode {
+  switch (status) {
+    case 400:
+      return 'BAD_REQUEST';
+    case 401:
+      return 'UNAUTHENTICATED';
+    case 403:
+      return 'FORBIDDEN';
+    case 404:
+      return 'NOT_FOUND';
+    case 409:
+      return 'CONFLICT';
+    case 413:
+      return 'PAYLOAD_TOO_LARGE';
+    case 429:
+      return 'TOO_MANY_REQUESTS';
+    case 503:
+      return 'UNAVAILABLE';
+    case 504:
+      return 'TIMEOUT';
+    default:
+      return 'INTERNAL';
+  }
+}

@@ -1,0 +1,196 @@
+/**
+ * The HTTP/JSON server every process uses.
+ *
+ * - Everything under `/v1` is authenticated ({@link RequestVerifier}); `/healthz` and `/metrics` are not
+ *   (they reveal no data and health checks and scrapers hold no secret).
+ * - Bodies are read raw (the signature covers the exact bytes), limited to `maxBodyBytes` (413), then
+ *   parsed as JSON (400) and validated with the route's zod schema (400 naming the field).
+ * - One error model: `{ "error": { "code": "...", "message": "..." } }`, the status following the code.
+ */
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type { z } from 'zod';
+import { ExcError, toExcError } from '../errors.js';
+import { silentLogger, type Logger } from '../log.js';
+import { RequestVerifier, rpcKey } from './auth.js';
+import { parseInput } from './validate.js';
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
+
+export interface RpcServerOptions {
+  secret: string;
+  logger?: Logger;
+  /** Largest accepted body (default 16 MiB). */
+  maxBodyBytes?: number;
+  /** Freshness window of signatures (default 60 s). */
+  maxSkewMs?: number;
+  /** What `/healthz` reports; 200 when `ok`, 503 otherwise. */
+  health?: () => { ok: boolean; [key: string]: unknown };
+  /** Prometheus exposition for `/metrics`. */
+  metrics?: () => Promise<{ contentType: string; body: string }>;
+}
+
+export interface RouteInput<B, Q> {
+  body: B;
+  query: Q;
+  params: Record<string, string>;
+  /** Aborted when the client disconnects before the answer. */
+  signal: AbortSignal;
+}
+
+export interface RouteSpec<BS extends z.ZodType | undefined, QS extends z.ZodType | undefined> {
+  body?: BS;
+  query?: QS;
+}
+
+type Out<S> = S extends z.ZodType ? z.output<S> : undefined;
+
+export class RpcServer {
+  readonly app: express.Express;
+  private readonly router: express.Router;
+  private readonly log: Logger;
+  private server: Server | undefined;
+  private closing: Promise<void> | undefined;
+
+  constructor(options: RpcServerOptions) {
+    this.log = (options.logger ?? silentLogger()).child({ component: 'rpc' });
+    const verifier = new RequestVerifier(rpcKey(options.secret), { maxSkewMs: options.maxSkewMs ?? 60_000 });
+    const app = express();
+    app.disable('x-powered-by');
+    app.set('etag', false);
+
+    app.get('/healthz', (_req, res) => {
+      const health = options.health?.() ?? { ok: true };
+      res.status(health.ok ? 200 : 503).json(health);
+    });
+    if (options.metrics) {
+      const metrics = options.metrics;
+      app.get('/metrics', async (_req, res) => {
+        const { contentType, body } = await metrics();
+        res.type(contentType).send(body);
+      });
+    }
+
+    this.router = express.Router();
+    app.use(
+      '/v1',
+      express.raw({ type: () => true, limit: options.maxBodyBytes ?? 16 << 20 }),
+      (req: Request, _res: Response, next: NextFunction) => {
+        const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+        verifier.verify({ method: req.method, path: req.originalUrl, headers: req.headers, body });
+        req.body = parseJsonBody(body, req.headers['content-type']);
+        next();
+      },
+      this.router,
+    );
+    app.use((req: Request) => {
+      throw new ExcError('NOT_FOUND', `no route ${req.method} ${req.path}`);
+    });
+    app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+      const e = fromExpressError(err);
+      if (e.code === 'INTERNAL')
+        this.log.error({ err, method: req.method, path: req.path }, 'request failed');
+      else
+        this.log.debug(
+          { code: e.code, method: req.method, path: req.path, msg: e.message },
+          'request rejected',
+        );
+      if (!res.headersSent) res.status(e.status).json({ error: { code: e.code, message: e.message } });
+    });
+    this.app = app;
+  }
+
+  /**
+   * Adds a route under `/v1`. The handler's resolved value is sent as JSON with status 200; a thrown
+   * ExcError becomes its error response.
+   */
+  route<
+    BS extends z.ZodType | undefined = undefined,
+    QS extends z.ZodType | undefined = undefined,
+    R = unknown,
+  >(
+    method: HttpMethod,
+    path: string,
+    spec: RouteSpec<BS, QS>,
+    handler: (input: RouteInput<Out<BS>, Out<QS>>) => Promise<R> | R,
+  ): void {
+    const register = this.router[method.toLowerCase() as 'get' | 'post' | 'put' | 'delete'].bind(this.router);
+    register(path, async (req: Request, res: Response) => {
+      const body = (spec.body ? parseInput(spec.body, req.body ?? {}, 'body') : undefined) as Out<BS>;
+      const query = (spec.query ? parseInput(spec.query, req.query, 'query') : undefined) as Out<QS>;
+      const aborter = new AbortController();
+      res.on('close', () => {
+        if (!res.writableFinished) aborter.abort(new ExcError('UNAVAILABLE', 'client went away'));
+      });
+      const result = await handler({
+        body,
+        query,
+        params: req.params as Record<string, string>,
+        signal: aborter.signal,
+      });
+      res.status(200).json(result ?? {});
+    });
+  }
+
+  /** Starts listening; resolves with the bound address. */
+  async listen(host: string, port: number): Promise<{ host: string; port: number }> {
+    const server = this.app.listen(port, host);
+    await new Promise<void>((resolve, reject) => {
+      server.once('listening', resolve);
+      server.once('error', (err) =>
+        reject(
+          new ExcError('UNAVAILABLE', `cannot listen on ${host}:${port}: ${err.message}`, { cause: err }),
+        ),
+      );
+    });
+    server.keepAliveTimeout = 65_000;
+    server.requestTimeout = 120_000;
+    this.server = server;
+    const address = server.address() as AddressInfo;
+    return { host: address.address, port: address.port };
+  }
+
+  /** Stops accepting connections, lets requests in flight finish for up to `graceMs`, then drops the rest. */
+  close(graceMs = 2_000): Promise<void> {
+    const server = this.server;
+    if (!server) return Promise.resolve();
+    this.closing ??= new Promise<void>((resolve) => {
+      const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+      server.close(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+      server.closeIdleConnections();
+    });
+    return this.closing;
+  }
+}
+
+function parseJsonBody(body: Buffer, contentType: string | undefined): unknown {
+  if (body.length === 0) return undefined;
+  if (contentType && !/^application\/json\b/i.test(contentType)) {
+    throw new ExcError('UNSUPPORTED_MEDIA_TYPE', `content-type must be application/json, not ${contentType}`);
+  }
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch (err) {
+    throw new ExcError('BAD_REQUEST', `body is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
+/** Errors thrown by express's body parser carry `type` and `status`; everything else goes through toExcError. */
+function fromExpressError(err: unknown): ExcError {
+  const e = err as { type?: unknown; status?: unknown; limit?: unknown; length?: unknown } | null;
+  if (e?.type === 'entity.too.large') {
+    return new ExcError(
+      'PAYLOAD_TOO_LARGE',
+      `request body of ${String(e.length)} bytes exceeds the limit of ${String(e.limit)} bytes`,
+    );
+  }
+  if (e?.type === 'request.aborted') return new ExcError('BAD_REQUEST', 'request aborted by the client');
+  if (typeof e?.type === 'string' && typeof e.status === 'number' && e.status < 500) {
+    return new ExcError('BAD_REQUEST', `bad request: ${(err as Error).message}`);
+  }
+  return toExcError(err);
+}

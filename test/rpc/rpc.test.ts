@@ -1,0 +1,203 @@
+import { request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { ExcError } from '../../src/errors.js';
+import { RpcClient, RpcServer, rpcKey, signRequest } from '../../src/rpc/index.js';
+import { freePort } from '../../src/zk/embedded.js';
+
+const SECRET = 'rpc-layer-test-secret-0123456789';
+
+describe('rpc', () => {
+  let server: RpcServer;
+  let base: string;
+  const calls = { flaky: 0, slow: 0, boom: 0 };
+  const applied: number[] = [];
+
+  beforeAll(async () => {
+    server = new RpcServer({ secret: SECRET, maxBodyBytes: 64 * 1024, maxSkewMs: 1_000 });
+    server.route(
+      'POST',
+      '/echo',
+      {
+        body: z.object({
+          name: z.string().min(1),
+          count: z.number().int().nonnegative(),
+          tags: z.array(z.string()).default([]),
+        }),
+      },
+      ({ body }) => ({ hello: body.name, count: body.count, tags: body.tags }),
+    );
+    server.route('POST', '/apply', { body: z.object({ n: z.number() }) }, ({ body }) => {
+      applied.push(body.n);
+      return { ok: true };
+    });
+    server.route('POST', '/flaky', {}, () => {
+      calls.flaky++;
+      if (calls.flaky <= 2) throw new ExcError('UNAVAILABLE', 'not yet');
+      return { attempts: calls.flaky };
+    });
+    server.route('POST', '/slow', {}, async () => {
+      calls.slow++;
+      await new Promise((r) => setTimeout(r, 500));
+      return { ok: true };
+    });
+    server.route('POST', '/boom', {}, () => {
+      calls.boom++;
+      throw new TypeError('a bug');
+    });
+    const { port } = await server.listen('127.0.0.1', 0);
+    base = `http://127.0.0.1:${port}`;
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  async function raw(path: string, body: string | Buffer, headers: Record<string, string>) {
+    const res = await request(`${base}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body,
+    });
+    return {
+      status: res.statusCode,
+      json: (await res.body.json()) as { error?: { code: string; message: string } },
+    };
+  }
+
+  function signed(path: string, body: Buffer, secret = SECRET, now?: number) {
+    return signRequest(rpcKey(secret), { method: 'POST', path: `/v1${path}`, body, now });
+  }
+
+  it('a signed, valid request is served', async () => {
+    const client = new RpcClient({ baseUrl: base, secret: SECRET });
+    await expect(client.post('/v1/echo', { name: 'ada', count: 2 })).resolves.toEqual({
+      hello: 'ada',
+      count: 2,
+      tags: [],
+    });
+  });
+
+  it('auth - a request without a signature gets 401', async () => {
+    const res = await raw('/v1/echo', '{"name":"a","count":1}', {});
+    expect(res.status).toBe(401);
+    expect(res.json.error?.code).toBe('UNAUTHENTICATED');
+  });
+
+  it('auth - a request signed with another secret gets 401', async () => {
+    const body = Buffer.from('{"name":"a","count":1}');
+    const res = await raw('/v1/echo', body, signed('/echo', body, 'not-the-instance-secret-012345'));
+    expect(res.status).toBe(401);
+    expect(res.json.error?.message).toMatch(/bad signature/);
+  });
+
+  it('auth - a body changed after signing gets 401', async () => {
+    const body = Buffer.from('{"name":"a","count":1}');
+    const res = await raw('/v1/echo', '{"name":"a","count":999}', signed('/echo', body));
+    expect(res.status).toBe(401);
+  });
+
+  it('auth - a stale or future-dated request gets 401', async () => {
+    const body = Buffer.from('{"name":"a","count":1}');
+    const stale = await raw('/v1/echo', body, signed('/echo', body, SECRET, Date.now() - 5_000));
+    expect(stale.status).toBe(401);
+    expect(stale.json.error?.message).toMatch(/freshness window/);
+    const future = await raw('/v1/echo', body, signed('/echo', body, SECRET, Date.now() + 5_000));
+    expect(future.status).toBe(401);
+  });
+
+  it('auth - a replayed request gets 401, inside the window (nonce) and after it (date), and is applied once', async () => {
+    const body = Buffer.from('{"n":7}');
+    const headers = signed('/apply', body);
+    const first = await raw('/v1/apply', body, headers);
+    expect(first.status).toBe(200);
+    const replay = await raw('/v1/apply', body, headers);
+    expect(replay.status).toBe(401);
+    expect(replay.json.error?.message).toMatch(/replayed/);
+    await new Promise((r) => setTimeout(r, 1_200)); // past the 1 s window of this server
+    const late = await raw('/v1/apply', body, headers);
+    expect(late.status).toBe(401);
+    expect(applied.filter((n) => n === 7)).toHaveLength(1);
+  });
+
+  it('validation - malformed JSON gets 400', async () => {
+    const body = Buffer.from('{"name": "a", count');
+    const res = await raw('/v1/echo', body, signed('/echo', body));
+    expect(res.status).toBe(400);
+    expect(res.json.error).toMatchObject({ code: 'BAD_REQUEST' });
+    expect(res.json.error?.message).toMatch(/not valid JSON/);
+  });
+
+  it('validation - a field of the wrong type gets 400 naming the field', async () => {
+    const client = new RpcClient({ baseUrl: base, secret: SECRET });
+    const err = (await client
+      .post('/v1/echo', { name: 'a', count: 'three' })
+      .catch((e: unknown) => e)) as ExcError;
+    expect(err.code).toBe('BAD_REQUEST');
+    expect(err.message).toMatch(/body\.count/);
+    const nested = (await client
+      .post('/v1/echo', { name: 'a', count: 1, tags: ['x', 5] })
+      .catch((e: unknown) => e)) as ExcError;
+    expect(nested.message).toMatch(/body\.tags\.1/);
+    const missing = (await client.post('/v1/echo', { count: 1 }).catch((e: unknown) => e)) as ExcError;
+    expect(missing.message).toMatch(/body\.name/);
+  });
+
+  it('limits - an oversized body gets 413 and is not served', async () => {
+    const body = Buffer.from(JSON.stringify({ n: 1, pad: 'x'.repeat(100 * 1024) }));
+    const before = applied.length;
+    const res = await raw('/v1/apply', body, signed('/apply', body));
+    expect(res.status).toBe(413);
+    expect(res.json.error?.code).toBe('PAYLOAD_TOO_LARGE');
+    expect(applied.length).toBe(before);
+  });
+
+  it('routing - an unknown path gets 404 after authentication, 401 before', async () => {
+    const client = new RpcClient({ baseUrl: base, secret: SECRET });
+    await expect(client.post('/v1/nope', {})).rejects.toMatchObject({ code: 'NOT_FOUND' });
+    expect((await raw('/v1/nope', '{}', {})).status).toBe(401);
+  });
+
+  it('health - /healthz answers without a signature', async () => {
+    const res = await request(`${base}/healthz`);
+    expect(res.statusCode).toBe(200);
+    expect(await res.body.json()).toEqual({ ok: true });
+  });
+
+  it('client - retries when the server says it did not apply the request (503)', async () => {
+    const client = new RpcClient({ baseUrl: base, secret: SECRET, backoffBaseMs: 5 });
+    await expect(client.post('/v1/flaky', {})).resolves.toEqual({ attempts: 3 });
+  });
+
+  it('client - does not retry an internal error; the answer carries a stable code', async () => {
+    const client = new RpcClient({ baseUrl: base, secret: SECRET, backoffBaseMs: 5 });
+    await expect(client.post('/v1/boom', {}, { idempotent: true })).rejects.toMatchObject({
+      code: 'INTERNAL',
+    });
+    expect(calls.boom).toBe(1);
+  });
+
+  it('client - a timeout is retried only for idempotent calls', async () => {
+    const client = new RpcClient({ baseUrl: base, secret: SECRET, backoffBaseMs: 5, timeoutMs: 100 });
+    calls.slow = 0;
+    await expect(client.post('/v1/slow', {})).rejects.toMatchObject({ code: 'TIMEOUT' });
+    expect(calls.slow).toBe(1);
+    calls.slow = 0;
+    await expect(client.post('/v1/slow', {}, { idempotent: true, attempts: 3 })).rejects.toMatchObject({
+      code: 'TIMEOUT',
+    });
+    expect(calls.slow).toBe(3);
+  });
+
+  it('client - a refused connection is retried, then reported as UNAVAILABLE naming the address', async () => {
+    const port = await freePort();
+    const client = new RpcClient({
+      baseUrl: `http://127.0.0.1:${port}`,
+      secret: SECRET,
+      backoffBaseMs: 5,
+      attempts: 3,
+    });
+    const err = (await client.post('/v1/apply', { n: 1 }).catch((e: unknown) => e)) as ExcError;
+    expect(err.code).toBe('UNAVAILABLE');
+    expect(err.message).toContain(`127.0.0.1:${port}`);
+  });
+});
