@@ -1,0 +1,109 @@
+/**
+ * A loopback TCP proxy in front of a server, to cut a client off without touching either process:
+ *
+ * - `blackhole()`: keep connections open but forward nothing (packets "vanish", as in a partition);
+ * - `dropConnections()`: reset every connection (the client sees a disconnect and reconnects);
+ * - `refuse(true)`: refuse new connections;
+ * - `cutAfterNextClientData()`: forward the client's next chunk to the server, then drop the connection
+ *   before any answer comes back (the client cannot know whether its request was applied).
+ */
+import { createServer, connect, type Server, type Socket } from 'node:net';
+
+export class TcpProxy {
+  private server: Server | undefined;
+  private readonly pairs = new Set<{ client: Socket; upstream: Socket }>();
+  private blackholed = false;
+  private refusing = false;
+  private cutArmed = false;
+  /** Set when a cut happened (the chunk that triggered it was forwarded). */
+  cuts = 0;
+  port = 0;
+
+  constructor(
+    private readonly targetHost: string,
+    private readonly targetPort: number,
+  ) {}
+
+  get address(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  async start(): Promise<this> {
+    const server = createServer((client) => this.accept(client));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    this.port = (server.address() as { port: number }).port;
+    this.server = server;
+    return this;
+  }
+
+  blackhole(): void {
+    this.blackholed = true;
+  }
+
+  restore(): void {
+    this.blackholed = false;
+    this.refusing = false;
+  }
+
+  refuse(on = true): void {
+    this.refusing = on;
+  }
+
+  dropConnections(): void {
+    for (const pair of this.pairs) {
+      pair.client.resetAndDestroy();
+      pair.upstream.destroy();
+    }
+    this.pairs.clear();
+  }
+
+  cutAfterNextClientData(): void {
+    this.cutArmed = true;
+  }
+
+  async stop(): Promise<void> {
+    this.dropConnections();
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  }
+
+  private accept(client: Socket): void {
+    if (this.refusing) {
+      client.resetAndDestroy();
+      return;
+    }
+    const upstream = connect(this.targetPort, this.targetHost);
+    const pair = { client, upstream };
+    this.pairs.add(pair);
+    const close = (): void => {
+      this.pairs.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('data', (chunk) => {
+      if (this.blackholed) return;
+      upstream.write(chunk);
+      if (this.cutArmed) {
+        this.cutArmed = false;
+        this.cuts++;
+        // Stop relaying answers at once, and drop the client once the server had time to apply the request.
+        upstream.pause();
+        setTimeout(() => {
+          client.resetAndDestroy();
+          upstream.destroy();
+          this.pairs.delete(pair);
+        }, 100);
+      }
+    });
+    upstream.on('data', (chunk) => {
+      if (!this.blackholed) client.write(chunk);
+    });
+    client.on('error', close);
+    upstream.on('error', close);
+    client.on('close', close);
+    upstream.on('close', close);
+  }
+}
+
+export async function startProxy(targetPort: number, targetHost = '127.0.0.1'): Promise<TcpProxy> {
+  return new TcpProxy(targetHost, targetPort).start();
+}
