@@ -1,0 +1,124 @@
+#!/usr/bin/env node
+// Installs what `npm start` and `npm test` need and is missing, on a fresh clone of a fresh machine
+// (Node 20, npm, Java, apt). Plain Node with no dependencies: it runs before anything is installed.
+//
+//  1. npm dependencies, from the lock file, when node_modules is missing or older than the lock file;
+//     the native SQLite binding is rebuilt if it does not load.
+//  2. ZooKeeper, unless EXC_ZK names an existing server: the Debian/Ubuntu package `zookeeper`
+//     (/usr/share/java/zookeeper.jar), installed with apt-get when we are root; otherwise stop and say
+//     exactly what to install.
+import { spawnSync } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const ZK_JAR = process.env.EXC_ZK_JAR || '/usr/share/java/zookeeper.jar';
+const quiet = process.argv.includes('--quiet');
+
+function say(message) {
+  if (!quiet) console.error(`[setup] ${message}`);
+}
+
+function fail(message) {
+  console.error(`[setup] cannot continue: ${message}`);
+  process.exit(1);
+}
+
+function run(command, args, options = {}) {
+  const result = spawnSync(command, args, { cwd: root, stdio: 'inherit', ...options });
+  if (result.error) fail(`${command} ${args.join(' ')}: ${result.error.message}`);
+  return result.status === 0;
+}
+
+function checkNode() {
+  const major = Number(process.versions.node.split('.')[0]);
+  if (major < 20) fail(`Node ${process.versions.node} is too old; excompact needs Node 20 or newer`);
+}
+
+function npmDependenciesStale() {
+  const marker = join(root, 'node_modules', '.package-lock.json');
+  if (!existsSync(marker)) return 'node_modules is missing';
+  const lock = join(root, 'package-lock.json');
+  if (existsSync(lock) && statSync(lock).mtimeMs > statSync(marker).mtimeMs + 1000) {
+    return 'package-lock.json changed since the last install';
+  }
+  return undefined;
+}
+
+function nativeBindingLoads() {
+  const result = spawnSync(
+    process.execPath,
+    ['-e', "const D=require('better-sqlite3'); new D(':memory:').close()"],
+    { cwd: root, stdio: 'ignore' },
+  );
+  return result.status === 0;
+}
+
+function ensureNpmDependencies() {
+  const why = npmDependenciesStale();
+  if (why) {
+    say(`installing npm dependencies (${why})`);
+    const hasLock = existsSync(join(root, 'package-lock.json'));
+    const ok = run(
+      'npm',
+      hasLock ? ['ci', '--no-audit', '--no-fund'] : ['install', '--no-audit', '--no-fund'],
+    );
+    if (!ok) fail('npm could not install the dependencies (see the output above)');
+  }
+  if (!nativeBindingLoads()) {
+    say('building the native SQLite binding (better-sqlite3)');
+    if (!run('npm', ['rebuild', 'better-sqlite3']) || !nativeBindingLoads()) {
+      fail(
+        'better-sqlite3 does not load; it needs python3, make and g++ to build (apt-get install python3 make g++)',
+      );
+    }
+  }
+  // Make sure the modules the project resolves at run time are really there.
+  const require = createRequire(join(root, 'package.json'));
+  for (const name of ['node-zookeeper-client', 'express', 'pino', 'zod']) {
+    try {
+      require.resolve(name);
+    } catch {
+      fail(`npm dependency ${name} is missing after install; remove node_modules and run again`);
+    }
+  }
+}
+
+function javaWorks() {
+  return spawnSync('java', ['-version'], { stdio: 'ignore' }).status === 0;
+}
+
+function ensureZooKeeper() {
+  if (process.env.EXC_ZK) {
+    say(`using the ZooKeeper at EXC_ZK=${process.env.EXC_ZK}`);
+    return;
+  }
+  if (!existsSync(ZK_JAR)) {
+    const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+    const hasApt = spawnSync('apt-get', ['--version'], { stdio: 'ignore' }).status === 0;
+    if (!isRoot || !hasApt) {
+      fail(
+        `ZooKeeper is not installed (no ${ZK_JAR}). Install it with:\n` +
+          `    sudo apt-get update && sudo apt-get install -y zookeeper\n` +
+          `  or point EXC_ZK_JAR at a zookeeper jar, or set EXC_ZK to the connect string of a running server.`,
+      );
+    }
+    say('installing ZooKeeper with apt-get (package zookeeper)');
+    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+    if (!run('apt-get', ['update', '-qq'], { env })) fail('apt-get update failed (see the output above)');
+    if (!run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'zookeeper'], { env })) {
+      fail('apt-get install zookeeper failed (see the output above)');
+    }
+    if (!existsSync(ZK_JAR)) fail(`the zookeeper package is installed but ${ZK_JAR} is missing`);
+  }
+  if (!javaWorks()) {
+    fail('java is not on the PATH; ZooKeeper needs a Java runtime (apt-get install default-jre-headless)');
+  }
+}
+
+checkNode();
+ensureNpmDependencies();
+ensureZooKeeper();
+say('ready');

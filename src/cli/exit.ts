@@ -1,0 +1,40 @@
+/**
+ * Exit codes of every command, as documented in the README:
+ *   0  success
+ *   1  a user error (bad argument, unknown name, invalid configuration), with a one-line message
+ *   2  the cluster is unreachable (ZooKeeper, the manager or a tablet server), saying what was tried
+ * Long-running processes add their own (see each command's --help).
+ */
+import { ExcError, describeError } from '../errors.js';
+
+export const EXIT_OK = 0;
+export const EXIT_USER_ERROR = 1;
+export const EXIT_UNREACHABLE = 2;
+
+const UNREACHABLE_CODES = new Set([
+  'UNAVAILABLE',
+  'TIMEOUT',
+  'ZK_CONNECTION_LOSS',
+  'ZK_TIMEOUT',
+  'ZK_SESSION_LOST',
+]);
+
+export function exitCodeFor(err: unknown): number {
+  if (err instanceof ExcError && UNREACHABLE_CODES.has(err.code)) return EXIT_UNREACHABLE;
+  return EXIT_USER_ERROR;
+}
+
+/** Runs a command's action; a failure prints one line to stderr and exits with its code. */
+export function action<A extends unknown[]>(
+  fn: (...args: A) => Promise<void>,
+): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    try {
+      await fn(...args);
+    } catch (err) {
+      process.stderr.write(`excompact: ${describeError(err)}\n`);
+      if (!(err instanceof ExcError)) process.stderr.write(`${(err as Error)?.stack ?? ''}\n`);
+      process.exit(exitCodeFor(err));
+    }
+  };
+}

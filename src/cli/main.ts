@@ -1,0 +1,48 @@
+#!/usr/bin/env node
+/**
+ * The `excompact` command line. Each command lives in its own module and registers itself here.
+ */
+import { Command } from 'commander';
+import { configReference, loadConfig, requireSecret } from '../config.js';
+import { digestAuthFromSecret } from '../zk/acl.js';
+import { action } from './exit.js';
+import { registerLocal } from './local.js';
+
+export function buildProgram(): Command {
+  const program = new Command();
+  program
+    .name('excompact')
+    .description(
+      'External compactions for a tablet store: tablet servers select and reserve work, compactors run it.',
+    )
+    .showHelpAfterError('(run with --help for usage)')
+    .configureOutput({ outputError: (text, write) => write(text) });
+
+  program
+    .command('config')
+    .description('Show the configuration reference, or the ZooKeeper digest credentials of this instance.')
+    .option('--docs', 'print the reference as a Markdown table (the default)')
+    .option(
+      '--zk-digest',
+      'print the digest user:password for `addauth digest` in zkCli.sh (needs the secret)',
+    )
+    .addHelpText(
+      'after',
+      '\nExamples:\n  excompact config --docs\n  EXC_SECRET_FILE=/etc/excompact/secret excompact config --zk-digest\n',
+    )
+    .action(
+      action(async (opts: { zkDigest?: boolean }) => {
+        if (opts.zkDigest) {
+          const auth = digestAuthFromSecret(requireSecret(loadConfig()));
+          process.stdout.write(`${auth.user}:${auth.password}\n`);
+          return;
+        }
+        process.stdout.write(`${configReference()}\n`);
+      }),
+    );
+
+  registerLocal(program);
+  return program;
+}
+
+await buildProgram().parseAsync(process.argv);
