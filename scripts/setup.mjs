@@ -60,11 +60,10 @@ function ensureNpmDependencies() {
   const why = npmDependenciesStale();
   if (why) {
     say(`installing npm dependencies (${why})`);
-    const hasLock = existsSync(join(root, 'package-lock.json'));
-    const ok = run(
-      'npm',
-      hasLock ? ['ci', '--no-audit', '--no-fund'] : ['install', '--no-audit', '--no-fund'],
-    );
+    // `npm install` honours the versions pinned in package-lock.json. Not `npm ci`: some registries (and
+    // mirrors) lack other platforms' builds of optional packages, npm then leaves them out of the lock
+    // file, and `npm ci` refuses a lock file with missing optional entries.
+    const ok = run('npm', ['install', '--no-audit', '--no-fund']);
     if (!ok) fail('npm could not install the dependencies (see the output above)');
   }
   if (!nativeBindingLoads()) {
