@@ -46,6 +46,24 @@ export const ERROR_CODES = {
   ZK_NOT_EMPTY: { status: 409, retriable: false },
   ZK_NO_AUTH: { status: 403, retriable: false },
   ZK_ERROR: { status: 500, retriable: false },
+
+  // Storage (sorted files and object stores).
+  CORRUPT_FILE: { status: 422, retriable: false },
+  OBJECT_NOT_FOUND: { status: 404, retriable: false },
+  INVALID_NAME: { status: 400, retriable: false },
+  STORE_UNAVAILABLE: { status: 503, retriable: true },
+
+  // Metadata store and the manager.
+  CONDITION_FAILED: { status: 409, retriable: false },
+  UNKNOWN_TABLE: { status: 404, retriable: false },
+  NOT_MANAGER: { status: 503, retriable: true },
+
+  // Tablet servers, queues and reservations.
+  NOT_SERVING: { status: 409, retriable: false },
+  UNKNOWN_QUEUE: { status: 404, retriable: false },
+  NO_WORK: { status: 404, retriable: false },
+  RESERVATION_GONE: { status: 409, retriable: false },
+  COMPACTOR_GONE: { status: 409, retriable: false },
 } as const satisfies Record<string, CodeInfo>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
