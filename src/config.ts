@@ -110,6 +110,18 @@ export const SETTINGS = {
     './data',
     "Directory for the manager's metadata store.",
   ),
+  gcGraceMs: setting(
+    'EXC_GC_GRACE_MS',
+    int(0, 30 * 86_400_000),
+    600_000,
+    'The garbage collector deletes an unreferenced file only after this long (protects running scans and files being registered). Keep it far above the session timeout.',
+  ),
+  gcIntervalMs: setting(
+    'EXC_GC_INTERVAL_MS',
+    int(100, 86_400_000),
+    60_000,
+    'How often the manager collects garbage.',
+  ),
   rpcTimeoutMs: setting('EXC_RPC_TIMEOUT_MS', int(10, 600_000), 10_000, 'Timeout of one outgoing RPC.'),
   rpcMaxBodyBytes: setting(
     'EXC_RPC_MAX_BODY_BYTES',

@@ -57,6 +57,8 @@ export const ERROR_CODES = {
   CONDITION_FAILED: { status: 409, retriable: false },
   UNKNOWN_TABLE: { status: 404, retriable: false },
   NOT_MANAGER: { status: 503, retriable: true },
+  /** A tablet server's mutation named a ZooKeeper session that is no longer live. */
+  FENCED: { status: 409, retriable: false },
 
   // Tablet servers, queues and reservations.
   NOT_SERVING: { status: 409, retriable: false },

@@ -3,6 +3,7 @@
  *   0  success
  *   1  a user error (bad argument, unknown name, invalid configuration), with a one-line message
  *   2  the cluster is unreachable (ZooKeeper, the manager or a tablet server), saying what was tried
+ *   3  a server process lost its ZooKeeper session and stopped serving (restart it)
  * Long-running processes add their own (see each command's --help).
  */
 import { ExcError, describeError } from '../errors.js';
@@ -10,6 +11,8 @@ import { ExcError, describeError } from '../errors.js';
 export const EXIT_OK = 0;
 export const EXIT_USER_ERROR = 1;
 export const EXIT_UNREACHABLE = 2;
+/** A server process lost its ZooKeeper session (the lock it served under) and stopped serving. */
+export const EXIT_LOST_LOCK = 3;
 
 const UNREACHABLE_CODES = new Set([
   'UNAVAILABLE',

@@ -7,6 +7,7 @@ import { configReference, loadConfig, requireSecret } from '../config.js';
 import { digestAuthFromSecret } from '../zk/acl.js';
 import { action } from './exit.js';
 import { registerLocal } from './local.js';
+import { registerManager } from './manager.js';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -42,6 +43,7 @@ export function buildProgram(): Command {
     );
 
   registerLocal(program);
+  registerManager(program);
   return program;
 }
 

@@ -123,7 +123,12 @@ export class RpcClient {
  * Codes with which a server says it did not apply the request (overloaded, starting, stopping). Handlers
  * must not answer them after a partial effect.
  */
-const NOT_APPLIED_CODES = new Set<string>(['UNAVAILABLE', 'SHUTTING_DOWN', 'TOO_MANY_REQUESTS']);
+const NOT_APPLIED_CODES = new Set<string>([
+  'UNAVAILABLE',
+  'SHUTTING_DOWN',
+  'TOO_MANY_REQUESTS',
+  'NOT_MANAGER',
+]);
 
 /** Whether a failed attempt may be repeated. */
 function canRetry(err: unknown, idempotent: boolean): boolean {

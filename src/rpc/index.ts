@@ -1,4 +1,4 @@
 export * from './auth.js';
 export * from './client.js';
 export * from './server.js';
-export * from './validate.js';
+export * from '../validate.js';

@@ -14,7 +14,7 @@ import type { z } from 'zod';
 import { ExcError, toExcError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { RequestVerifier, rpcKey } from './auth.js';
-import { parseInput } from './validate.js';
+import { parseInput } from '../validate.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
 

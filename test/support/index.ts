@@ -4,3 +4,4 @@ export * from './s3.js';
 export * from './sessions.js';
 export * from './tmp.js';
 export * from './zookeeper.js';
+export * from './cluster.js';

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { ExcError } from '../errors.js';
+import { ExcError } from './errors.js';
 
 /**
  * Validates `value` against `schema`; on failure throws BAD_REQUEST naming the offending field

@@ -1,0 +1,58 @@
+/**
+ * `excompact manager`: the metadata store, tablet assignment, garbage collection and the admin API.
+ */
+import type { Command } from 'commander';
+import { loadConfig, requireSecret } from '../config.js';
+import { onShutdownSignals } from '../lifecycle.js';
+import { createLogger } from '../log.js';
+import { Manager } from '../manager/manager.js';
+import { action, EXIT_LOST_LOCK } from './exit.js';
+import { serverOptions, type ServerFlags } from './flags.js';
+
+export function registerManager(program: Command): void {
+  serverOptions(
+    program
+      .command('manager')
+      .description('Run a manager: metadata store, tablet assignment, garbage collection, admin API.')
+      .option('--data-dir <dir>', 'directory of the metadata store (EXC_DATA_DIR)'),
+  )
+    .addHelpText(
+      'after',
+      `
+A second manager started against the same ZooKeeper waits as a standby and takes over when the active
+one dies. Both must see the same data directory (it holds the SQLite metadata store).
+
+Exit codes: 0 stopped by SIGTERM, 1 bad configuration, 2 ZooKeeper unreachable, ${EXIT_LOST_LOCK} lost its ZooKeeper session.
+
+Examples:
+  EXC_SECRET_FILE=/etc/excompact/secret EXC_ZK=zk1:2181 excompact manager --port 9100 --data-dir /var/lib/excompact
+`,
+    )
+    .action(
+      action(async (flags: ServerFlags & { dataDir?: string }) => {
+        const config = loadConfig({
+          overrides: {
+            port: flags.port,
+            bindHost: flags.bind,
+            advertiseHost: flags.advertise,
+            dataDir: flags.dataDir,
+          },
+        });
+        const secret = requireSecret(config);
+        const logger = createLogger({ name: 'manager', level: config.logLevel });
+        const manager = new Manager({ ...config, secret, logger });
+        manager.on('fatal', () => {
+          void manager.close().finally(() => process.exit(EXIT_LOST_LOCK));
+        });
+        onShutdownSignals(logger, async () => {
+          await manager.close();
+          return 0;
+        });
+        await manager.start().catch((err: unknown) => {
+          // A SIGTERM while standing by aborts start(); that is a clean stop, handled above.
+          if (manager.state === 'stopping' || manager.state === 'stopped') return;
+          throw err;
+        });
+      }),
+    );
+}

@@ -1,0 +1,165 @@
+/**
+ * The manager's HTTP API (all under /v1, all authenticated). A standby manager answers every call with
+ * NOT_MANAGER, which clients take as "find the active manager and try again".
+ */
+import { z } from 'zod';
+import { ExcError } from '../errors.js';
+import { hex, tableRange, tabletSeekKey } from '../meta/keys.js';
+import type { MetaStore } from '../meta/store.js';
+import type { TabletMeta } from '../meta/tablet.js';
+import { mutationSchema, scanSchema } from '../meta/types.js';
+import type { RpcServer } from '../rpc/server.js';
+import { parseInput } from '../validate.js';
+import type { CommitQueue } from './commit-queue.js';
+import type { GarbageCollector } from './gc.js';
+import type { LiveTservers } from './live-tservers.js';
+import { createTableSchema, readTablets, type Tables } from './tables.js';
+
+/** What the routes need; present only while the manager is active. */
+export interface ActiveParts {
+  store: MetaStore;
+  commits: CommitQueue;
+  tables: Tables;
+  live: LiveTservers;
+  gc: GarbageCollector | undefined;
+  epoch: number;
+  unload: (server: string, tablet: string) => Promise<void>;
+  kickAssignment: () => void;
+}
+
+const fenceSchema = z.object({ server: z.string().min(1), session: z.string().regex(/^[0-9a-f]{16}$/) });
+const tableNameParam = z.object({ name: z.string().min(1) });
+
+export function registerManagerApi(
+  server: RpcServer,
+  parts: () => ActiveParts,
+  status: () => Record<string, unknown>,
+): void {
+  server.route('GET', '/status', {}, () => status());
+
+  server.route('POST', '/meta/scan', { body: scanSchema }, ({ body }) => parts().store.scan(body));
+
+  server.route(
+    'POST',
+    '/meta/mutate',
+    {
+      body: z.object({
+        mutations: z.array(mutationSchema).min(1).max(10_000),
+        fence: fenceSchema.optional(),
+      }),
+    },
+    async ({ body }) => ({ results: await parts().commits.submit(body) }),
+  );
+
+  server.route('POST', '/meta/row', { body: z.object({ row: z.string().min(1) }) }, ({ body }) => ({
+    row: body.row,
+    cols: Object.fromEntries(parts().store.row(body.row)),
+  }));
+
+  server.route(
+    'POST',
+    '/meta/locate',
+    {
+      body: z.object({
+        table: z.string().min(1),
+        /** The row to find, hex; omitted: the first tablet. */
+        rowHex: z
+          .string()
+          .regex(/^(?:[0-9a-f]{2})*$/)
+          .optional(),
+      }),
+    },
+    ({ body }) => {
+      const p = parts();
+      const table = p.tables.get(body.table);
+      const { start, end } = tableRange(table.id);
+      const seek =
+        body.rowHex === undefined ? start : tabletSeekKey(table.id, Buffer.from(body.rowHex, 'hex'));
+      const [tablet] = readTablets(p.store, seek, end).slice(0, 1);
+      if (!tablet) throw new ExcError('INTERNAL', `table ${table.name} has no tablet for that row`);
+      return { table: table.id, tablet: describeTablet(tablet) };
+    },
+  );
+
+  server.route('POST', '/tables', { body: createTableSchema }, async ({ body }) => {
+    const p = parts();
+    const table = await p.tables.create(body);
+    p.kickAssignment();
+    return table;
+  });
+
+  server.route('GET', '/tables', {}, () => ({ tables: parts().tables.list() }));
+
+  server.route('GET', '/tables/:name', {}, ({ params }) => {
+    const { name } = parseInput(tableNameParam, params, 'path');
+    const p = parts();
+    const table = p.tables.get(name);
+    const tablets = p.tables.tablets(table.id).map(describeTablet);
+    return { table, tablets };
+  });
+
+  server.route(
+    'POST',
+    '/tables/:name/config',
+    { body: z.object({ config: z.record(z.string(), z.unknown()) }) },
+    async ({ params, body }) => {
+      const { name } = parseInput(tableNameParam, params, 'path');
+      return parts().tables.configure(name, body.config);
+    },
+  );
+
+  server.route('DELETE', '/tables/:name', {}, async ({ params }) => {
+    const { name } = parseInput(tableNameParam, params, 'path');
+    const p = parts();
+    return p.tables.delete(name, p.unload);
+  });
+
+  server.route('GET', '/tservers', {}, () => {
+    const p = parts();
+    const counts = new Map<string, number>();
+    for (const t of readTablets(p.store, '0000', '~')) {
+      if (t.loc) counts.set(t.loc.server, (counts.get(t.loc.server) ?? 0) + 1);
+    }
+    return {
+      tservers: [...p.live.all].map(([server, session]) => ({
+        server,
+        session,
+        tablets: counts.get(server) ?? 0,
+      })),
+    };
+  });
+
+  server.route('POST', '/gc/run', {}, async () => {
+    const gc = parts().gc;
+    if (!gc) throw new ExcError('CONFLICT', 'garbage collection is not configured (no object store)');
+    await gc.runCycle();
+    return gc.stats;
+  });
+
+  server.route(
+    'POST',
+    '/meta/scan-rows',
+    { body: z.object({ start: z.string(), end: z.string() }) },
+    ({ body }) => {
+      // Whole tablets in [start, end): for clients that need parsed tablets without paging cells.
+      return { tablets: readTablets(parts().store, body.start, body.end).map(describeTablet) };
+    },
+  );
+}
+
+/** A tablet as the API shows it: rows in hex (and as text when printable), maps as arrays. */
+export function describeTablet(t: TabletMeta) {
+  return {
+    tablet: t.row,
+    tableId: t.tableId,
+    endRowHex: t.endRow === null ? null : hex(t.endRow),
+    prevEndRowHex: t.prevEndRow === null ? null : hex(t.prevEndRow),
+    loc: t.loc ?? null,
+    future: t.future ?? null,
+    files: [...t.files].map(([name, meta]) => ({ name, ...meta })),
+    reservations: [...t.reservations].map(([ecid, r]) => ({ ecid, ...r })),
+    userCompactions: [...t.userCompactions].map(([id, c]) => ({ id, ...c })),
+    failures: [...t.failures].map(([key, f]) => ({ key, ...f })),
+  };
+}
+export type TabletView = ReturnType<typeof describeTablet>;

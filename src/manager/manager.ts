@@ -1,0 +1,267 @@
+/**
+ * The manager process: owns the metadata store, assigns tablets, collects garbage, serves the admin API.
+ *
+ * States: starting → standby → active → stopping → stopped. A manager listens at once (answering
+ * NOT_MANAGER while standby), then waits for the manager node in ZooKeeper; once it holds it, it opens the
+ * store, takes it over (fencing any older holder by epoch) and becomes active.
+ *
+ * Losing the ZooKeeper session is fatal: another manager may already be active, so this one stops serving
+ * at once and the process exits (an orchestrator restarts it as a standby).
+ */
+import { EventEmitter } from 'node:events';
+import { join } from 'node:path';
+import { ExcError, describeError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { MetaStore } from '../meta/store.js';
+import { createRegistry, metricsEndpoint } from '../metrics.js';
+import { advertisedHost } from '../net.js';
+import { readQueueMap } from '../queue/registry.js';
+import { PeerClients } from '../rpc/peers.js';
+import { RpcServer } from '../rpc/server.js';
+import { ZkLayout, ZkSession, digestAuthFromSecret, ensureLayout } from '../zk/index.js';
+import { registerManagerApi, type ActiveParts } from './api.js';
+import { Assigner } from './assignment.js';
+import { CommitQueue } from './commit-queue.js';
+import { becomeManager } from './election.js';
+import { GarbageCollector, type GcObjectStore } from './gc.js';
+import { LiveTservers } from './live-tservers.js';
+import { Tables } from './tables.js';
+
+export type ManagerState = 'starting' | 'standby' | 'active' | 'stopping' | 'stopped';
+
+export interface ManagerOptions {
+  zk: string;
+  zkRoot: string;
+  zkSessionTimeoutMs: number;
+  secret: string;
+  bindHost: string;
+  port: number;
+  advertiseHost?: string;
+  /** Directory of the metadata store (metadata.sqlite). */
+  dataDir: string;
+  /** For garbage collection; without it files are never deleted. */
+  objectStore?: GcObjectStore;
+  gcGraceMs: number;
+  gcIntervalMs: number;
+  assignIntervalMs?: number;
+  rpcTimeoutMs: number;
+  rpcMaxBodyBytes: number;
+  rpcMaxSkewMs: number;
+  logger: Logger;
+}
+
+interface Events {
+  state: [ManagerState];
+  /** The manager stopped serving because it can no longer be sure it is the active one. */
+  fatal: [reason: string];
+}
+
+export class Manager extends EventEmitter<Events> {
+  private stateValue: ManagerState = 'starting';
+  private readonly log: Logger;
+  private readonly server: RpcServer;
+  private readonly layout: ZkLayout;
+  private readonly peers: PeerClients;
+  private readonly abort = new AbortController();
+  private session: ZkSession | undefined;
+  private active: (ActiveParts & { assigner: Assigner }) | undefined;
+  private address: { host: string; port: number } | undefined;
+  private closing: Promise<void> | undefined;
+
+  constructor(private readonly options: ManagerOptions) {
+    super();
+    this.log = options.logger.child({ component: 'manager' });
+    this.layout = new ZkLayout(options.zkRoot);
+    const registry = createRegistry('manager');
+    this.server = new RpcServer({
+      secret: options.secret,
+      logger: options.logger,
+      maxBodyBytes: options.rpcMaxBodyBytes,
+      maxSkewMs: options.rpcMaxSkewMs,
+      health: () => ({
+        ok: this.stateValue === 'active' || this.stateValue === 'standby',
+        state: this.stateValue,
+      }),
+      metrics: metricsEndpoint(registry),
+    });
+    this.peers = new PeerClients({
+      secret: options.secret,
+      timeoutMs: options.rpcTimeoutMs,
+      logger: options.logger,
+    });
+    registerManagerApi(
+      this.server,
+      () => this.parts(),
+      () => this.status(),
+    );
+  }
+
+  get state(): ManagerState {
+    return this.stateValue;
+  }
+
+  /** Where this manager serves (after {@link start} began listening). */
+  get url(): string {
+    if (!this.address) throw new ExcError('INTERNAL', 'manager is not listening');
+    return `http://${this.address.host}:${this.address.port}`;
+  }
+
+  /** Listens, joins ZooKeeper, and resolves once this manager is active (or rejects). */
+  async start(): Promise<void> {
+    const bound = await this.server.listen(this.options.bindHost, this.options.port);
+    this.address = { host: advertisedHost(this.options, bound.host), port: bound.port };
+    this.log.info({ url: this.url }, 'manager listening');
+
+    const session = await ZkSession.connect({
+      connectString: this.options.zk,
+      sessionTimeoutMs: this.options.zkSessionTimeoutMs,
+      auth: digestAuthFromSecret(this.options.secret),
+      logger: this.options.logger,
+    });
+    this.session = session;
+    session.on('lost', (reason) => this.fail(`zookeeper session lost (${reason})`));
+    await ensureLayout(session, this.layout);
+
+    this.transition('standby');
+    await becomeManager(
+      session,
+      this.layout,
+      { host: this.address.host, port: this.address.port, pid: process.pid, since: Date.now() },
+      this.log,
+      this.abort.signal,
+    );
+    await this.activate(session);
+  }
+
+  private async activate(session: ZkSession): Promise<void> {
+    const store = new MetaStore({ path: join(this.options.dataDir, 'metadata.sqlite') });
+    const epoch = store.takeOver();
+    const commits = new CommitQueue(
+      store,
+      (fence) => live.isLive(fence.server, fence.session),
+      this.log,
+      (err) => this.fail(err.message),
+    );
+    const live = new LiveTservers(session, this.layout, this.log);
+    await live.start();
+    const tables = new Tables(store, commits, (names) => this.checkQueues(names), this.log);
+    const assigner = new Assigner(
+      store,
+      commits,
+      live,
+      (tableId) => tables.getById(tableId)?.state === 'online',
+      this.peers,
+      this.log,
+      { intervalMs: this.options.assignIntervalMs },
+    );
+    const gc = this.options.objectStore
+      ? new GarbageCollector(
+          store,
+          commits,
+          this.options.objectStore,
+          { graceMs: this.options.gcGraceMs, intervalMs: this.options.gcIntervalMs },
+          this.log,
+        )
+      : undefined;
+    const unload = async (server: string, tablet: string): Promise<void> => {
+      await this.peers
+        .get(server)
+        .post('/v1/tablets/unload', { tablet }, { idempotent: true, attempts: 2, timeoutMs: 5_000 });
+    };
+    this.active = {
+      store,
+      commits,
+      tables,
+      live,
+      gc,
+      epoch,
+      unload,
+      kickAssignment: () => void assigner.kick(),
+      assigner,
+    };
+    this.transition('active');
+    this.log.info({ epoch, url: this.url }, 'manager active');
+    assigner.start();
+    gc?.start();
+    tables
+      .resumeDeletes(unload)
+      .catch((err: unknown) => this.log.warn({ err: describeError(err) }, 'resuming deletions failed'));
+  }
+
+  private parts(): ActiveParts {
+    if (this.stateValue !== 'active' || !this.active) {
+      throw new ExcError('NOT_MANAGER', `this manager is ${this.stateValue}, not active`);
+    }
+    return this.active;
+  }
+
+  private status(): Record<string, unknown> {
+    return {
+      state: this.stateValue,
+      epoch: this.active?.epoch ?? null,
+      url: this.address ? this.url : null,
+      session: this.session?.sessionId ?? null,
+      tservers: this.active ? Object.fromEntries(this.active.live.all) : {},
+      commits: this.active?.commits.stats ?? null,
+      assignment: this.active?.assigner.stats ?? null,
+      gc: this.active?.gc?.stats ?? null,
+    };
+  }
+
+  private async checkQueues(names: string[]): Promise<void> {
+    if (names.length === 0 || !this.session) return;
+    const { map } = await readQueueMap(this.session, this.layout);
+    const missing = names.filter((n) => !map[n]);
+    if (missing.length > 0) {
+      throw new ExcError(
+        'UNKNOWN_QUEUE',
+        `no queue named ${missing.map((n) => JSON.stringify(n)).join(', ')}`,
+        {
+          details: { queue: missing },
+        },
+      );
+    }
+  }
+
+  private transition(next: ManagerState): void {
+    if (this.stateValue === next) return;
+    this.log.info({ from: this.stateValue, to: next }, 'manager state');
+    this.stateValue = next;
+    this.emit('state', next);
+  }
+
+  /** Stops serving at once: this manager can no longer be sure it is the active one. */
+  private fail(reason: string): void {
+    if (this.stateValue === 'stopping' || this.stateValue === 'stopped') return;
+    this.log.fatal({ reason }, 'manager stops serving');
+    this.emit('fatal', reason);
+    void this.close();
+  }
+
+  /** Clean shutdown; safe to call twice. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.transition('stopping');
+      this.abort.abort(new ExcError('SHUTTING_DOWN', 'manager is stopping'));
+      const active = this.active;
+      this.active = undefined;
+      const steps: [string, () => Promise<void> | void][] = [
+        ['http server', () => this.server.close(500)],
+        ['assignment', () => active?.assigner.stop()],
+        ['garbage collector', () => active?.gc?.stop()],
+        ['tablet server watch', () => active?.live.stop()],
+        ['metadata store', () => active?.store.close()],
+        ['zookeeper session', () => this.session?.close()],
+      ];
+      for (const [name, step] of steps) {
+        try {
+          await step();
+        } catch (err) {
+          this.log.warn({ step: name, err: describeError(err) }, 'shutdown step failed');
+        }
+      }
+      this.transition('stopped');
+    })();
+    return this.closing;
+  }
+}

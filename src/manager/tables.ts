@@ -1,0 +1,366 @@
+/**
+ * The tables API of the manager: create (with split points), list, show, configure, delete.
+ *
+ * A table is `~table:<id>` (name, config, state) plus `~tname:<name>` (the name's id, which is what makes
+ * names unique: creation is conditional on it being absent) plus one row per tablet. Creation is one
+ * conditional mutation, so a table appears whole or not at all.
+ *
+ * Deletion first marks the table `deleting` and takes its tablets away from their tablet servers (clears
+ * `loc`/`future`, after which no tablet server can change them), then removes each tablet row while
+ * recording `~del` rows for its files and for the outputs of its reservations, removes its queue
+ * entries, and finally the table rows. Every step is idempotent; a manager that dies half way resumes on
+ * start-up.
+ */
+import { z } from 'zod';
+import { ExcError } from '../errors.js';
+import type { Logger } from '../log.js';
+import {
+  INSTANCE_ROW,
+  TABLE_PREFIX,
+  delRow,
+  formatId,
+  parseQueueRow,
+  tableNameRow,
+  tableRange,
+  tableRow,
+  tabletRow,
+} from '../meta/keys.js';
+import type { MetaStore } from '../meta/store.js';
+import {
+  TABLE_NAME_RE,
+  tableConfigSchema,
+  type TableConfig,
+  type TableConfigInput,
+} from '../meta/table-config.js';
+import {
+  COL_FUTURE,
+  COL_LOC,
+  COL_PREV,
+  locationValue,
+  parseTablet,
+  prevValue,
+  type TabletMeta,
+} from '../meta/tablet.js';
+import type { Cell, Mutation } from '../meta/types.js';
+import { parseInput } from '../validate.js';
+import type { CommitQueue } from './commit-queue.js';
+
+const COUNTER_COL = 'nextTableId';
+const MAX_SPLITS = 10_000;
+
+export type TableState = 'online' | 'deleting';
+
+export interface TableInfo {
+  id: string;
+  name: string;
+  state: TableState;
+  config: TableConfig;
+  createdAt: number;
+}
+
+export const createTableSchema = z.object({
+  name: z.string(),
+  /** Split points as UTF-8 strings. */
+  splits: z.array(z.string().min(1)).max(MAX_SPLITS).default([]),
+  /** Split points as hex byte strings (for binary rows). */
+  splitsHex: z
+    .array(z.string().regex(/^(?:[0-9a-f]{2})+$/, 'expected a non-empty lower-case hex byte string'))
+    .max(MAX_SPLITS)
+    .default([]),
+  config: z.unknown().optional(),
+});
+export type CreateTableRequest = z.input<typeof createTableSchema>;
+
+/** Checks that named queues exist; supplied by the manager (queues live in ZooKeeper). */
+export type QueueCheck = (names: string[]) => Promise<void>;
+
+export class Tables {
+  constructor(
+    private readonly store: MetaStore,
+    private readonly commits: CommitQueue,
+    private readonly checkQueues: QueueCheck,
+    private readonly log: Logger,
+  ) {}
+
+  async create(request: CreateTableRequest): Promise<TableInfo> {
+    const req = parseInput(createTableSchema, request, 'body');
+    if (!TABLE_NAME_RE.test(req.name)) {
+      throw new ExcError(
+        'BAD_REQUEST',
+        `invalid table name ${JSON.stringify(req.name)}: letters, digits, _ . - (at most 64, starting with a letter)`,
+        { details: { field: 'body.name' } },
+      );
+    }
+    const splits = parseSplits(req.splits, req.splitsHex);
+    const config = parseConfig(req.config ?? {});
+    await this.checkQueues(config.queues.map((q) => q.queue));
+
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const counterText = this.store.get(INSTANCE_ROW, COUNTER_COL);
+      const counter = Number(counterText ?? '1');
+      const id = formatId(counter);
+      const now = Date.now();
+      const puts: Cell[] = [
+        { row: INSTANCE_ROW, col: COUNTER_COL, value: String(counter + 1) },
+        { row: tableNameRow(req.name), col: 'id', value: id },
+        { row: tableRow(id), col: 'name', value: req.name },
+        { row: tableRow(id), col: 'config', value: JSON.stringify(config) },
+        { row: tableRow(id), col: 'state', value: 'online' },
+        { row: tableRow(id), col: 'created', value: String(now) },
+      ];
+      let prev: Buffer | null = null;
+      for (const end of [...splits, null]) {
+        puts.push({ row: tabletRow(id, end), col: COL_PREV, value: prevValue(prev) });
+        prev = end;
+      }
+      const [result] = await this.commits.submit({
+        mutations: [
+          {
+            conditions: [
+              counterText === undefined
+                ? { op: 'absent', row: INSTANCE_ROW, col: COUNTER_COL }
+                : { op: 'equals', row: INSTANCE_ROW, col: COUNTER_COL, value: counterText },
+              { op: 'absent', row: tableNameRow(req.name), col: 'id' },
+            ],
+            puts,
+          },
+        ],
+      });
+      if (result?.applied) {
+        this.log.info({ table: req.name, tableId: id, tablets: splits.length + 1 }, 'table created');
+        return { id, name: req.name, state: 'online', config, createdAt: now };
+      }
+      if (result?.failed.index === 1) {
+        throw new ExcError('ALREADY_EXISTS', `table ${JSON.stringify(req.name)} already exists`, {
+          details: { table: req.name },
+        });
+      }
+      // Another creation took the id: read the counter again.
+    }
+    throw new ExcError(
+      'CONFLICT',
+      `could not allocate a table id for ${req.name}: too many concurrent creations`,
+    );
+  }
+
+  list(): TableInfo[] {
+    const out: TableInfo[] = [];
+    let page = this.store.scan({ prefix: TABLE_PREFIX, limit: 10_000 });
+    const rows = new Map<string, Map<string, string>>();
+    for (;;) {
+      for (const c of page.cells) {
+        const cols = rows.get(c.row) ?? new Map<string, string>();
+        cols.set(c.col, c.value);
+        rows.set(c.row, cols);
+      }
+      if (!page.next) break;
+      page = this.store.scan({ prefix: TABLE_PREFIX, limit: 10_000, after: page.next });
+    }
+    for (const [row, cols] of rows) out.push(toTableInfo(row.slice(TABLE_PREFIX.length), cols));
+    return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** A table by name; UNKNOWN_TABLE (404) naming it otherwise. */
+  get(name: string): TableInfo {
+    const id = this.store.get(tableNameRow(name), 'id');
+    if (!id)
+      throw new ExcError('UNKNOWN_TABLE', `no table named ${JSON.stringify(name)}`, {
+        details: { table: name },
+      });
+    return toTableInfo(id, this.store.row(tableRow(id)));
+  }
+
+  getById(id: string): TableInfo | undefined {
+    const cols = this.store.row(tableRow(id));
+    return cols.size === 0 ? undefined : toTableInfo(id, cols);
+  }
+
+  /** The tablets of a table, in row order. */
+  tablets(tableId: string): TabletMeta[] {
+    const { start, end } = tableRange(tableId);
+    return readTablets(this.store, start, end);
+  }
+
+  /** Merges `changes` into the table's config, validates the result and stores it. */
+  async configure(name: string, changes: TableConfigInput): Promise<TableInfo> {
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const table = this.get(name);
+      if (table.state !== 'online') throw new ExcError('CONFLICT', `table ${name} is being deleted`);
+      const merged = parseConfig({ ...table.config, ...(changes as object) });
+      await this.checkQueues(merged.queues.map((q) => q.queue));
+      const oldText = this.store.get(tableRow(table.id), 'config');
+      const [result] = await this.commits.submit({
+        mutations: [
+          {
+            conditions: [
+              { op: 'equals', row: tableRow(table.id), col: 'config', value: oldText ?? '' },
+              { op: 'equals', row: tableRow(table.id), col: 'state', value: 'online' },
+            ],
+            puts: [{ row: tableRow(table.id), col: 'config', value: JSON.stringify(merged) }],
+          },
+        ],
+      });
+      if (result?.applied) {
+        this.log.info({ table: name, tableId: table.id, config: merged }, 'table configured');
+        return { ...table, config: merged };
+      }
+    }
+    throw new ExcError('CONFLICT', `could not configure ${name}: too many concurrent changes`);
+  }
+
+  /** Tables whose queue routes name `queue`. */
+  routingTo(queue: string): TableInfo[] {
+    return this.list().filter((t) => t.config.queues.some((r) => r.queue === queue));
+  }
+
+  /**
+   * Deletes a table (see the module comment). `unload` asks a tablet server to drop a tablet; it is best
+   * effort, since clearing `loc` already stops the server from changing the tablet.
+   */
+  async delete(name: string, unload: (server: string, tablet: string) => Promise<void>): Promise<TableInfo> {
+    const table = this.get(name);
+    if (table.state === 'online') {
+      const [marked] = await this.commits.submit({
+        mutations: [
+          {
+            conditions: [{ op: 'equals', row: tableRow(table.id), col: 'state', value: 'online' }],
+            puts: [{ row: tableRow(table.id), col: 'state', value: 'deleting' }],
+          },
+        ],
+      });
+      if (!marked?.applied) return this.delete(name, unload);
+    }
+    await this.finishDelete(table.id, unload);
+    this.log.info({ table: name, tableId: table.id }, 'table deleted');
+    return { ...table, state: 'deleting' };
+  }
+
+  /** Completes deletions interrupted by a manager failure. */
+  async resumeDeletes(unload: (server: string, tablet: string) => Promise<void>): Promise<void> {
+    for (const table of this.list()) {
+      if (table.state === 'deleting') {
+        this.log.info({ table: table.name, tableId: table.id }, 'resuming deletion');
+        await this.finishDelete(table.id, unload);
+      }
+    }
+  }
+
+  private async finishDelete(
+    tableId: string,
+    unload: (server: string, tablet: string) => Promise<void>,
+  ): Promise<void> {
+    // 1. Take every tablet away from its server.
+    for (const tablet of this.tablets(tableId)) {
+      const mutation: Mutation = { conditions: [], deletes: [] };
+      for (const [col, loc] of [
+        [COL_LOC, tablet.loc],
+        [COL_FUTURE, tablet.future],
+      ] as const) {
+        if (!loc) continue;
+        mutation.conditions!.push({ op: 'equals', row: tablet.row, col, value: locationValue(loc) });
+        mutation.deletes!.push({ row: tablet.row, col });
+      }
+      if (mutation.deletes!.length === 0) continue;
+      await this.commits.submit({ mutations: [mutation] });
+      for (const loc of [tablet.loc, tablet.future]) {
+        if (loc) await unload(loc.server, tablet.row).catch(() => undefined);
+      }
+    }
+    // 2. Remove the tablets, recording their files and reservation outputs for the garbage collector. No
+    //    tablet server can change them any more, so what we read is what we delete.
+    const now = String(Date.now());
+    for (const tablet of this.tablets(tableId)) {
+      if (tablet.loc || tablet.future) {
+        throw new ExcError('CONFLICT', `tablet ${tablet.row} was assigned during deletion; retry the delete`);
+      }
+      const doomed = [...tablet.files.keys(), ...[...tablet.reservations.values()].map((r) => r.output)];
+      await this.commits.submit({
+        mutations: [
+          {
+            conditions: [{ op: 'absent', row: tablet.row, col: COL_LOC }],
+            deleteRows: [tablet.row],
+            puts: doomed.map((file) => ({ row: delRow(file), col: 'at', value: now })),
+          },
+        ],
+      });
+    }
+    // 3. Queue entries of the table, then the table itself.
+    const entries: string[] = [];
+    let page = this.store.scan({ prefix: '~cq:', limit: 10_000 });
+    for (;;) {
+      for (const c of page.cells) if (parseQueueRow(c.row).tableId === tableId) entries.push(c.row);
+      if (!page.next) break;
+      page = this.store.scan({ prefix: '~cq:', limit: 10_000, after: page.next });
+    }
+    const name = this.store.get(tableRow(tableId), 'name');
+    await this.commits.submit({
+      mutations: [
+        {
+          deleteRows: [...entries, tableRow(tableId), ...(name ? [tableNameRow(name)] : [])],
+        },
+      ],
+    });
+  }
+}
+
+/** All tablets with rows in [start, end). */
+export function readTablets(store: MetaStore, start: string, end: string): TabletMeta[] {
+  const out: TabletMeta[] = [];
+  let current: { row: string; cols: Map<string, string> } | undefined;
+  let page = store.scan({ start, end, limit: 10_000 });
+  for (;;) {
+    for (const c of page.cells) {
+      if (current?.row !== c.row) {
+        if (current) out.push(parseTablet(current.row, current.cols));
+        current = { row: c.row, cols: new Map() };
+      }
+      current.cols.set(c.col, c.value);
+    }
+    if (!page.next) break;
+    page = store.scan({ start, end, limit: 10_000, after: page.next });
+  }
+  if (current) out.push(parseTablet(current.row, current.cols));
+  return out;
+}
+
+function toTableInfo(id: string, cols: Map<string, string>): TableInfo {
+  return {
+    id,
+    name: cols.get('name') ?? '',
+    state: (cols.get('state') as TableState | undefined) ?? 'online',
+    config: tableConfigSchema.parse(JSON.parse(cols.get('config') ?? '{}')),
+    createdAt: Number(cols.get('created') ?? '0'),
+  };
+}
+
+function parseConfig(value: unknown): TableConfig {
+  return parseInput(tableConfigSchema, value, 'config');
+}
+
+/** Split points, sorted check included: they must be strictly increasing as bytes and unique. */
+function parseSplits(utf8: string[], hexes: string[]): Buffer[] {
+  if (utf8.length > 0 && hexes.length > 0)
+    throw new ExcError('BAD_REQUEST', 'give splits or splitsHex, not both');
+  const splits =
+    utf8.length > 0 ? utf8.map((s) => Buffer.from(s, 'utf8')) : hexes.map((h) => Buffer.from(h, 'hex'));
+  for (let i = 1; i < splits.length; i++) {
+    const order = Buffer.compare(splits[i - 1]!, splits[i]!);
+    if (order === 0) {
+      throw new ExcError(
+        'BAD_REQUEST',
+        `duplicate split point ${JSON.stringify(splits[i]!.toString('utf8'))}`,
+        {
+          details: { field: 'body.splits' },
+        },
+      );
+    }
+    if (order > 0) {
+      throw new ExcError(
+        'BAD_REQUEST',
+        `split points must be sorted: ${JSON.stringify(splits[i - 1]!.toString('utf8'))} comes before ${JSON.stringify(splits[i]!.toString('utf8'))}`,
+        { details: { field: 'body.splits' } },
+      );
+    }
+  }
+  return splits;
+}

@@ -1,0 +1,30 @@
+/**
+ * Finding the active manager: the ephemeral node /excompact/manager holds its address.
+ */
+import { isZkCode, type ZkLayout, type ZkSession, type ZkWatchEvent } from '../zk/index.js';
+
+export interface ManagerAddress {
+  host: string;
+  port: number;
+  pid: number;
+  since: number;
+}
+
+/** The active manager's address, or undefined when none is active. */
+export async function readManagerAddress(
+  session: ZkSession,
+  layout: ZkLayout,
+  watcher?: (event: ZkWatchEvent) => void,
+): Promise<ManagerAddress | undefined> {
+  try {
+    const { data } = await session.get(layout.manager, watcher);
+    return JSON.parse(data.toString('utf8')) as ManagerAddress;
+  } catch (err) {
+    if (isZkCode(err, 'ZK_NO_NODE')) {
+      // Watch for its creation instead.
+      if (watcher) await session.exists(layout.manager, watcher);
+      return undefined;
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,174 @@
+/**
+ * The columns of a tablet row (DESIGN.md, "Metadata store") and their values:
+ *
+ *   prev            JSON hex of the previous tablet's end row, or null for a table's first tablet
+ *   loc             JSON { server, session }: the hosting tablet server and its ZooKeeper session
+ *   future          JSON { server, session }: assigned by the manager, not yet loaded
+ *   file:<name>     JSON { size, entries }: a file of the tablet
+ *   ecomp:<ecid>    JSON reservation: an external compaction in progress
+ *   compact:<id>    JSON user compaction request
+ *   progress:<ecid> JSON progress of a reservation, as last reported by its compactor (throttled)
+ *   failed:<key>    JSON { inputs, attempts, lastError, parked }: failures of a job over a set of files
+ *   queued:<qid>    the ~cq row this tablet currently has in queue <qid> (to move or delete it atomically)
+ *
+ * Every tablet mutation of a tablet server is conditional on `loc` naming it and its session.
+ */
+import { z } from 'zod';
+import { ExcError } from '../errors.js';
+import { parseTabletRow, type EndRow } from './keys.js';
+
+export const COL_PREV = 'prev';
+export const COL_LOC = 'loc';
+export const COL_FUTURE = 'future';
+export const FILE_PREFIX = 'file:';
+export const ECOMP_PREFIX = 'ecomp:';
+export const COMPACT_PREFIX = 'compact:';
+export const FAILED_PREFIX = 'failed:';
+export const PROGRESS_PREFIX = 'progress:';
+export const QUEUED_PREFIX = 'queued:';
+
+export const fileCol = (name: string): string => `${FILE_PREFIX}${name}`;
+export const ecompCol = (ecid: string): string => `${ECOMP_PREFIX}${ecid}`;
+export const compactCol = (id: string): string => `${COMPACT_PREFIX}${id}`;
+export const failedCol = (key: string): string => `${FAILED_PREFIX}${key}`;
+export const progressCol = (ecid: string): string => `${PROGRESS_PREFIX}${ecid}`;
+export const queuedCol = (queueId: string): string => `${QUEUED_PREFIX}${queueId}`;
+
+export const locationSchema = z.object({
+  server: z.string().min(1),
+  session: z.string().regex(/^[0-9a-f]{16}$/),
+});
+export type Location = z.infer<typeof locationSchema>;
+
+export const fileMetaSchema = z.object({
+  size: z.number().int().nonnegative(),
+  entries: z.number().int().nonnegative(),
+});
+export type FileMeta = z.infer<typeof fileMetaSchema>;
+
+export const reservationSchema = z.object({
+  /** The compactor's ephemeral node path: its identity. */
+  compactor: z.string().min(1),
+  queueId: z.string(),
+  inputs: z.array(z.string()).min(1),
+  output: z.string().min(1),
+  kind: z.enum(['system', 'user']),
+  /** Failed attempts on these inputs before this one (the attempt count survives cancels). */
+  attempt: z.number().int().nonnegative(),
+  reservedAt: z.number(),
+  /** True when the inputs are all of the tablet's files: delete markers may be dropped. */
+  allFiles: z.boolean(),
+  userCompactionId: z.string().optional(),
+  /** What the iterator stack keeps, fixed when reserved (so retries of a job are deterministic). */
+  settings: z.object({
+    versions: z.number().int().min(1),
+    ttlMs: z.number().int().positive().optional(),
+    nowMs: z.number(),
+    filters: z.array(z.object({ name: z.string(), options: z.unknown().optional() })),
+    dropDeletes: z.boolean(),
+  }),
+});
+export type Reservation = z.infer<typeof reservationSchema>;
+
+export const progressSchema = z.object({
+  at: z.number(),
+  entriesRead: z.number().nonnegative(),
+  entriesWritten: z.number().nonnegative(),
+  bytesRead: z.number().nonnegative(),
+  bytesWritten: z.number().nonnegative(),
+});
+export type Progress = z.infer<typeof progressSchema>;
+
+export const userCompactionSchema = z.object({
+  requestedAt: z.number(),
+  filters: z.array(z.object({ name: z.string(), options: z.unknown().optional() })).default([]),
+});
+export type UserCompaction = z.infer<typeof userCompactionSchema>;
+
+export const failureSchema = z.object({
+  inputs: z.array(z.string()),
+  attempts: z.number().int().nonnegative(),
+  lastError: z.string(),
+  at: z.number(),
+  parked: z.boolean().default(false),
+});
+export type Failure = z.infer<typeof failureSchema>;
+
+export interface TabletMeta {
+  row: string;
+  tableId: string;
+  endRow: EndRow;
+  prevEndRow: EndRow;
+  loc?: Location;
+  future?: Location;
+  files: Map<string, FileMeta>;
+  reservations: Map<string, Reservation>;
+  userCompactions: Map<string, UserCompaction>;
+  failures: Map<string, Failure>;
+  progress: Map<string, Progress>;
+  /** queue id → the ~cq row this tablet has in that queue. */
+  queued: Map<string, string>;
+}
+
+function json<T>(schema: z.ZodType<T>, text: string, what: string): T {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new ExcError('INTERNAL', `malformed metadata: ${what} is not JSON`);
+  }
+  const parsed = schema.safeParse(value);
+  if (!parsed.success)
+    throw new ExcError('INTERNAL', `malformed metadata: ${what}: ${parsed.error.issues[0]?.message}`);
+  return parsed.data;
+}
+
+const prevSchema = z
+  .string()
+  .regex(/^(?:[0-9a-f]{2})*$/)
+  .nullable();
+
+/** Reads a tablet from its row's cells. */
+export function parseTablet(row: string, cols: ReadonlyMap<string, string>): TabletMeta {
+  const { tableId, endRow } = parseTabletRow(row);
+  const tablet: TabletMeta = {
+    row,
+    tableId,
+    endRow,
+    prevEndRow: null,
+    files: new Map(),
+    reservations: new Map(),
+    userCompactions: new Map(),
+    failures: new Map(),
+    progress: new Map(),
+    queued: new Map(),
+  };
+  for (const [col, value] of cols) {
+    const what = `${row} ${col}`;
+    if (col === COL_PREV) {
+      const prev = json(prevSchema, value, what);
+      tablet.prevEndRow = prev === null ? null : Buffer.from(prev, 'hex');
+    } else if (col === COL_LOC) tablet.loc = json(locationSchema, value, what);
+    else if (col === COL_FUTURE) tablet.future = json(locationSchema, value, what);
+    else if (col.startsWith(FILE_PREFIX))
+      tablet.files.set(col.slice(FILE_PREFIX.length), json(fileMetaSchema, value, what));
+    else if (col.startsWith(ECOMP_PREFIX))
+      tablet.reservations.set(col.slice(ECOMP_PREFIX.length), json(reservationSchema, value, what));
+    else if (col.startsWith(COMPACT_PREFIX))
+      tablet.userCompactions.set(col.slice(COMPACT_PREFIX.length), json(userCompactionSchema, value, what));
+    else if (col.startsWith(FAILED_PREFIX))
+      tablet.failures.set(col.slice(FAILED_PREFIX.length), json(failureSchema, value, what));
+    else if (col.startsWith(PROGRESS_PREFIX))
+      tablet.progress.set(col.slice(PROGRESS_PREFIX.length), json(progressSchema, value, what));
+    else if (col.startsWith(QUEUED_PREFIX)) tablet.queued.set(col.slice(QUEUED_PREFIX.length), value);
+  }
+  return tablet;
+}
+
+export function prevValue(prev: EndRow): string {
+  return JSON.stringify(prev === null ? null : prev.toString('hex'));
+}
+
+export function locationValue(loc: Location): string {
+  return JSON.stringify({ server: loc.server, session: loc.session });
+}

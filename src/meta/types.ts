@@ -1,0 +1,79 @@
+/**
+ * The metadata model (DESIGN.md, "Metadata store"): one sorted key space of cells (row, column → value),
+ * changed only by conditional mutations. The zod schemas here validate the manager's HTTP API and type
+ * its clients; the store applies the same shapes.
+ */
+import { z } from 'zod';
+
+/**
+ * Rows and columns are printable ASCII, so that JavaScript's string order, SQLite's byte order and every
+ * key codec agree. Values are any UTF-8 text (usually JSON).
+ */
+const PRINTABLE = /^[\x20-\x7e]*$/;
+const keyString = z.string().min(1).max(4096).regex(PRINTABLE, 'must be printable ASCII');
+const colString = z.string().max(4096).regex(PRINTABLE, 'must be printable ASCII');
+const value = z.string().max(1 << 20);
+
+export const cellSchema = z.object({ row: keyString, col: colString, value });
+export type Cell = z.infer<typeof cellSchema>;
+
+export const conditionSchema = z.discriminatedUnion('op', [
+  z.object({ op: z.literal('equals'), row: keyString, col: colString, value }),
+  z.object({ op: z.literal('absent'), row: keyString, col: colString }),
+  z.object({ op: z.literal('present'), row: keyString, col: colString }),
+  /** No cell of the row has a column starting with `prefix` (e.g. no reservation: `ecomp:`). */
+  z.object({ op: z.literal('noColumnWithPrefix'), row: keyString, prefix: colString }),
+]);
+export type Condition = z.infer<typeof conditionSchema>;
+
+export const mutationSchema = z.object({
+  /** All must hold, or nothing of this mutation is applied. */
+  conditions: z.array(conditionSchema).max(10_000).default([]),
+  puts: z.array(cellSchema).max(100_000).default([]),
+  deletes: z
+    .array(z.object({ row: keyString, col: colString }))
+    .max(100_000)
+    .default([]),
+  /** Whole rows to delete (every column). */
+  deleteRows: z.array(keyString).max(10_000).default([]),
+});
+export type Mutation = z.input<typeof mutationSchema>;
+export type ParsedMutation = z.output<typeof mutationSchema>;
+
+export type MutationResult =
+  | { applied: true }
+  | {
+      applied: false;
+      /** Index of the first condition that did not hold, the condition, and what was found. */
+      failed: { index: number; condition: Condition; actual: string | null };
+    };
+
+export const cursorSchema = z.object({ row: z.string(), col: z.string() });
+export type Cursor = z.infer<typeof cursorSchema>;
+
+export const scanSchema = z.object({
+  /** Rows >= start (inclusive). */
+  start: z.string().optional(),
+  /** Rows < end (exclusive). */
+  end: z.string().optional(),
+  /** Only rows starting with this prefix (combined with start/end). */
+  prefix: z.string().optional(),
+  /** Resume after this cell (from a previous page's `next`). */
+  after: cursorSchema.optional(),
+  /** Only columns starting with this prefix. */
+  colPrefix: z.string().optional(),
+  limit: z.number().int().min(1).max(100_000).default(1_000),
+});
+export type ScanRequest = z.input<typeof scanSchema>;
+
+export interface ScanPage {
+  cells: Cell[];
+  /** Present when more cells may follow: pass it as `after`. */
+  next?: Cursor;
+}
+
+/** A row with its columns, as returned by row-oriented helpers. */
+export interface Row {
+  row: string;
+  cols: Map<string, string>;
+}

@@ -1,0 +1,168 @@
+/**
+ * Compaction queues as ZooKeeper records them (DESIGN.md, "ZooKeeper layout"):
+ *   /excompact/queues             JSON map name → id
+ *   /excompact/compactors/<id>    JSON settings ({ "bins": N }); its children are the live compactors
+ *
+ * Creating and deleting a queue changes both in one version-checked multi, retried on version conflicts,
+ * so two admins racing on one name end with exactly one queue.
+ */
+import { randomInt } from 'node:crypto';
+import { z } from 'zod';
+import { ExcError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { ID_LENGTH, QUEUE_ID_RE } from '../meta/keys.js';
+import { QUEUE_NAME_RE } from '../meta/table-config.js';
+import { isZkCode, type ZkLayout, type ZkSession } from '../zk/index.js';
+
+export const DEFAULT_BINS = 8;
+
+const queueMapSchema = z.record(z.string(), z.string().regex(QUEUE_ID_RE));
+const queueSettingsSchema = z.object({ bins: z.number().int().min(1).max(4096) });
+export type QueueSettings = z.infer<typeof queueSettingsSchema>;
+
+export interface QueueInfo {
+  name: string;
+  id: string;
+  bins: number;
+}
+
+/** The name → id map and its version (for a version-checked update). */
+export async function readQueueMap(
+  session: ZkSession,
+  layout: ZkLayout,
+  watcher?: Parameters<ZkSession['get']>[1],
+): Promise<{ map: Record<string, string>; version: number }> {
+  const { data, stat } = await session.get(layout.queues, watcher);
+  const parsed = queueMapSchema.safeParse(JSON.parse(data.toString('utf8') || '{}'));
+  if (!parsed.success) throw new ExcError('INTERNAL', `${layout.queues} holds a malformed queue map`);
+  return { map: parsed.data, version: stat.version };
+}
+
+export async function readQueueSettings(
+  session: ZkSession,
+  layout: ZkLayout,
+  id: string,
+): Promise<QueueSettings> {
+  const { data } = await session.get(layout.queueNode(id));
+  const parsed = queueSettingsSchema.safeParse(JSON.parse(data.toString('utf8') || '{}'));
+  if (!parsed.success) throw new ExcError('INTERNAL', `${layout.queueNode(id)} holds malformed settings`);
+  return parsed.data;
+}
+
+/** Resolves a queue name, or throws UNKNOWN_QUEUE naming it. */
+export async function resolveQueue(session: ZkSession, layout: ZkLayout, name: string): Promise<QueueInfo> {
+  const { map } = await readQueueMap(session, layout);
+  const id = map[name];
+  if (!id)
+    throw new ExcError('UNKNOWN_QUEUE', `no queue named ${JSON.stringify(name)}`, {
+      details: { queue: name },
+    });
+  const { bins } = await readQueueSettings(session, layout, id);
+  return { name, id, bins };
+}
+
+export async function listQueues(session: ZkSession, layout: ZkLayout): Promise<QueueInfo[]> {
+  const { map } = await readQueueMap(session, layout);
+  const out: QueueInfo[] = [];
+  for (const [name, id] of Object.entries(map).sort(([a], [b]) => (a < b ? -1 : 1))) {
+    const settings = await readQueueSettings(session, layout, id).catch(() => ({ bins: 0 }));
+    out.push({ name, id, bins: settings.bins });
+  }
+  return out;
+}
+
+/**
+ * Creates a queue: allocates a short unique id and, in one multi, adds name → id to the map (checking the
+ * map's version) and creates the queue node. Retries on version conflicts; a name that exists by then is
+ * ALREADY_EXISTS.
+ */
+export async function createQueue(
+  session: ZkSession,
+  layout: ZkLayout,
+  name: string,
+  bins = DEFAULT_BINS,
+  log?: Logger,
+): Promise<QueueInfo> {
+  if (!QUEUE_NAME_RE.test(name)) {
+    throw new ExcError(
+      'BAD_REQUEST',
+      `invalid queue name ${JSON.stringify(name)}: letters, digits, _ . - (at most 64, starting with a letter)`,
+    );
+  }
+  if (!Number.isInteger(bins) || bins < 1 || bins > 4096)
+    throw new ExcError('BAD_REQUEST', `--bins must be 1..4096, not ${bins}`);
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const { map, version } = await readQueueMap(session, layout);
+    if (map[name])
+      throw new ExcError('ALREADY_EXISTS', `queue ${JSON.stringify(name)} already exists (id ${map[name]})`);
+    const used = new Set(Object.values(map));
+    let id: string;
+    do id = randomId();
+    while (used.has(id));
+    try {
+      await session.multi([
+        { op: 'set', path: layout.queues, data: JSON.stringify({ ...map, [name]: id }), version },
+        { op: 'create', path: layout.queueNode(id), data: JSON.stringify({ bins }) },
+      ]);
+      log?.info({ queue: name, queueId: id, bins }, 'queue created');
+      return { name, id, bins };
+    } catch (err) {
+      // Someone else changed the map (or took the id, a leftover node): read again and retry.
+      if (isZkCode(err, 'ZK_BAD_VERSION') || isZkCode(err, 'ZK_NODE_EXISTS')) continue;
+      throw err;
+    }
+  }
+  throw new ExcError('CONFLICT', `could not create queue ${name}: too many concurrent changes`);
+}
+
+/**
+ * Deletes a queue's name and node in one multi (its compactors see the node go and exit). The node's live
+ * compactor children are ephemeral; a node with children cannot be deleted, so they are removed first
+ * within the same multi.
+ */
+export async function deleteQueue(
+  session: ZkSession,
+  layout: ZkLayout,
+  name: string,
+  log?: Logger,
+): Promise<QueueInfo> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const { map, version } = await readQueueMap(session, layout);
+    const id = map[name];
+    if (!id)
+      throw new ExcError('UNKNOWN_QUEUE', `no queue named ${JSON.stringify(name)}`, {
+        details: { queue: name },
+      });
+    const settings = await readQueueSettings(session, layout, id).catch(() => ({ bins: 0 }));
+    const children = await session.children(layout.queueNode(id)).catch((err: unknown) => {
+      if (isZkCode(err, 'ZK_NO_NODE')) return [];
+      throw err;
+    });
+    const rest = Object.fromEntries(Object.entries(map).filter(([n]) => n !== name));
+    try {
+      await session.multi([
+        { op: 'set', path: layout.queues, data: JSON.stringify(rest), version },
+        ...children.map((c) => ({
+          op: 'delete' as const,
+          path: `${layout.queueNode(id)}/${c}`,
+          version: -1,
+        })),
+        { op: 'delete', path: layout.queueNode(id), version: -1 },
+      ]);
+      log?.info({ queue: name, queueId: id }, 'queue deleted');
+      return { name, id, bins: settings.bins };
+    } catch (err) {
+      // The map changed, or a compactor joined or left between listing and deleting: try again.
+      if (isZkCode(err, 'ZK_BAD_VERSION') || isZkCode(err, 'ZK_NOT_EMPTY') || isZkCode(err, 'ZK_NO_NODE'))
+        continue;
+      throw err;
+    }
+  }
+  throw new ExcError('CONFLICT', `could not delete queue ${name}: too many concurrent changes`);
+}
+
+function randomId(): string {
+  let id = '';
+  for (let i = 0; i < ID_LENGTH; i++) id += randomInt(36).toString(36);
+  return id;
+}
