@@ -122,6 +122,12 @@ export const SETTINGS = {
     60_000,
     'How often the manager collects garbage.',
   ),
+  stallTimeoutMs: setting(
+    'EXC_STALL_TIMEOUT_MS',
+    int(0, 86_400_000),
+    300_000,
+    'A tablet server cancels a reservation whose compactor reported no progress for this long (0: never).',
+  ),
   rpcTimeoutMs: setting('EXC_RPC_TIMEOUT_MS', int(10, 600_000), 10_000, 'Timeout of one outgoing RPC.'),
   rpcMaxBodyBytes: setting(
     'EXC_RPC_MAX_BODY_BYTES',

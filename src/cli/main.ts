@@ -8,6 +8,7 @@ import { digestAuthFromSecret } from '../zk/acl.js';
 import { action } from './exit.js';
 import { registerLocal } from './local.js';
 import { registerManager } from './manager.js';
+import { registerTserver } from './tserver.js';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -44,6 +45,7 @@ export function buildProgram(): Command {
 
   registerLocal(program);
   registerManager(program);
+  registerTserver(program);
   return program;
 }
 

@@ -6,6 +6,7 @@ import { loadConfig, requireSecret } from '../config.js';
 import { onShutdownSignals } from '../lifecycle.js';
 import { createLogger } from '../log.js';
 import { Manager } from '../manager/manager.js';
+import { openObjectStore } from '../storage/index.js';
 import { action, EXIT_LOST_LOCK } from './exit.js';
 import { serverOptions, type ServerFlags } from './flags.js';
 
@@ -40,7 +41,12 @@ Examples:
         });
         const secret = requireSecret(config);
         const logger = createLogger({ name: 'manager', level: config.logLevel });
-        const manager = new Manager({ ...config, secret, logger });
+        const manager = new Manager({
+          ...config,
+          secret,
+          logger,
+          objectStore: openObjectStore(config, logger),
+        });
         manager.on('fatal', () => {
           void manager.close().finally(() => process.exit(EXIT_LOST_LOCK));
         });

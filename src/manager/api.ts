@@ -4,9 +4,9 @@
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
-import { hex, tableRange, tabletSeekKey } from '../meta/keys.js';
+import { tableRange, tabletSeekKey } from '../meta/keys.js';
+import { describeTablet } from '../meta/views.js';
 import type { MetaStore } from '../meta/store.js';
-import type { TabletMeta } from '../meta/tablet.js';
 import { mutationSchema, scanSchema } from '../meta/types.js';
 import type { RpcServer } from '../rpc/server.js';
 import { parseInput } from '../validate.js';
@@ -25,6 +25,8 @@ export interface ActiveParts {
   epoch: number;
   unload: (server: string, tablet: string) => Promise<void>;
   kickAssignment: () => void;
+  /** Best effort: ask every live tablet server to re-read a table's settings or a tablet's row. */
+  notifyTservers: (what: { tableId?: string; tablet?: string }) => void;
 }
 
 const fenceSchema = z.object({ server: z.string().min(1), session: z.string().regex(/^[0-9a-f]{16}$/) });
@@ -104,7 +106,10 @@ export function registerManagerApi(
     { body: z.object({ config: z.record(z.string(), z.unknown()) }) },
     async ({ params, body }) => {
       const { name } = parseInput(tableNameParam, params, 'path');
-      return parts().tables.configure(name, body.config);
+      const p = parts();
+      const table = await p.tables.configure(name, body.config);
+      p.notifyTservers({ tableId: table.id });
+      return table;
     },
   );
 
@@ -146,20 +151,3 @@ export function registerManagerApi(
     },
   );
 }
-
-/** A tablet as the API shows it: rows in hex (and as text when printable), maps as arrays. */
-export function describeTablet(t: TabletMeta) {
-  return {
-    tablet: t.row,
-    tableId: t.tableId,
-    endRowHex: t.endRow === null ? null : hex(t.endRow),
-    prevEndRowHex: t.prevEndRow === null ? null : hex(t.prevEndRow),
-    loc: t.loc ?? null,
-    future: t.future ?? null,
-    files: [...t.files].map(([name, meta]) => ({ name, ...meta })),
-    reservations: [...t.reservations].map(([ecid, r]) => ({ ecid, ...r })),
-    userCompactions: [...t.userCompactions].map(([id, c]) => ({ id, ...c })),
-    failures: [...t.failures].map(([key, f]) => ({ key, ...f })),
-  };
-}
-export type TabletView = ReturnType<typeof describeTablet>;

@@ -168,6 +168,16 @@ export class Manager extends EventEmitter<Events> {
         .get(server)
         .post('/v1/tablets/unload', { tablet }, { idempotent: true, attempts: 2, timeoutMs: 5_000 });
     };
+    const notifyTservers = (what: { tableId?: string; tablet?: string }): void => {
+      for (const server of live.all.keys()) {
+        this.peers
+          .get(server)
+          .post('/v1/tablets/refresh', what, { idempotent: true, attempts: 2, timeoutMs: 5_000 })
+          .catch((err: unknown) =>
+            this.log.debug({ server, err: describeError(err) }, 'refresh request failed'),
+          );
+      }
+    };
     this.active = {
       store,
       commits,
@@ -177,6 +187,7 @@ export class Manager extends EventEmitter<Events> {
       epoch,
       unload,
       kickAssignment: () => void assigner.kick(),
+      notifyTservers,
       assigner,
     };
     this.transition('active');

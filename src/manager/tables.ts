@@ -42,21 +42,12 @@ import {
   type TabletMeta,
 } from '../meta/tablet.js';
 import type { Cell, Mutation } from '../meta/types.js';
+import type { TableInfo, TableState } from '../meta/views.js';
 import { parseInput } from '../validate.js';
 import type { CommitQueue } from './commit-queue.js';
 
 const COUNTER_COL = 'nextTableId';
 const MAX_SPLITS = 10_000;
-
-export type TableState = 'online' | 'deleting';
-
-export interface TableInfo {
-  id: string;
-  name: string;
-  state: TableState;
-  config: TableConfig;
-  createdAt: number;
-}
 
 export const createTableSchema = z.object({
   name: z.string(),

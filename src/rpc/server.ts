@@ -44,7 +44,8 @@ export interface RouteSpec<BS extends z.ZodType | undefined, QS extends z.ZodTyp
   query?: QS;
 }
 
-type Out<S> = S extends z.ZodType ? z.output<S> : undefined;
+/** The validated input, or the raw parsed JSON when the route has no schema (it validates itself). */
+type Out<S> = S extends z.ZodType ? z.output<S> : unknown;
 
 export class RpcServer {
   readonly app: express.Express;
@@ -117,8 +118,8 @@ export class RpcServer {
   ): void {
     const register = this.router[method.toLowerCase() as 'get' | 'post' | 'put' | 'delete'].bind(this.router);
     register(path, async (req: Request, res: Response) => {
-      const body = (spec.body ? parseInput(spec.body, req.body ?? {}, 'body') : undefined) as Out<BS>;
-      const query = (spec.query ? parseInput(spec.query, req.query, 'query') : undefined) as Out<QS>;
+      const body = (spec.body ? parseInput(spec.body, req.body ?? {}, 'body') : req.body) as Out<BS>;
+      const query = (spec.query ? parseInput(spec.query, req.query, 'query') : req.query) as Out<QS>;
       const aborter = new AbortController();
       res.on('close', () => {
         if (!res.writableFinished) aborter.abort(new ExcError('UNAVAILABLE', 'client went away'));

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ExcError } from '../../src/errors.js';
-import type { TabletView } from '../../src/manager/api.js';
-import type { TableInfo } from '../../src/manager/tables.js';
+import type { TableInfo, TabletView } from '../../src/meta/views.js';
 import { createQueue } from '../../src/queue/registry.js';
 import { useCluster, useProcesses, useZooKeeper } from '../support/index.js';
 

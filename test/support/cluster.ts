@@ -44,6 +44,11 @@ export class TestCluster {
     mkdirSync(join(dir, 'store'), { recursive: true });
   }
 
+  /** The local object store directory every process of the cluster uses. */
+  get storePath(): string {
+    return join(this.dataDir, 'store');
+  }
+
   get sessionTimeoutMs(): number {
     return this.options.sessionTimeoutMs ?? 1_500;
   }
@@ -56,7 +61,7 @@ export class TestCluster {
       EXC_SECRET: this.secret,
       EXC_ZK_SESSION_TIMEOUT_MS: String(this.sessionTimeoutMs),
       EXC_DATA_DIR: join(this.dataDir, 'manager'),
-      EXC_STORE: `file://${join(this.dataDir, 'store')}`,
+      EXC_STORE: `file://${this.storePath}`,
       EXC_PORT: '0',
       EXC_GC_INTERVAL_MS: '3600000',
       ...this.options.env,
@@ -74,6 +79,16 @@ export class TestCluster {
     return this.procs.start(options.name ?? 'manager', ['manager'], {
       env: this.env(options.env),
       readyWhen: ready,
+    });
+  }
+
+  /** Starts a tablet server; resolves once it is registered. */
+  startTserver(
+    options: { name?: string; env?: Record<string, string | undefined> } = {},
+  ): Promise<ManagedProcess> {
+    return this.procs.start(options.name ?? 'tserver', ['tserver'], {
+      env: this.env(options.env),
+      readyWhen: (l) => l.msg === 'tablet server ready',
     });
   }
 

@@ -5,3 +5,4 @@ export * from './sessions.js';
 export * from './tmp.js';
 export * from './zookeeper.js';
 export * from './cluster.js';
+export * from './compactor-client.js';

@@ -1,0 +1,203 @@
+/**
+ * The client library: ingest into and scan a table without knowing where its tablets live.
+ *
+ * It asks the manager for the table's tablets and their locations, sends each batch to the tablet server
+ * hosting the tablet its rows fall into, and follows tablets that move: on NOT_SERVING (or a server that
+ * is gone) it refreshes the locations and tries again, waiting for a tablet to be hosted again for up to
+ * `moveTimeoutMs`.
+ */
+import { ExcError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { MetaClient } from '../meta/client.js';
+import type { TableInfo, TabletView } from '../meta/views.js';
+import { PeerClients } from '../rpc/peers.js';
+import { sleep } from '../retry.js';
+import type { WireEntry } from '../rpc/entries.js';
+
+/** An entry as users give it: byte strings as Buffers or UTF-8 strings. */
+export interface ClientEntry {
+  row: Buffer | string;
+  cf?: Buffer | string;
+  cq?: Buffer | string;
+  /** Milliseconds; default: the tablet server's clock. */
+  ts?: number;
+  value?: Buffer | string;
+  delete?: boolean;
+}
+
+export interface ScannedEntry {
+  row: Buffer;
+  cf: Buffer;
+  cq: Buffer;
+  ts: number;
+  value: Buffer;
+}
+
+export interface ScanRange {
+  /** First row (inclusive). */
+  start?: Buffer | string;
+  /** Last row (inclusive). */
+  end?: Buffer | string;
+  limit?: number;
+}
+
+export interface ExcClientOptions {
+  meta: MetaClient;
+  secret: string;
+  logger: Logger;
+  timeoutMs?: number;
+  /** How long to wait for a tablet that is moving between servers (default 30 s). */
+  moveTimeoutMs?: number;
+  /** Entries per request (default 5,000). */
+  batchSize?: number;
+}
+
+const toBuffer = (v: Buffer | string | undefined): Buffer =>
+  v === undefined ? Buffer.alloc(0) : typeof v === 'string' ? Buffer.from(v, 'utf8') : v;
+
+export class ExcClient {
+  private readonly peers: PeerClients;
+  private readonly tabletCache = new Map<string, TabletView[]>();
+
+  constructor(private readonly options: ExcClientOptions) {
+    this.peers = new PeerClients({
+      secret: options.secret,
+      timeoutMs: options.timeoutMs ?? 30_000,
+      logger: options.logger,
+    });
+  }
+
+  /** The table's tablets with their locations, fresh from the manager. */
+  async tablets(table: string): Promise<TabletView[]> {
+    const shown = await this.options.meta.call<{ table: TableInfo; tablets: TabletView[] }>(
+      'GET',
+      `/v1/tables/${encodeURIComponent(table)}`,
+      undefined,
+      {
+        idempotent: true,
+      },
+    );
+    this.tabletCache.set(table, shown.tablets);
+    return shown.tablets;
+  }
+
+  /** Writes entries (puts and deletes). Resolves with the number written. */
+  async ingest(table: string, entries: Iterable<ClientEntry> | AsyncIterable<ClientEntry>): Promise<number> {
+    const tablets = this.tabletCache.get(table) ?? (await this.tablets(table));
+    const size = this.options.batchSize ?? 5_000;
+    const pending = new Map<string, WireEntry[]>();
+    let written = 0;
+    const flush = async (tablet: string): Promise<void> => {
+      const batch = pending.get(tablet);
+      if (!batch || batch.length === 0) return;
+      pending.delete(tablet);
+      await this.onTablet(table, tablet, (server) =>
+        this.peers.get(server).post('/v1/ingest', { tablet, entries: batch }),
+      );
+      written += batch.length;
+    };
+    for await (const e of entries) {
+      const wire = toWireEntry(e);
+      const tablet = tabletFor(tablets, Buffer.from(wire.row, 'base64')).tablet;
+      const list = pending.get(tablet) ?? [];
+      list.push(wire);
+      pending.set(tablet, list);
+      if (list.length >= size) await flush(tablet);
+    }
+    for (const tablet of [...pending.keys()]) await flush(tablet);
+    return written;
+  }
+
+  /** Entries of the table in key order, with deletes and versions applied. */
+  async *scan(table: string, range: ScanRange = {}): AsyncGenerator<ScannedEntry> {
+    const tablets = await this.tablets(table);
+    const start = range.start === undefined ? undefined : toBuffer(range.start);
+    const end = range.end === undefined ? undefined : toBuffer(range.end);
+    let remaining = range.limit ?? Infinity;
+    for (const t of tablets) {
+      const tEnd = t.endRowHex === null ? null : Buffer.from(t.endRowHex, 'hex');
+      const tPrev = t.prevEndRowHex === null ? null : Buffer.from(t.prevEndRowHex, 'hex');
+      if (start && tEnd && Buffer.compare(tEnd, start) < 0) continue; // tablet entirely before the range
+      if (end && tPrev && Buffer.compare(tPrev, end) >= 0) break; // this and later tablets after it
+      let afterRow: string | undefined;
+      for (;;) {
+        const page = await this.onTablet(table, t.tablet, (server) =>
+          this.peers.get(server).post<{ entries: WireEntry[]; nextRow: string | null }>(
+            '/v1/scan',
+            {
+              tablet: t.tablet,
+              ...(start ? { startRow: start.toString('base64') } : {}),
+              ...(end ? { endRow: end.toString('base64'), endInclusive: true } : {}),
+              ...(afterRow ? { afterRow } : {}),
+              limit: Math.min(5_000, Number.isFinite(remaining) ? remaining : 5_000),
+            },
+            { idempotent: true },
+          ),
+        );
+        for (const w of page.entries) {
+          if (remaining <= 0) return;
+          remaining--;
+          yield {
+            row: Buffer.from(w.row, 'base64'),
+            cf: Buffer.from(w.cf ?? '', 'base64'),
+            cq: Buffer.from(w.cq ?? '', 'base64'),
+            ts: w.ts ?? 0,
+            value: Buffer.from(w.value ?? '', 'base64'),
+          };
+        }
+        if (!page.nextRow || remaining <= 0) break;
+        afterRow = page.nextRow;
+      }
+      if (remaining <= 0) return;
+    }
+  }
+
+  /**
+   * Runs `call` against the server hosting `tablet`, following the tablet when it moves: on NOT_SERVING or
+   * an unreachable server the locations are refreshed and the call repeated.
+   */
+  private async onTablet<T>(table: string, tablet: string, call: (server: string) => Promise<T>): Promise<T> {
+    const deadline = Date.now() + (this.options.moveTimeoutMs ?? 30_000);
+    let tablets = this.tabletCache.get(table) ?? (await this.tablets(table));
+    for (let attempt = 0; ; attempt++) {
+      const view = tablets.find((t) => t.tablet === tablet);
+      if (!view) throw new ExcError('NOT_FOUND', `tablet ${tablet} no longer exists in table ${table}`);
+      if (view.loc) {
+        try {
+          return await call(view.loc.server);
+        } catch (err) {
+          const moved =
+            err instanceof ExcError &&
+            (err.code === 'NOT_SERVING' || (err.code === 'UNAVAILABLE' && err.details.sent === false));
+          if (!moved || Date.now() > deadline) throw err;
+        }
+      } else if (Date.now() > deadline) {
+        throw new ExcError('UNAVAILABLE', `tablet ${tablet} of ${table} is not hosted by any tablet server`, {
+          details: { tablet },
+        });
+      }
+      await sleep(Math.min(50 * 2 ** attempt, 1_000));
+      tablets = await this.tablets(table);
+    }
+  }
+}
+
+export function toWireEntry(e: ClientEntry): WireEntry {
+  return {
+    row: toBuffer(e.row).toString('base64'),
+    cf: toBuffer(e.cf).toString('base64'),
+    cq: toBuffer(e.cq).toString('base64'),
+    ...(e.ts === undefined ? {} : { ts: e.ts }),
+    value: toBuffer(e.value).toString('base64'),
+    delete: e.delete ?? false,
+  };
+}
+
+/** The tablet whose range (prev, end] holds `row`. */
+export function tabletFor(tablets: readonly TabletView[], row: Buffer): TabletView {
+  const found = tablets.find(
+    (t) => t.endRowHex === null || Buffer.compare(row, Buffer.from(t.endRowHex, 'hex')) <= 0,
+  );
+  if (!found) throw new ExcError('INTERNAL', 'table has no last tablet');
+  return found;
+}

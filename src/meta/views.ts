@@ -1,0 +1,33 @@
+/**
+ * How the manager's API shows tables and tablets (shared by the manager and its clients).
+ */
+import { hex } from './keys.js';
+import type { TableConfig } from './table-config.js';
+import type { TabletMeta } from './tablet.js';
+
+export type TableState = 'online' | 'deleting';
+
+export interface TableInfo {
+  id: string;
+  name: string;
+  state: TableState;
+  config: TableConfig;
+  createdAt: number;
+}
+
+/** A tablet as the API shows it: rows in hex (and as text when printable), maps as arrays. */
+export function describeTablet(t: TabletMeta) {
+  return {
+    tablet: t.row,
+    tableId: t.tableId,
+    endRowHex: t.endRow === null ? null : hex(t.endRow),
+    prevEndRowHex: t.prevEndRow === null ? null : hex(t.prevEndRow),
+    loc: t.loc ?? null,
+    future: t.future ?? null,
+    files: [...t.files].map(([name, meta]) => ({ name, ...meta })),
+    reservations: [...t.reservations].map(([ecid, r]) => ({ ecid, ...r })),
+    userCompactions: [...t.userCompactions].map(([id, c]) => ({ id, ...c })),
+    failures: [...t.failures].map(([key, f]) => ({ key, ...f })),
+  };
+}
+export type TabletView = ReturnType<typeof describeTablet>;

@@ -1,0 +1,158 @@
+/**
+ * The tablet server's HTTP API (all under /v1, all authenticated).
+ *
+ *   POST /v1/tablets/load     { tablet, session }        from the manager
+ *   POST /v1/tablets/unload   { tablet }                 from the manager
+ *   POST /v1/tablets/refresh  { tablet? , tableId? }     from the manager (user compaction, config, release)
+ *   POST /v1/ingest           { tablet, entries }
+ *   POST /v1/scan             { tablet, startRow?, endRow?, afterRow?, limit?, filters? }
+ *   POST /v1/reserve          { tablet, queueId, compactor }          → { job } or { job: null } (no work)
+ *   POST /v1/commit           { tablet, ecid, compactor, output }
+ *   POST /v1/progress         { tablet, ecid, compactor, progress }
+ *   POST /v1/fail             { tablet, ecid, compactor, error }      a compactor reports a failed job
+ *   POST /v1/release          { tablet, ecid, compactor }             a compactor gives a job back (shutdown)
+ *   POST /v1/cancel           { tablet, ecid }                        an admin cancels a reservation
+ *   GET  /v1/status
+ */
+import { z } from 'zod';
+import { ExcError } from '../errors.js';
+import type { RpcServer } from '../rpc/server.js';
+import type { DataPath } from './data.js';
+import type { Hosting } from './hosting.js';
+import type { Reservations } from './reservations.js';
+
+const tablet = z.string().min(1).max(200);
+const ecid = z.string().regex(/^[0-9A-HJKMNP-TV-Z]{26}$/, 'expected a ULID');
+const compactor = z.string().min(1).max(1000);
+
+export interface TserverApiDeps {
+  hosting: Hosting;
+  reservations: Reservations;
+  data: DataPath;
+  session: () => string;
+  status: () => Record<string, unknown>;
+  refreshTable: (tableId: string) => Promise<void>;
+}
+
+export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): void {
+  const { hosting, reservations, data } = deps;
+
+  server.route('GET', '/status', {}, () => deps.status());
+
+  server.route(
+    'POST',
+    '/tablets/load',
+    { body: z.object({ tablet, session: z.string() }) },
+    async ({ body }) => {
+      if (body.session !== deps.session()) {
+        throw new ExcError(
+          'CONFLICT',
+          `load was meant for session ${body.session}, this server is ${deps.session()}`,
+        );
+      }
+      await hosting.load(body.tablet);
+      return { loaded: true };
+    },
+  );
+
+  server.route('POST', '/tablets/unload', { body: z.object({ tablet }) }, async ({ body }) => {
+    await hosting.unload(body.tablet, 'unload requested');
+    return { unloaded: true };
+  });
+
+  server.route(
+    'POST',
+    '/tablets/refresh',
+    { body: z.object({ tablet: tablet.optional(), tableId: z.string().optional() }) },
+    async ({ body }) => {
+      if (body.tableId) await deps.refreshTable(body.tableId);
+      if (body.tablet) await hosting.refresh(body.tablet);
+      return { refreshed: true };
+    },
+  );
+
+  server.route('POST', '/ingest', {}, ({ body }) => data.ingest(body));
+  server.route('POST', '/scan', {}, ({ body }) => data.scan(body));
+
+  server.route(
+    'POST',
+    '/reserve',
+    { body: z.object({ tablet, queueId: z.string().regex(/^[0-9a-z]{4}$/), compactor }) },
+    async ({ body }) => ({ job: await reservations.reserve(body) }),
+  );
+
+  server.route(
+    'POST',
+    '/commit',
+    {
+      body: z.object({
+        tablet,
+        ecid,
+        compactor,
+        output: z
+          .object({ size: z.number().int().nonnegative(), entries: z.number().int().positive() })
+          .nullable(),
+      }),
+    },
+    async ({ body }) => {
+      await reservations.commit(body);
+      return { committed: true };
+    },
+  );
+
+  server.route(
+    'POST',
+    '/progress',
+    {
+      body: z.object({
+        tablet,
+        ecid,
+        compactor,
+        progress: z.object({
+          entriesRead: z.number().nonnegative(),
+          entriesWritten: z.number().nonnegative(),
+          bytesRead: z.number().nonnegative(),
+          bytesWritten: z.number().nonnegative(),
+        }),
+      }),
+    },
+    async ({ body }) => {
+      await reservations.progress(body.tablet, body.ecid, body.compactor, body.progress);
+      return { ok: true };
+    },
+  );
+
+  const owned = z.object({ tablet, ecid, compactor });
+  server.route(
+    'POST',
+    '/fail',
+    { body: owned.extend({ error: z.string().max(4_000) }) },
+    async ({ body }) => {
+      await checkOwner(hosting, body);
+      return { cancelled: await reservations.cancel(body.tablet, body.ecid, 'failed', body.error) };
+    },
+  );
+
+  server.route('POST', '/release', { body: owned }, async ({ body }) => {
+    await checkOwner(hosting, body);
+    return { cancelled: await reservations.cancel(body.tablet, body.ecid, 'released') };
+  });
+
+  server.route('POST', '/cancel', { body: z.object({ tablet, ecid }) }, async ({ body }) => ({
+    cancelled: await reservations.cancel(body.tablet, body.ecid, 'admin'),
+  }));
+}
+
+/** Only the compactor holding a reservation may fail or release it. */
+async function checkOwner(
+  hosting: Hosting,
+  body: { tablet: string; ecid: string; compactor: string },
+): Promise<void> {
+  const t = await hosting.get(body.tablet);
+  const r = t.meta.reservations.get(body.ecid);
+  if (!r || r.compactor !== body.compactor) {
+    throw new ExcError('RESERVATION_GONE', `reservation ${body.ecid} of ${body.tablet} does not exist`, {
+      details: { ecid: body.ecid, tablet: body.tablet },
+    });
+  }
+}

@@ -1,0 +1,198 @@
+/**
+ * Ingest and scan of a hosted tablet.
+ *
+ * Entries travel in the wire format of ../rpc/entries.ts.
+ *
+ * Ingest: a batch is validated whole (encodings, sizes, every row inside the tablet) and rejected whole
+ * with the first problem named; it is sorted, written as one new sorted file, and the file is added to the
+ * tablet with a conditional mutation that also updates its queue entries.
+ *
+ * Scan: a row range of the tablet through the merge and iterator stack with the table's settings
+ * (deletes applied and hidden, versions, age-off). Pages end at row boundaries, so versioning is never
+ * cut in the middle of a cell; `nextRow` resumes after the last row returned.
+ */
+import { z } from 'zod';
+import { ExcError } from '../errors.js';
+import { newFileName } from '../meta/paths.js';
+import { fileCol } from '../meta/tablet.js';
+import {
+  compareKeys,
+  scanFiles,
+  validateFilters,
+  writeRFile,
+  type Entry,
+  type ObjectStore,
+  type RowRange,
+} from '../storage/index.js';
+import { parseInput } from '../validate.js';
+import { MAX_BATCH_ENTRIES, toWire, wireEntrySchema, type WireEntry } from '../rpc/entries.js';
+import type { HostedTablet } from './hosted-tablet.js';
+import type { Hosting } from './hosting.js';
+import type { TableConfigs } from './table-configs.js';
+
+export const ingestSchema = z.object({
+  tablet: z.string().min(1),
+  entries: z.array(wireEntrySchema).min(1, 'a batch needs at least one entry').max(MAX_BATCH_ENTRIES),
+});
+
+const optionalRow = z.base64().optional();
+export const scanSchema = z.object({
+  tablet: z.string().min(1),
+  startRow: optionalRow,
+  startInclusive: z.boolean().default(true),
+  endRow: optionalRow,
+  endInclusive: z.boolean().default(false),
+  /** Resume strictly after this row (from a previous page). */
+  afterRow: optionalRow,
+  limit: z.number().int().min(1).max(100_000).default(1_000),
+  /** Scan-time filters (built-in ones, by name). */
+  filters: z.unknown().optional(),
+});
+
+/** Inside (prev, end]? */
+function inTablet(tablet: HostedTablet, row: Buffer): boolean {
+  const { prevEndRow, endRow } = tablet.meta;
+  if (prevEndRow !== null && Buffer.compare(row, prevEndRow) <= 0) return false;
+  if (endRow !== null && Buffer.compare(row, endRow) > 0) return false;
+  return true;
+}
+
+function describeRow(row: Buffer): string {
+  return /^[\x20-\x7e]*$/.test(row.toString('latin1'))
+    ? JSON.stringify(row.toString('latin1'))
+    : `0x${row.toString('hex')}`;
+}
+
+export class DataPath {
+  /** Counters for /status. */
+  readonly stats = { ingestedBatches: 0, ingestedEntries: 0, scans: 0 };
+
+  constructor(
+    private readonly hosting: Hosting,
+    private readonly store: ObjectStore,
+    private readonly configs: TableConfigs,
+  ) {}
+
+  async ingest(body: unknown): Promise<{ file: string; entries: number }> {
+    const req = parseInput(ingestSchema, body, 'body');
+    const tablet = await this.hosting.get(req.tablet);
+    const now = Date.now();
+    const entries: Entry[] = req.entries.map((w, i) => {
+      const row = Buffer.from(w.row, 'base64');
+      if (!inTablet(tablet, row)) {
+        throw new ExcError(
+          'BAD_REQUEST',
+          `entries.${i}: row ${describeRow(row)} is outside tablet ${tablet.row}`,
+          {
+            details: { field: `body.entries.${i}.row`, tablet: tablet.row },
+          },
+        );
+      }
+      return {
+        key: {
+          row,
+          family: Buffer.from(w.cf, 'base64'),
+          qualifier: Buffer.from(w.cq, 'base64'),
+          timestamp: w.ts ?? now,
+          deleted: w.delete,
+        },
+        value: w.delete ? Buffer.alloc(0) : Buffer.from(w.value, 'base64'),
+      };
+    });
+    // Sort; of entries with identical keys the last one in the batch wins.
+    const order = entries
+      .map((_, i) => i)
+      .sort((a, b) => compareKeys(entries[a]!.key, entries[b]!.key) || b - a);
+    const sorted: Entry[] = [];
+    for (const i of order) {
+      const e = entries[i]!;
+      const last = sorted[sorted.length - 1];
+      if (last && compareKeys(last.key, e.key) === 0) continue;
+      sorted.push(e);
+    }
+
+    const name = newFileName(tablet.meta.tableId, 'ingest');
+    const summary = await writeRFile(this.store, name, sorted);
+    const file = { size: summary.size, entries: summary.entries };
+    await tablet.mutex.run(() =>
+      this.hosting.change(tablet, {
+        puts: [{ row: tablet.row, col: fileCol(name), value: JSON.stringify(file) }],
+        apply: (meta) => meta.files.set(name, file),
+        replan: true,
+      }),
+    );
+    this.stats.ingestedBatches++;
+    this.stats.ingestedEntries += sorted.length;
+    return { file: name, entries: sorted.length };
+  }
+
+  async scan(body: unknown): Promise<{ entries: WireEntry[]; nextRow: string | null }> {
+    const req = parseInput(scanSchema, body, 'body');
+    const tablet = await this.hosting.get(req.tablet);
+    const settings = await this.configs.get(tablet.meta.tableId);
+    const filters = req.filters === undefined ? [] : validateFilters(req.filters);
+    const range = this.rangeOf(tablet, req);
+    const files = [...tablet.meta.files.keys()];
+    this.stats.scans++;
+    const out: WireEntry[] = [];
+    let lastRow: Buffer | undefined;
+    let cut = false;
+    for await (const e of scanFiles({
+      store: this.store,
+      files,
+      range,
+      settings: {
+        versions: settings.config.versions,
+        ...(settings.config.ttlMs === undefined ? {} : { ttlMs: settings.config.ttlMs }),
+        nowMs: Date.now(),
+        filters,
+        dropDeletes: true,
+      },
+    })) {
+      if (out.length >= req.limit && lastRow && !e.key.row.equals(lastRow)) {
+        cut = true;
+        break;
+      }
+      out.push(toWire(e));
+      lastRow = e.key.row;
+    }
+    return { entries: out, nextRow: cut && lastRow ? lastRow.toString('base64') : null };
+  }
+
+  /** The requested range clipped to the tablet's (prev, end]. */
+  private rangeOf(tablet: HostedTablet, req: z.output<typeof scanSchema>): RowRange {
+    const { prevEndRow, endRow } = tablet.meta;
+    let start: { row: Buffer; inclusive: boolean } | undefined = prevEndRow
+      ? { row: prevEndRow, inclusive: false }
+      : undefined;
+    const after =
+      req.afterRow !== undefined ? { row: Buffer.from(req.afterRow, 'base64'), inclusive: false } : undefined;
+    const asked =
+      req.startRow !== undefined
+        ? { row: Buffer.from(req.startRow, 'base64'), inclusive: req.startInclusive }
+        : undefined;
+    for (const candidate of [asked, after]) {
+      if (!candidate) continue;
+      if (!start) start = candidate;
+      else {
+        const c = Buffer.compare(candidate.row, start.row);
+        if (c > 0 || (c === 0 && !candidate.inclusive)) start = candidate;
+      }
+    }
+    let end: { row: Buffer; inclusive: boolean } | undefined = endRow
+      ? { row: endRow, inclusive: true }
+      : undefined;
+    if (req.endRow !== undefined) {
+      const e = { row: Buffer.from(req.endRow, 'base64'), inclusive: req.endInclusive };
+      if (!end) end = e;
+      else {
+        const c = Buffer.compare(e.row, end.row);
+        if (c < 0 || (c === 0 && !e.inclusive)) end = e;
+      }
+    }
+    return {
+      ...(start ? { startRow: start.row, startInclusive: start.inclusive } : {}),
+      ...(end ? { endRow: end.row, endInclusive: end.inclusive } : {}),
+    };
+  }
+}

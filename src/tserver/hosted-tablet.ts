@@ -1,0 +1,84 @@
+/**
+ * A tablet hosted by this tablet server: its metadata as of the last mutation this server applied, and a
+ * mutex that serialises every change to it.
+ *
+ * Because every change to a hosted tablet goes through this server (all its mutations are conditional on
+ * `loc` naming this server and session), the in-memory copy is exact: changes are computed from it and
+ * applied to it once the metadata store has accepted them.
+ */
+import { createHash } from 'node:crypto';
+import { Mutex } from '../mutex.js';
+import { COL_LOC, locationValue, type Location, type TabletMeta } from '../meta/tablet.js';
+import type { Condition } from '../meta/types.js';
+import type { TableConfig } from '../meta/table-config.js';
+import { plan, type PlannedJob } from '../queue/planner.js';
+
+export type TabletState = 'hosted' | 'gone';
+
+export class HostedTablet {
+  readonly mutex = new Mutex();
+  state: TabletState = 'hosted';
+  /** Last progress report per reservation (in memory; persisted at most every few seconds). */
+  readonly lastProgressAt = new Map<string, number>();
+  readonly lastPersistedProgressAt = new Map<string, number>();
+
+  constructor(
+    readonly meta: TabletMeta,
+    readonly me: Location,
+  ) {}
+
+  get row(): string {
+    return this.meta.row;
+  }
+
+  /** The condition every mutation of this tablet carries. */
+  locCondition(): Condition {
+    return { op: 'equals', row: this.meta.row, col: COL_LOC, value: locationValue(this.me) };
+  }
+
+  /** Files in running reservations. */
+  reservedFiles(): Set<string> {
+    const out = new Set<string>();
+    for (const r of this.meta.reservations.values()) for (const f of r.inputs) out.add(f);
+    return out;
+  }
+
+  /** Files of parked jobs. */
+  parkedFiles(): Set<string> {
+    const out = new Set<string>();
+    for (const f of this.meta.failures.values()) if (f.parked) for (const name of f.inputs) out.add(name);
+    return out;
+  }
+
+  /** The oldest pending user compaction. */
+  pendingUserCompaction(): string | undefined {
+    let oldest: [string, number] | undefined;
+    for (const [id, c] of this.meta.userCompactions) {
+      if (!oldest || c.requestedAt < oldest[1]) oldest = [id, c.requestedAt];
+    }
+    return oldest?.[0];
+  }
+
+  /** What this tablet wants compacted now, given `overrides` of its state (for what-if planning). */
+  plan(
+    config: TableConfig,
+    overrides: { files?: Map<string, { size: number }>; reserved?: Set<string> } = {},
+  ): PlannedJob[] {
+    const files = overrides.files ?? this.meta.files;
+    return plan({
+      files: [...files].map(([name, f]) => ({ name, size: f.size })),
+      reserved: overrides.reserved ?? this.reservedFiles(),
+      parked: this.parkedFiles(),
+      config,
+      userCompactionId: this.pendingUserCompaction(),
+    });
+  }
+}
+
+/** Failures are recorded per set of input files. */
+export function failureKey(inputs: readonly string[]): string {
+  return createHash('sha256')
+    .update([...inputs].sort().join('\n'))
+    .digest('hex')
+    .slice(0, 24);
+}

@@ -1,0 +1,387 @@
+/**
+ * The reservation protocol on the tablet server side (DESIGN.md, "The life of a compaction", steps 3, 5, 6).
+ *
+ * - reserve: the compactor's node must exist (checked and watched in one call); the job is computed now
+ *   from the tablet's current files (late binding); the reservation and the tablet's new queue entries are
+ *   one conditional mutation. Concurrent reservations never share a file: the tablet's mutex serialises
+ *   them and the planner never selects reserved files.
+ * - commit: one conditional mutation — the reservation still exists (as recorded), the inputs are still
+ *   files of the tablet, `loc` is this server — replaces the inputs by the output, deletes the reservation
+ *   and marks the inputs for deletion. A compactor whose node is gone cannot commit (zombie).
+ * - cancel: one conditional mutation on the reservation removes it, marks its output for deletion and
+ *   requeues. Commit and cancel are both conditional on the reservation, so exactly one of them wins.
+ * - failures survive cancels: after `maxAttempts` failed attempts on the same inputs the job is parked.
+ */
+import { ulid } from 'ulid';
+import { ExcError, describeError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { delRow } from '../meta/keys.js';
+import { newFileName } from '../meta/paths.js';
+import {
+  ecompCol,
+  failedCol,
+  fileCol,
+  compactCol,
+  progressCol,
+  type Failure,
+  type Progress,
+  type Reservation,
+} from '../meta/tablet.js';
+import type { ZkLayout } from '../zk/index.js';
+import type { CompactorWatch, ReservationRef } from './compactor-watch.js';
+import { failureKey, type HostedTablet } from './hosted-tablet.js';
+import type { Hosting } from './hosting.js';
+import type { TableConfigs } from './table-configs.js';
+
+/** Why a reservation ended without a commit. Only some count as failed attempts. */
+export type CancelReason = 'compactor-gone' | 'failed' | 'stalled' | 'released' | 'admin' | 'queue-deleted';
+const COUNTS_AS_FAILURE: ReadonlySet<CancelReason> = new Set(['compactor-gone', 'failed', 'stalled']);
+
+export interface ReserveRequest {
+  tablet: string;
+  queueId: string;
+  compactor: string;
+}
+
+export interface ReservedJob {
+  ecid: string;
+  tablet: string;
+  tableId: string;
+  queueId: string;
+  kind: 'system' | 'user';
+  attempt: number;
+  inputs: { name: string; size: number; entries: number }[];
+  output: string;
+  /** Iterator settings for the compaction (versions, ttl, filters, reference time, dropDeletes). */
+  settings: Reservation['settings'];
+  /** Partial compaction: delete markers must be kept. */
+  keepDeletes: boolean;
+}
+
+export interface CommitRequest {
+  tablet: string;
+  ecid: string;
+  compactor: string;
+  /** The output as written, or null when nothing survived the iterators (no file). */
+  output: { size: number; entries: number } | null;
+}
+
+export interface ReservationsDeps {
+  hosting: Hosting;
+  watch: CompactorWatch;
+  configs: TableConfigs;
+  layout: ZkLayout;
+  /** Queue name → id (undefined for a queue that does not exist). */
+  queueIdOf: (name: string) => string | undefined;
+  /** Whether the output object exists with this size (commit checks what it installs). */
+  outputSize: (name: string) => Promise<number | null>;
+  log: Logger;
+  /** Persist progress at most this often per reservation (default 5 s). */
+  progressPersistMs?: number;
+  /** Cancel a reservation with no progress for this long (0 disables). */
+  stallTimeoutMs?: number;
+}
+
+export class Reservations {
+  private stallTimer: NodeJS.Timeout | undefined;
+  /** Counters for /status and metrics. */
+  readonly stats = { reserved: 0, committed: 0, cancelled: 0, rejectedCommits: 0, noWork: 0 };
+
+  constructor(private readonly deps: ReservationsDeps) {}
+
+  start(): void {
+    const stall = this.deps.stallTimeoutMs ?? 0;
+    if (stall > 0) {
+      this.stallTimer = setInterval(
+        () => void this.cancelStalled(stall),
+        Math.max(250, Math.min(stall / 4, 5_000)),
+      );
+      this.stallTimer.unref();
+    }
+  }
+
+  stop(): void {
+    clearInterval(this.stallTimer);
+  }
+
+  async reserve(req: ReserveRequest): Promise<ReservedJob | null> {
+    const { hosting, watch, configs } = this.deps;
+    if (!req.compactor.startsWith(`${this.deps.layout.queueNode(req.queueId)}/`)) {
+      throw new ExcError(
+        'BAD_REQUEST',
+        `compactor ${req.compactor} is not a compactor of queue ${req.queueId}`,
+      );
+    }
+    const tablet = await hosting.get(req.tablet);
+    // Checked (and watched) before anything is recorded: a compactor that dies from here on is seen.
+    if (!(await watch.checkAndWatch(req.compactor))) {
+      throw new ExcError('COMPACTOR_GONE', `compactor ${req.compactor} has no live node`, {
+        details: { compactor: req.compactor },
+      });
+    }
+    return tablet.mutex.run(async () => {
+      const settings = await configs.get(tablet.meta.tableId);
+      const jobs = await hosting.planFor(tablet);
+      const job = jobs.find((j) => j.queue !== undefined && this.deps.queueIdOf(j.queue) === req.queueId);
+      if (!job) {
+        // Nothing for this queue (any more): the change removes the stale queue entry.
+        await hosting.change(tablet, { replan: true });
+        this.stats.noWork++;
+        return null;
+      }
+      const ecid = ulid();
+      const key = failureKey(job.files);
+      const user = job.userCompactionId ? tablet.meta.userCompactions.get(job.userCompactionId) : undefined;
+      const reservation: Reservation = {
+        compactor: req.compactor,
+        queueId: req.queueId,
+        inputs: job.files,
+        output: newFileName(tablet.meta.tableId, 'compaction'),
+        kind: job.kind,
+        attempt: tablet.meta.failures.get(key)?.attempts ?? 0,
+        reservedAt: Date.now(),
+        allFiles: job.allFiles,
+        ...(job.userCompactionId ? { userCompactionId: job.userCompactionId } : {}),
+        settings: {
+          versions: settings.config.versions,
+          ...(settings.config.ttlMs === undefined ? {} : { ttlMs: settings.config.ttlMs }),
+          nowMs: Date.now(),
+          filters: user?.filters ?? [],
+          dropDeletes: job.allFiles,
+        },
+      };
+      const applied = await hosting.change(tablet, {
+        conditions: job.files.map((f) => ({ op: 'present' as const, row: tablet.row, col: fileCol(f) })),
+        puts: [{ row: tablet.row, col: ecompCol(ecid), value: JSON.stringify(reservation) }],
+        apply: (meta) => meta.reservations.set(ecid, reservation),
+        replan: true,
+      });
+      if (!applied)
+        throw new ExcError('CONFLICT', `tablet ${tablet.row} changed during the reservation; try again`);
+      watch.add(req.compactor, { tablet: tablet.row, ecid });
+      tablet.lastProgressAt.set(ecid, Date.now());
+      this.stats.reserved++;
+      this.deps.log.info(
+        { tablet: tablet.row, ecid, compactor: req.compactor, files: job.files.length, kind: job.kind },
+        'reserved',
+      );
+      return {
+        ecid,
+        tablet: tablet.row,
+        tableId: tablet.meta.tableId,
+        queueId: req.queueId,
+        kind: job.kind,
+        attempt: reservation.attempt,
+        inputs: job.files.map((name) => ({ name, ...tablet.meta.files.get(name)! })),
+        output: reservation.output,
+        settings: reservation.settings,
+        keepDeletes: !job.allFiles,
+      };
+    });
+  }
+
+  async commit(req: CommitRequest): Promise<void> {
+    const { hosting, watch } = this.deps;
+    const tablet = await hosting.get(req.tablet);
+    await tablet.mutex.run(async () => {
+      const r = tablet.meta.reservations.get(req.ecid);
+      if (!r || r.compactor !== req.compactor) {
+        this.stats.rejectedCommits++;
+        throw new ExcError(
+          'RESERVATION_GONE',
+          `reservation ${req.ecid} of ${req.tablet} does not exist (cancelled or committed)`,
+          {
+            details: { ecid: req.ecid, tablet: req.tablet },
+          },
+        );
+      }
+      // A zombie (paused past its session, then resumed) has lost its node: it can never commit.
+      if (!(await watch.checkAndWatch(r.compactor))) {
+        this.stats.rejectedCommits++;
+        await this.cancelLocked(tablet, req.ecid, 'compactor-gone');
+        throw new ExcError(
+          'RESERVATION_GONE',
+          `compactor ${r.compactor} has no live node; reservation ${req.ecid} cancelled`,
+          {
+            details: { ecid: req.ecid, tablet: req.tablet },
+          },
+        );
+      }
+      if (req.output) {
+        const size = await this.deps.outputSize(r.output);
+        if (size !== req.output.size) {
+          throw new ExcError(
+            'BAD_REQUEST',
+            `output ${r.output} is ${size === null ? 'missing' : `${size} bytes`}, not ${req.output.size}`,
+          );
+        }
+      }
+      const output = req.output;
+      const now = String(Date.now());
+      const key = failureKey(r.inputs);
+      const applied = await hosting.change(tablet, {
+        conditions: [
+          { op: 'equals', row: tablet.row, col: ecompCol(req.ecid), value: JSON.stringify(r) },
+          ...r.inputs.map((f) => ({ op: 'present' as const, row: tablet.row, col: fileCol(f) })),
+        ],
+        deletes: [
+          ...r.inputs.map((f) => ({ row: tablet.row, col: fileCol(f) })),
+          { row: tablet.row, col: ecompCol(req.ecid) },
+          { row: tablet.row, col: progressCol(req.ecid) },
+          ...(tablet.meta.failures.has(key) ? [{ row: tablet.row, col: failedCol(key) }] : []),
+          ...(r.userCompactionId ? [{ row: tablet.row, col: compactCol(r.userCompactionId) }] : []),
+        ],
+        puts: [
+          ...(output ? [{ row: tablet.row, col: fileCol(r.output), value: JSON.stringify(output) }] : []),
+          ...r.inputs.map((f) => ({ row: delRow(f), col: 'at', value: now })),
+        ],
+        apply: (meta) => {
+          for (const f of r.inputs) meta.files.delete(f);
+          if (output) meta.files.set(r.output, output);
+          meta.reservations.delete(req.ecid);
+          meta.progress.delete(req.ecid);
+          meta.failures.delete(key);
+          if (r.userCompactionId) meta.userCompactions.delete(r.userCompactionId);
+        },
+        replan: true,
+      });
+      if (!applied) {
+        this.stats.rejectedCommits++;
+        throw new ExcError(
+          'RESERVATION_GONE',
+          `reservation ${req.ecid} of ${req.tablet} changed; commit rejected`,
+        );
+      }
+      watch.remove(r.compactor, req.ecid);
+      tablet.lastProgressAt.delete(req.ecid);
+      this.stats.committed++;
+      this.deps.log.info(
+        { tablet: tablet.row, ecid: req.ecid, inputs: r.inputs.length, empty: !output },
+        'committed',
+      );
+    });
+  }
+
+  /** Cancels a reservation (if it still exists). Resolves whether this call removed it. */
+  async cancel(tabletRow: string, ecid: string, reason: CancelReason, error?: string): Promise<boolean> {
+    const tablet = await this.deps.hosting.get(tabletRow);
+    return tablet.mutex.run(() => this.cancelLocked(tablet, ecid, reason, error));
+  }
+
+  /** Cancels inside the tablet's mutex. */
+  async cancelLocked(
+    tablet: HostedTablet,
+    ecid: string,
+    reason: CancelReason,
+    error?: string,
+  ): Promise<boolean> {
+    const r = tablet.meta.reservations.get(ecid);
+    if (!r || tablet.state !== 'hosted') return false;
+    const settings = await this.deps.configs.get(tablet.meta.tableId).catch(() => undefined);
+    const key = failureKey(r.inputs);
+    const counts = COUNTS_AS_FAILURE.has(reason);
+    let failure: Failure | undefined;
+    if (counts) {
+      const attempts = Math.max(tablet.meta.failures.get(key)?.attempts ?? 0, r.attempt) + 1;
+      failure = {
+        inputs: r.inputs,
+        attempts,
+        lastError: error ?? reason,
+        at: Date.now(),
+        parked: attempts >= (settings?.config.maxAttempts ?? 3),
+      };
+    }
+    const applied = await this.deps.hosting.change(tablet, {
+      conditions: [{ op: 'equals', row: tablet.row, col: ecompCol(ecid), value: JSON.stringify(r) }],
+      deletes: [
+        { row: tablet.row, col: ecompCol(ecid) },
+        { row: tablet.row, col: progressCol(ecid) },
+      ],
+      puts: [
+        { row: delRow(r.output), col: 'at', value: String(Date.now()) },
+        ...(failure ? [{ row: tablet.row, col: failedCol(key), value: JSON.stringify(failure) }] : []),
+      ],
+      apply: (meta) => {
+        meta.reservations.delete(ecid);
+        meta.progress.delete(ecid);
+        if (failure) meta.failures.set(key, failure);
+      },
+      replan: true,
+    });
+    if (!applied) return false;
+    this.deps.watch.remove(r.compactor, ecid);
+    tablet.lastProgressAt.delete(ecid);
+    this.stats.cancelled++;
+    this.deps.log.info(
+      {
+        tablet: tablet.row,
+        ecid,
+        reason,
+        compactor: r.compactor,
+        attempts: failure?.attempts,
+        parked: failure?.parked ?? false,
+      },
+      'reservation cancelled',
+    );
+    return true;
+  }
+
+  /** A compactor's node disappeared: cancel all its reservations here. */
+  onCompactorGone(refs: ReservationRef[]): void {
+    for (const ref of refs) {
+      this.cancel(ref.tablet, ref.ecid, 'compactor-gone').catch((err: unknown) =>
+        this.deps.log.warn(
+          { ...ref, err: describeError(err) },
+          'could not cancel the reservation of a dead compactor',
+        ),
+      );
+    }
+  }
+
+  /** Records a progress report; persisted at most every few seconds (fenced, and only while reserved). */
+  async progress(
+    tabletRow: string,
+    ecid: string,
+    compactor: string,
+    progress: Omit<Progress, 'at'>,
+  ): Promise<void> {
+    const tablet = await this.deps.hosting.get(tabletRow);
+    const r = tablet.meta.reservations.get(ecid);
+    if (!r || r.compactor !== compactor) {
+      throw new ExcError('RESERVATION_GONE', `reservation ${ecid} of ${tabletRow} does not exist`, {
+        details: { ecid, tablet: tabletRow },
+      });
+    }
+    const now = Date.now();
+    tablet.lastProgressAt.set(ecid, now);
+    const persistedAt = tablet.lastPersistedProgressAt.get(ecid) ?? 0;
+    if (now - persistedAt < (this.deps.progressPersistMs ?? 5_000)) return;
+    tablet.lastPersistedProgressAt.set(ecid, now);
+    const value: Progress = { ...progress, at: now };
+    await tablet.mutex.run(() =>
+      this.deps.hosting.change(tablet, {
+        conditions: [{ op: 'present', row: tablet.row, col: ecompCol(ecid) }],
+        puts: [{ row: tablet.row, col: progressCol(ecid), value: JSON.stringify(value) }],
+        apply: (meta) => meta.progress.set(ecid, value),
+      }),
+    );
+  }
+
+  private async cancelStalled(stallMs: number): Promise<void> {
+    const now = Date.now();
+    for (const tablet of this.deps.hosting.all()) {
+      for (const [ecid, r] of tablet.meta.reservations) {
+        const last = tablet.lastProgressAt.get(ecid) ?? r.reservedAt;
+        if (now - last > stallMs) {
+          this.deps.log.warn(
+            { tablet: tablet.row, ecid, compactor: r.compactor, silentMs: now - last },
+            'compaction made no progress',
+          );
+          await this.cancel(tablet.row, ecid, 'stalled', `no progress for ${now - last} ms`).catch(
+            () => undefined,
+          );
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,47 @@
+/**
+ * Table settings as the tablet server uses them, read from `~table:<id>` rows and cached: refreshed on
+ * demand (the manager's refresh request after a change) and when older than `maxAgeMs`.
+ */
+import { ExcError } from '../errors.js';
+import type { MetaClient } from '../meta/client.js';
+import { tableRow } from '../meta/keys.js';
+import { tableConfigSchema, type TableConfig } from '../meta/table-config.js';
+
+export interface TableSettings {
+  id: string;
+  name: string;
+  state: 'online' | 'deleting';
+  config: TableConfig;
+}
+
+export class TableConfigs {
+  private readonly cache = new Map<string, { at: number; settings: TableSettings }>();
+
+  constructor(
+    private readonly meta: MetaClient,
+    private readonly maxAgeMs = 10_000,
+  ) {}
+
+  /** The table's settings; UNKNOWN_TABLE when it does not exist. */
+  async get(tableId: string): Promise<TableSettings> {
+    const cached = this.cache.get(tableId);
+    if (cached && Date.now() - cached.at < this.maxAgeMs) return cached.settings;
+    return this.reload(tableId);
+  }
+
+  async reload(tableId: string): Promise<TableSettings> {
+    const cols = await this.meta.row(tableRow(tableId));
+    if (cols.size === 0) {
+      this.cache.delete(tableId);
+      throw new ExcError('UNKNOWN_TABLE', `table ${tableId} does not exist`, { details: { tableId } });
+    }
+    const settings: TableSettings = {
+      id: tableId,
+      name: cols.get('name') ?? tableId,
+      state: cols.get('state') === 'deleting' ? 'deleting' : 'online',
+      config: tableConfigSchema.parse(JSON.parse(cols.get('config') ?? '{}')),
+    };
+    this.cache.set(tableId, { at: Date.now(), settings });
+    return settings;
+  }
+}

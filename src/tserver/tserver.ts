@@ -1,0 +1,267 @@
+/**
+ * The tablet server process: hosts the tablets the manager assigns to it; serves ingest and scan; selects
+ * compactions and runs the reservation protocol with compactors.
+ *
+ * States: starting → serving → stopping → stopped. Its ephemeral node /excompact/tservers/<host:port> is
+ * created only once it listens; its session id is the fencing token written into `loc` of its tablets.
+ * Losing that session is fatal: the server stops serving at once (its mutations would be rejected anyway,
+ * since they name the session) and the process exits so it can be restarted with a new one.
+ */
+import { EventEmitter } from 'node:events';
+import { ExcError, describeError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { MetaClient } from '../meta/client.js';
+import type { Location } from '../meta/tablet.js';
+import { createRegistry, metricsEndpoint } from '../metrics.js';
+import { advertisedHost } from '../net.js';
+import { QueueResolver } from '../queue/resolver.js';
+import { RpcServer } from '../rpc/server.js';
+import { sleep } from '../retry.js';
+import type { ObjectStore } from '../storage/index.js';
+import { ZkLayout, ZkSession, digestAuthFromSecret, ensureLayout, isZkCode } from '../zk/index.js';
+import { registerTserverApi } from './api.js';
+import { CompactorWatch } from './compactor-watch.js';
+import { DataPath } from './data.js';
+import { Hosting } from './hosting.js';
+import { Reservations } from './reservations.js';
+import { TableConfigs } from './table-configs.js';
+
+export type TserverState = 'starting' | 'serving' | 'stopping' | 'stopped';
+
+export interface TserverOptions {
+  zk: string;
+  zkRoot: string;
+  zkSessionTimeoutMs: number;
+  secret: string;
+  bindHost: string;
+  port: number;
+  advertiseHost?: string;
+  store: ObjectStore;
+  rpcTimeoutMs: number;
+  rpcMaxBodyBytes: number;
+  rpcMaxSkewMs: number;
+  /** Cancel a reservation whose compactor reports no progress for this long (0: never). */
+  stallTimeoutMs: number;
+  /** How often watched compactors are re-checked (the backstop for lost watches). */
+  compactorSweepMs?: number;
+  logger: Logger;
+}
+
+interface Events {
+  state: [TserverState];
+  fatal: [reason: string];
+}
+
+export class TabletServer extends EventEmitter<Events> {
+  private stateValue: TserverState = 'starting';
+  private readonly log: Logger;
+  private readonly server: RpcServer;
+  private readonly layout: ZkLayout;
+  private session: ZkSession | undefined;
+  private parts:
+    | {
+        hosting: Hosting;
+        reservations: Reservations;
+        watch: CompactorWatch;
+        queues: QueueResolver;
+        data: DataPath;
+        me: Location;
+      }
+    | undefined;
+  private address: { host: string; port: number } | undefined;
+  private closing: Promise<void> | undefined;
+
+  constructor(private readonly options: TserverOptions) {
+    super();
+    this.log = options.logger.child({ component: 'tserver' });
+    this.layout = new ZkLayout(options.zkRoot);
+    this.server = new RpcServer({
+      secret: options.secret,
+      logger: options.logger,
+      maxBodyBytes: options.rpcMaxBodyBytes,
+      maxSkewMs: options.rpcMaxSkewMs,
+      health: () => ({ ok: this.stateValue === 'serving', state: this.stateValue }),
+      metrics: metricsEndpoint(createRegistry('tserver')),
+    });
+  }
+
+  get state(): TserverState {
+    return this.stateValue;
+  }
+
+  /** `host:port`, the server's name in ZooKeeper and in `loc`. */
+  get name(): string {
+    if (!this.address) throw new ExcError('INTERNAL', 'tablet server is not listening');
+    return `${this.address.host}:${this.address.port}`;
+  }
+
+  async start(): Promise<void> {
+    const bound = await this.server.listen(this.options.bindHost, this.options.port);
+    this.address = { host: advertisedHost(this.options, bound.host), port: bound.port };
+
+    const session = await ZkSession.connect({
+      connectString: this.options.zk,
+      sessionTimeoutMs: this.options.zkSessionTimeoutMs,
+      auth: digestAuthFromSecret(this.options.secret),
+      logger: this.options.logger,
+    });
+    this.session = session;
+    session.on('lost', (reason) => this.fail(`zookeeper session lost (${reason})`));
+    await ensureLayout(session, this.layout);
+
+    const me: Location = { server: this.name, session: session.sessionId };
+    const meta = new MetaClient({
+      session,
+      layout: this.layout,
+      secret: this.options.secret,
+      logger: this.options.logger,
+      timeoutMs: this.options.rpcTimeoutMs,
+    });
+    const queues = new QueueResolver(session, this.layout, this.log);
+    await queues.start();
+    const configs = new TableConfigs(meta);
+    // The watch and the hosting call into the reservations, created just below (closures run later).
+    const watch = new CompactorWatch(
+      session,
+      (_compactor, refs) => reservations.onCompactorGone(refs),
+      this.log,
+      this.options.compactorSweepMs,
+    );
+    const hosting: Hosting = new Hosting({
+      me,
+      meta,
+      queues,
+      configs,
+      watch,
+      log: this.log,
+      onFenced: (err) => this.fail(err.message),
+      cancelOrphan: async (tablet, ecid): Promise<void> => {
+        await tablet.mutex.run(() => reservations.cancelLocked(tablet, ecid, 'compactor-gone'));
+      },
+    });
+    const reservations = new Reservations({
+      hosting,
+      watch,
+      configs,
+      layout: this.layout,
+      queueIdOf: (name) => queues.byQueueName(name)?.id,
+      outputSize: async (name) => (await this.options.store.stat(name))?.size ?? null,
+      log: this.log,
+      stallTimeoutMs: this.options.stallTimeoutMs,
+    });
+    const data = new DataPath(hosting, this.options.store, configs);
+    this.parts = { hosting, reservations, watch, queues, data, me };
+    const refreshTable = async (tableId: string): Promise<void> => {
+      await configs.reload(tableId).catch(() => undefined);
+      for (const t of hosting.all()) if (t.meta.tableId === tableId) await hosting.refresh(t.row);
+    };
+    registerTserverApi(this.server, {
+      hosting,
+      reservations,
+      data,
+      session: () => session.sessionId,
+      status: () => this.status(),
+      refreshTable,
+    });
+    // A deleted queue: its reservations are cancelled and the tablets requeue elsewhere.
+    queues.onRemoved((removed) => {
+      const ids = new Set(removed.map((q) => q.id));
+      for (const t of hosting.all()) {
+        for (const [ecid, r] of t.meta.reservations) {
+          if (ids.has(r.queueId))
+            void reservations.cancel(t.row, ecid, 'queue-deleted').catch(() => undefined);
+        }
+        void hosting.refresh(t.row).catch(() => undefined);
+      }
+    });
+    watch.start();
+    reservations.start();
+
+    await this.register(session);
+    this.transition('serving');
+    this.log.info({ name: this.name, session: session.sessionId }, 'tablet server ready');
+  }
+
+  /** Creates the server's ephemeral node; waits out a node left by a previous process at the same address. */
+  private async register(session: ZkSession): Promise<void> {
+    const path = this.layout.tserverNode(this.name);
+    const data = JSON.stringify({
+      host: this.address!.host,
+      port: this.address!.port,
+      pid: process.pid,
+      since: Date.now(),
+    });
+    const deadline = Date.now() + 2 * session.sessionTimeoutMs + 5_000;
+    for (;;) {
+      try {
+        await session.create(path, data, 'ephemeral');
+        return;
+      } catch (err) {
+        if (!isZkCode(err, 'ZK_NODE_EXISTS')) throw err;
+        const stat = await session.exists(path);
+        if (stat?.ephemeralOwner === session.sessionId) return;
+        if (Date.now() > deadline) {
+          throw new ExcError('CONFLICT', `another tablet server is registered as ${this.name} (${path})`);
+        }
+        await sleep(200);
+      }
+    }
+  }
+
+  private status(): Record<string, unknown> {
+    const p = this.parts;
+    return {
+      state: this.stateValue,
+      name: this.address ? this.name : null,
+      session: this.session?.sessionId ?? null,
+      tablets: p?.hosting.all().map((t) => ({
+        tablet: t.row,
+        files: t.meta.files.size,
+        reservations: [...t.meta.reservations.keys()],
+        queued: Object.fromEntries(t.meta.queued),
+      })),
+      reservations: p?.reservations.stats,
+      data: p?.data.stats,
+      watchedCompactors: p?.watch.watched.length ?? 0,
+    };
+  }
+
+  private transition(next: TserverState): void {
+    if (this.stateValue === next) return;
+    this.log.info({ from: this.stateValue, to: next }, 'tablet server state');
+    this.stateValue = next;
+    this.emit('state', next);
+  }
+
+  private fail(reason: string): void {
+    if (this.stateValue === 'stopping' || this.stateValue === 'stopped') return;
+    this.log.fatal({ reason }, 'tablet server stops serving');
+    this.emit('fatal', reason);
+    void this.close();
+  }
+
+  /** Clean shutdown; safe to call twice. Closing the session removes our node, so the manager reassigns at once. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.transition('stopping');
+      const p = this.parts;
+      const steps: [string, () => Promise<void> | void][] = [
+        ['http server', () => this.server.close(500)],
+        ['reservations', () => p?.reservations.stop()],
+        ['compactor watch', () => p?.watch.stop()],
+        ['queues', () => p?.queues.stop()],
+        ['zookeeper session', () => this.session?.close()],
+        ['object store', () => this.options.store.close()],
+      ];
+      for (const [name, step] of steps) {
+        try {
+          await step();
+        } catch (err) {
+          this.log.warn({ step: name, err: describeError(err) }, 'shutdown step failed');
+        }
+      }
+      this.transition('stopped');
+    })();
+    return this.closing;
+  }
+}

@@ -1,0 +1,454 @@
+/**
+ * The reservation protocol with real processes (manager, tablet servers, ZooKeeper) and a step-by-step
+ * test compactor: the reference design's two examples, cancellation on every way a compactor can vanish,
+ * commit/cancel races, zombies, a tablet server dying under running compactions, poison jobs, bad input.
+ */
+import { describe, expect, it } from 'vitest';
+import { ExcClient, type ClientEntry } from '../../src/client/client.js';
+import type { ExcError } from '../../src/errors.js';
+import { silentLogger } from '../../src/log.js';
+import type { MetaClient } from '../../src/meta/client.js';
+import { DEL_PREFIX, parseQueueRow, queuePrefix } from '../../src/meta/keys.js';
+import { parseTablet, type TabletMeta } from '../../src/meta/tablet.js';
+import type { TabletView } from '../../src/meta/views.js';
+import { createQueue, type QueueInfo } from '../../src/queue/registry.js';
+import {
+  TestCompactor,
+  expireSession,
+  useCluster,
+  useProcesses,
+  useZooKeeper,
+  type ManagedProcess,
+  type TestCluster,
+} from '../support/index.js';
+
+interface Setup {
+  meta: MetaClient;
+  client: ExcClient;
+  queue: QueueInfo;
+  tserver: ManagedProcess;
+  server: string;
+  tablets: TabletView[];
+}
+
+async function setup(
+  cluster: TestCluster,
+  options: { splits?: string[]; queueName?: string; config?: object } = {},
+): Promise<Setup> {
+  await cluster.startManager();
+  const tserver = await cluster.startTserver();
+  const server = (await tserver.waitForLog((l) => l.msg === 'tablet server ready')).name as string;
+  const queue = await createQueue(
+    await cluster.session(),
+    cluster.layout,
+    options.queueName ?? 'size256M',
+    4,
+  );
+  const meta = await cluster.meta();
+  await meta.call('POST', '/v1/tables', {
+    name: 'TABLE1',
+    splits: options.splits ?? [],
+    config: { queues: [{ queue: queue.name }], ...options.config },
+  });
+  const client = new ExcClient({
+    meta,
+    secret: cluster.secret,
+    logger: silentLogger(),
+    moveTimeoutMs: 20_000,
+  });
+  const tablets = await waitFor(async () => {
+    const t = await client.tablets('TABLE1');
+    return t.every((x) => x.loc) ? t : undefined;
+  });
+  return { meta, client, queue, tserver, server, tablets };
+}
+
+async function waitFor<T>(
+  probe: () => Promise<T | undefined | false>,
+  timeoutMs = 10_000,
+  what = 'condition',
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+async function tabletMeta(meta: MetaClient, tablet: string): Promise<TabletMeta> {
+  return parseTablet(tablet, await meta.row(tablet));
+}
+
+async function queueRows(meta: MetaClient, queue: QueueInfo): Promise<string[]> {
+  const rows: string[] = [];
+  for await (const c of meta.scanAll({ prefix: queuePrefix(queue.id) })) rows.push(c.row);
+  return rows;
+}
+
+async function delRows(meta: MetaClient): Promise<string[]> {
+  const rows: string[] = [];
+  for await (const c of meta.scanAll({ prefix: DEL_PREFIX })) rows.push(c.row.slice(DEL_PREFIX.length));
+  return rows.sort();
+}
+
+/** Ingests `count` entries with rows prefixed `prefix` as one batch (one file). */
+function batch(prefix: string, count: number, ts = 1_000): ClientEntry[] {
+  return Array.from({ length: count }, (_, i) => ({
+    row: `${prefix}${String(i).padStart(5, '0')}`,
+    cf: 'f',
+    cq: 'q',
+    ts,
+    value: 'x'.repeat(100),
+  }));
+}
+
+async function scanRows(client: ExcClient): Promise<string[]> {
+  const out: string[] = [];
+  for await (const e of client.scan('TABLE1')) out.push(`${e.row.toString()}@${e.ts}=${e.value.length}`);
+  return out;
+}
+
+describe('reservations', () => {
+  const zk = useZooKeeper();
+  const procs = useProcesses();
+  const cluster = useCluster(zk, procs);
+
+  it('example 1 - queue, compactor, table routed to it, selection, reservation, compaction, commit; rows checked at each step', async () => {
+    const s = await setup(cluster());
+    const tablet = s.tablets[0]!.tablet;
+    // The queue: name → id in /queues, and its node for compactors.
+    const session = await cluster().session();
+    const map = JSON.parse((await session.get(cluster().layout.queues)).data.toString()) as Record<
+      string,
+      string
+    >;
+    expect(map.size256M).toBe(s.queue.id);
+    const compactor = await TestCompactor.start(cluster(), 'size256M');
+    expect(compactor.path.startsWith(`${cluster().layout.queueNode(s.queue.id)}/_c_`)).toBe(true);
+    expect(await compactor.entries()).toEqual([]);
+
+    // 100, 120 and 100 entries: the ratio is not met yet (320 < 3 x 120); 90 more: it is (410 >= 360).
+    for (const [i, n] of [100, 120, 100].entries()) await s.client.ingest('TABLE1', batch(`r${i}-`, n));
+    expect(await queueRows(s.meta, s.queue)).toEqual([]);
+    await s.client.ingest('TABLE1', batch('r3-', 90));
+    const [entryRow] = await queueRows(s.meta, s.queue);
+    const entry = parseQueueRow(entryRow!);
+    expect(entry).toMatchObject({
+      queueId: s.queue.id,
+      priority: 4,
+      tableId: tablet.slice(0, 4),
+      endRow: null,
+    });
+    expect(entryRow).toMatch(
+      new RegExp(`^~cq:${s.queue.id}:[0-9a-f]{4}:[0-9a-f]{8}:${tablet.slice(0, 4)}:<$`),
+    );
+    const before = await tabletMeta(s.meta, tablet);
+    expect(before.files.size).toBe(4);
+    expect(before.queued.get(s.queue.id)).toBe(entryRow);
+
+    // The compactor finds the entry, locates the tablet, reserves the four files.
+    expect((await compactor.entries()).map((e) => e.tablet)).toEqual([tablet]);
+    expect(await compactor.locate(tablet)).toBe(s.server);
+    const job = (await compactor.reserve(tablet))!;
+    expect(job.inputs.map((i) => i.name).sort()).toEqual([...before.files.keys()].sort());
+    expect(job).toMatchObject({
+      kind: 'system',
+      keepDeletes: false,
+      settings: { dropDeletes: true, versions: 1 },
+    });
+    const reserved = await tabletMeta(s.meta, tablet);
+    expect(reserved.reservations.get(job.ecid)).toMatchObject({
+      compactor: compactor.path,
+      queueId: s.queue.id,
+      output: job.output,
+    });
+    expect(await queueRows(s.meta, s.queue)).toEqual([]); // no more work for the queue: entry deleted
+    expect(reserved.queued.size).toBe(0);
+
+    // Compaction and commit: the four files are replaced by the output, the reservation removed.
+    const result = await compactor.compact(job);
+    expect(result.entriesWritten).toBe(410);
+    await compactor.commit(job, result);
+    const after = await tabletMeta(s.meta, tablet);
+    expect([...after.files.keys()]).toEqual([job.output]);
+    expect(after.reservations.size).toBe(0);
+    expect(await delRows(s.meta)).toEqual([...before.files.keys()].sort());
+    expect(await scanRows(s.client)).toHaveLength(410);
+    await compactor.close();
+  });
+
+  it('example 2 - the compactor dies mid-compaction: its reservation is cancelled, the work requeued and done by another', async () => {
+    const s = await setup(cluster());
+    const tablet = s.tablets[0]!.tablet;
+    for (let i = 0; i < 3; i++) await s.client.ingest('TABLE1', batch(`r${i}-`, 50));
+    const doomed = await TestCompactor.start(cluster(), 'size256M');
+    const job = (await doomed.reserve(tablet))!;
+    expect(await queueRows(s.meta, s.queue)).toEqual([]);
+
+    const diedAt = Date.now();
+    await doomed.close(); // the process "dies": its node disappears
+    await waitFor(
+      async () => (await queueRows(s.meta, s.queue)).length === 1,
+      cluster().sessionTimeoutMs + 3_000,
+      'requeue',
+    );
+    expect(Date.now() - diedAt).toBeLessThan(2_000); // a clean close is seen at once
+    const cancelled = await tabletMeta(s.meta, tablet);
+    expect(cancelled.reservations.size).toBe(0);
+    expect(cancelled.files.size).toBe(3);
+    expect(await delRows(s.meta)).toEqual([job.output]);
+
+    const heir = await TestCompactor.start(cluster(), 'size256M');
+    const [found] = await heir.entries();
+    const job2 = (await heir.reserve(found!.tablet))!;
+    await heir.commit(job2, await heir.compact(job2));
+    expect((await tabletMeta(s.meta, tablet)).files.size).toBe(1);
+    expect(await scanRows(s.client)).toHaveLength(150);
+    await heir.close();
+  });
+
+  for (const way of ['session expiry', 'a delete of its node (zkCli)'] as const) {
+    it(`cancel - the compactor's node vanishing by ${way} cancels its reservation and requeues within the session timeout`, async () => {
+      const s = await setup(cluster());
+      const tablet = s.tablets[0]!.tablet;
+      for (let i = 0; i < 3; i++) await s.client.ingest('TABLE1', batch(`r${i}-`, 20));
+      const c = await TestCompactor.start(cluster(), 'size256M', { viaProxy: true });
+      await c.reserve(tablet);
+
+      const start = Date.now();
+      if (way === 'session expiry') {
+        c.proxy!.blackhole();
+        await expireSession(zk().connectString, c.session);
+      } else {
+        await (await cluster().session()).delete(c.path);
+      }
+      await waitFor(
+        async () => (await queueRows(s.meta, s.queue)).length === 1,
+        cluster().sessionTimeoutMs + 3_000,
+        'requeue',
+      );
+      expect(Date.now() - start).toBeLessThan(cluster().sessionTimeoutMs + 1_000);
+      expect((await tabletMeta(s.meta, tablet)).reservations.size).toBe(0);
+      c.proxy!.restore();
+      await c.close();
+    });
+  }
+
+  it('race - commit against cancel, many times: exactly one wins, never both, never neither', async () => {
+    const s = await setup(cluster());
+    const tablet = s.tablets[0]!.tablet;
+    const outcomes = { committed: 0, cancelled: 0 };
+    for (let round = 0; round < 16; round++) {
+      for (let i = 0; i < 3; i++) await s.client.ingest('TABLE1', batch(`k${round}-${i}-`, 5, 1_000 + round));
+      const c = await TestCompactor.start(cluster(), 'size256M');
+      const job = (await c.reserve(tablet))!;
+      const result = await c.compact(job);
+      const filesBefore = (await tabletMeta(s.meta, tablet)).files;
+      // Both sides start after random delays, so either may reach the tablet server first.
+      const later = (ms: number) => new Promise((r) => setTimeout(r, Math.random() * ms));
+      const cancel =
+        round % 2 === 0
+          ? later(10).then(() => c.close())
+          : later(10).then(() =>
+              cluster().client(`http://${s.server}`).post('/v1/cancel', { tablet, ecid: job.ecid }),
+            );
+      const [commit] = await Promise.allSettled([later(10).then(() => c.commit(job, result)), cancel]);
+      await waitFor(
+        async () => (await tabletMeta(s.meta, tablet)).reservations.size === 0,
+        5_000,
+        'reservation to end',
+      );
+      const after = await tabletMeta(s.meta, tablet);
+      const dels = await delRows(s.meta);
+      const committed = after.files.has(job.output);
+      if (committed) {
+        outcomes.committed++;
+        expect(commit.status).toBe('fulfilled');
+        for (const input of job.inputs) expect(after.files.has(input.name)).toBe(false);
+        expect(dels).not.toContain(job.output);
+      } else {
+        outcomes.cancelled++;
+        expect(commit.status).toBe('rejected');
+        for (const input of job.inputs) expect(after.files.has(input.name)).toBe(true);
+        expect(dels).toContain(job.output);
+        expect(after.files.size).toBe(filesBefore.size);
+      }
+      await c.close();
+      // Put the tablet back to one file for the next round: compact whatever is there.
+      const tidy = await TestCompactor.start(cluster(), 'size256M');
+      const [e] = await tidy.entries();
+      if (e) {
+        const j = (await tidy.reserve(e.tablet))!;
+        if (j) await tidy.commit(j, await tidy.compact(j));
+      }
+      await tidy.close();
+    }
+    expect(outcomes.committed + outcomes.cancelled).toBe(16);
+    expect(await scanRows(s.client)).toHaveLength(16 * 3 * 5);
+  });
+
+  it('zombie - a compactor paused past its session timeout cannot commit; the job is done by another; the scan is exact', async () => {
+    const s = await setup(cluster());
+    const tablet = s.tablets[0]!.tablet;
+    for (let i = 0; i < 3; i++) await s.client.ingest('TABLE1', batch(`r${i}-`, 30));
+    const zombie = await TestCompactor.start(cluster(), 'size256M', { viaProxy: true });
+    const zombieJob = (await zombie.reserve(tablet))!;
+    const zombieResult = await zombie.compact(zombieJob);
+
+    // Frozen: ZooKeeper hears nothing until the session expires.
+    zombie.proxy!.blackhole();
+    await expireSession(zk().connectString, zombie.session);
+    const heir = await TestCompactor.start(cluster(), 'size256M');
+    const entry = await waitFor(
+      async () => (await heir.entries())[0],
+      cluster().sessionTimeoutMs + 3_000,
+      'requeue',
+    );
+    const heirJob = (await heir.reserve(entry.tablet))!;
+    await heir.commit(heirJob, await heir.compact(heirJob));
+
+    // The zombie wakes up and tries to commit what it did under its dead session.
+    zombie.proxy!.restore();
+    const err = await zombie.commit(zombieJob, zombieResult).catch((e: unknown) => e as ExcError);
+    expect((err as ExcError).code).toBe('RESERVATION_GONE');
+    const after = await tabletMeta(s.meta, tablet);
+    expect([...after.files.keys()]).toEqual([heirJob.output]);
+    expect(await delRows(s.meta)).toContain(zombieJob.output);
+    expect(await scanRows(s.client)).toHaveLength(90);
+    await zombie.close();
+    await heir.close();
+  });
+
+  it('tablet server killed during compactions: the new host loads the reservations; the live compactor commits there, the dead one is cancelled', async () => {
+    const s = await setup(cluster(), { splits: ['m'] });
+    const [left, right] = s.tablets.map((t) => t.tablet) as [string, string];
+    for (let i = 0; i < 3; i++) {
+      await s.client.ingest('TABLE1', [...batch(`a${i}-`, 10), ...batch(`x${i}-`, 10)]);
+    }
+    const survivor = await TestCompactor.start(cluster(), 'size256M');
+    const doomed = await TestCompactor.start(cluster(), 'size256M');
+    const liveJob = (await survivor.reserve(left))!;
+    const deadJob = (await doomed.reserve(right))!;
+    const liveResult = await survivor.compact(liveJob);
+
+    const heir = (
+      await (
+        await cluster().startTserver({ name: 'heir' })
+      ).waitForLog((l) => l.msg === 'tablet server ready')
+    ).name as string;
+    s.tserver.kill();
+    await doomed.close();
+    await waitFor(
+      async () => (await s.client.tablets('TABLE1')).every((t) => t.loc?.server === heir),
+      cluster().sessionTimeoutMs + 8_000,
+      'reassignment',
+    );
+
+    // The heir cancelled the dead compactor's reservation on load, and kept the live one.
+    await waitFor(
+      async () => (await tabletMeta(s.meta, right)).reservations.size === 0,
+      5_000,
+      'orphan cancel',
+    );
+    expect((await tabletMeta(s.meta, left)).reservations.has(liveJob.ecid)).toBe(true);
+    await survivor.commit(liveJob, liveResult); // located again: goes to the heir
+    expect([...(await tabletMeta(s.meta, left)).files.keys()]).toEqual([liveJob.output]);
+    expect(await delRows(s.meta)).toContain(deadJob.output);
+    expect(await scanRows(s.client)).toHaveLength(60);
+    await survivor.close();
+  });
+
+  it('poison - a job that keeps failing is parked after maxAttempts, visible with its error, and does not block other work', async () => {
+    const s = await setup(cluster(), { config: { maxAttempts: 2 } });
+    const tablet = s.tablets[0]!.tablet;
+    for (let i = 0; i < 3; i++) await s.client.ingest('TABLE1', batch(`r${i}-`, 10));
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const c = await TestCompactor.start(cluster(), 'size256M');
+      const job = (await c.reserve(tablet))!;
+      expect(job.attempt).toBe(attempt);
+      await c.fail(job, `boom ${attempt}`);
+      await c.close();
+    }
+    const parked = await tabletMeta(s.meta, tablet);
+    const [failure] = [...parked.failures.values()];
+    expect(failure).toMatchObject({ attempts: 2, parked: true, lastError: 'boom 1' });
+    expect(await queueRows(s.meta, s.queue)).toEqual([]);
+
+    // New files make new work, without the parked ones.
+    for (let i = 0; i < 3; i++) await s.client.ingest('TABLE1', batch(`n${i}-`, 10));
+    const c = await TestCompactor.start(cluster(), 'size256M');
+    const job = (await c.reserve(tablet))!;
+    expect(job.inputs.some((input) => failure!.inputs.includes(input.name))).toBe(false);
+    expect(job.inputs).toHaveLength(3);
+    await c.close();
+  });
+
+  it('bad input - every endpoint answers a clear 4xx and nothing changes', async () => {
+    const s = await setup(cluster());
+    const tablet = s.tablets[0]!.tablet;
+    for (let i = 0; i < 3; i++) await s.client.ingest('TABLE1', batch(`r${i}-`, 10));
+    const c = await TestCompactor.start(cluster(), 'size256M');
+    const job = (await c.reserve(tablet))!;
+    const before = await s.meta.row(tablet);
+    const ts = cluster().client(`http://${s.server}`);
+    const attempt = (path: string, body: unknown) =>
+      ts.post(path, body).then(
+        () => 'ok',
+        (e: ExcError) => `${e.code}: ${e.message}`,
+      );
+    const otherQueue = await createQueue(await cluster().session(), cluster().layout, 'other');
+    expect(await attempt('/v1/reserve', { tablet, queueId: otherQueue.id, compactor: c.path })).toMatch(
+      /^BAD_REQUEST: .*not a compactor of queue/,
+    );
+    expect(
+      await attempt('/v1/reserve', {
+        tablet,
+        queueId: s.queue.id,
+        compactor: `${cluster().layout.queueNode(s.queue.id)}/c-ghost`,
+      }),
+    ).toMatch(/^COMPACTOR_GONE/);
+    expect(await attempt('/v1/reserve', { tablet, queueId: 'NOPE', compactor: c.path })).toMatch(
+      /^BAD_REQUEST: .*body\.queueId/,
+    );
+    expect(
+      await attempt('/v1/commit', {
+        tablet,
+        ecid: '01ARZ3NDEKTSV4RRFFQ69G5FAV',
+        compactor: c.path,
+        output: null,
+      }),
+    ).toMatch(/^RESERVATION_GONE/);
+    expect(await attempt('/v1/commit', { tablet, ecid: job.ecid, compactor: c.path })).toMatch(
+      /^BAD_REQUEST: .*body\.output/,
+    );
+    expect(
+      await attempt('/v1/commit', {
+        tablet,
+        ecid: job.ecid,
+        compactor: c.path,
+        output: { size: 10, entries: 1 },
+      }),
+    ).toMatch(/^BAD_REQUEST: output .* is missing/);
+    expect(
+      await attempt('/v1/commit', { tablet, ecid: job.ecid, compactor: `${c.path}x`, output: null }),
+    ).toMatch(/^RESERVATION_GONE/);
+    expect(
+      await attempt('/v1/fail', { tablet, ecid: job.ecid, compactor: `${c.path}x`, error: 'x' }),
+    ).toMatch(/^RESERVATION_GONE/);
+    expect(
+      await attempt('/v1/progress', {
+        tablet,
+        ecid: job.ecid,
+        compactor: c.path,
+        progress: { entriesRead: -1, entriesWritten: 0, bytesRead: 0, bytesWritten: 0 },
+      }),
+    ).toMatch(/^BAD_REQUEST: .*progress\.entriesRead/);
+    expect(await attempt('/v1/scan', { tablet, limit: 0 })).toMatch(/^BAD_REQUEST: .*body\.limit/);
+    expect(await attempt('/v1/scan', { tablet: 'zzzz<' })).toMatch(/^NOT_SERVING/);
+    expect(await attempt('/v1/tablets/load', { tablet, session: '0000000000000000' })).toMatch(/^CONFLICT/);
+    expect(await s.meta.row(tablet)).toEqual(before);
+    await c.close();
+  });
+});
