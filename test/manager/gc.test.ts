@@ -1,0 +1,104 @@
+/**
+ * Garbage collection with real processes: replaced inputs, abandoned outputs and crash leftovers are
+ * collected after the grace period; referenced files never are; a scan that still reads a replaced file
+ * finishes.
+ */
+import { describe, expect, it } from 'vitest';
+import { ExcClient } from '../../src/client/client.js';
+import { silentLogger } from '../../src/log.js';
+import { DEL_PREFIX } from '../../src/meta/keys.js';
+import { parseTablet } from '../../src/meta/tablet.js';
+import { createQueue } from '../../src/queue/registry.js';
+import { LocalObjectStore, scanFiles, writeRFile } from '../../src/storage/index.js';
+import { TestCompactor, useCluster, useProcesses, useZooKeeper } from '../support/index.js';
+
+const GRACE_MS = 1_500;
+
+describe('garbage collection', () => {
+  const zk = useZooKeeper();
+  const procs = useProcesses();
+  const cluster = useCluster(zk, procs, { env: { EXC_GC_GRACE_MS: String(GRACE_MS) } });
+
+  it('collects replaced inputs, cancelled outputs and crash leftovers after the grace period, and nothing referenced', async () => {
+    await cluster().startManager();
+    await cluster().startTserver();
+    const queue = await createQueue(await cluster().session(), cluster().layout, 'q');
+    const meta = await cluster().meta();
+    const table = await meta.call<{ id: string }>('POST', '/v1/tables', {
+      name: 't',
+      config: { queues: [{ queue: queue.name }] },
+    });
+    const client = new ExcClient({ meta, secret: cluster().secret, logger: silentLogger() });
+    const store = new LocalObjectStore(cluster().storePath);
+    const rows = (prefix: string) =>
+      Array.from({ length: 20 }, (_, i) => ({ row: `${prefix}${i}`, value: 'v' }));
+    for (const p of ['a', 'b', 'c']) await client.ingest('t', rows(p));
+    const tablet = (await client.tablets('t'))[0]!.tablet;
+
+    // A cancelled reservation leaves an output behind; a crash leaves a file nothing knows about.
+    const quitter = await TestCompactor.start(cluster(), 'q');
+    const abandoned = (await quitter.reserve(tablet))!;
+    await quitter.compact(abandoned);
+    await quitter.close();
+    const leftover = `tables/${table.id}/Ileftover.rf`;
+    await writeRFile(store, leftover, [
+      {
+        key: {
+          row: Buffer.from('zz'),
+          family: Buffer.alloc(0),
+          qualifier: Buffer.alloc(0),
+          timestamp: 1,
+          deleted: false,
+        },
+        value: Buffer.from('x'),
+      },
+    ]);
+
+    // A committed compaction replaces the three inputs.
+    const worker = await TestCompactor.start(cluster(), 'q');
+    const entry = await (async () => {
+      for (let i = 0; i < 100; i++) {
+        const [e] = await worker.entries();
+        if (e) return e;
+        await new Promise((r) => setTimeout(r, 30));
+      }
+      throw new Error('no requeue');
+    })();
+    const job = (await worker.reserve(entry.tablet))!;
+    const inputs = job.inputs.map((i) => i.name);
+    // A scan opened on the old files before the commit.
+    const oldScan = scanFiles({
+      store,
+      files: inputs,
+      settings: { versions: 1, nowMs: Date.now(), filters: [], dropDeletes: true },
+    })[Symbol.asyncIterator]();
+    expect((await oldScan.next()).done).toBe(false);
+    await worker.commit(job, await worker.compact(job));
+    await worker.close();
+
+    // Inside the grace period nothing is deleted, and the old scan reads on.
+    await meta.call('POST', '/v1/gc/run');
+    for (const f of [...inputs, abandoned.output, leftover]) expect(await store.stat(f), f).not.toBeNull();
+    let read = 1;
+    while (!(await oldScan.next()).done) read++;
+    expect(read).toBe(60);
+
+    // After it, every unreferenced file goes, and only those.
+    await new Promise((r) => setTimeout(r, GRACE_MS + 200));
+    await meta.call('POST', '/v1/gc/run');
+    for (const f of [...inputs, abandoned.output, leftover]) expect(await store.stat(f), f).toBeNull();
+    const tabletNow = parseTablet(tablet, await meta.row(tablet));
+    expect([...tabletNow.files.keys()]).toEqual([job.output]);
+    expect(await store.stat(job.output)).not.toBeNull();
+    const dels = [];
+    for await (const c of meta.scanAll({ prefix: DEL_PREFIX })) dels.push(c.row);
+    expect(dels).toEqual([]);
+    const remaining = [];
+    for await (const o of store.list('tables/')) remaining.push(o.name);
+    expect(remaining).toEqual([job.output]);
+    const scanned = [];
+    for await (const e of client.scan('t')) scanned.push(e.row.toString());
+    expect(scanned).toHaveLength(60);
+    await store.close();
+  });
+});
