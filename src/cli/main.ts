@@ -9,6 +9,7 @@ import { action } from './exit.js';
 import { registerLocal } from './local.js';
 import { registerManager } from './manager.js';
 import { registerTserver } from './tserver.js';
+import { registerCompactor } from './compactor.js';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -46,6 +47,7 @@ export function buildProgram(): Command {
   registerLocal(program);
   registerManager(program);
   registerTserver(program);
+  registerCompactor(program);
   return program;
 }
 

@@ -14,6 +14,7 @@ import type { CommitQueue } from './commit-queue.js';
 import type { GarbageCollector } from './gc.js';
 import type { LiveTservers } from './live-tservers.js';
 import { createTableSchema, readTablets, type Tables } from './tables.js';
+import type { WorkFinder } from './work-finder.js';
 
 /** What the routes need; present only while the manager is active. */
 export interface ActiveParts {
@@ -25,6 +26,7 @@ export interface ActiveParts {
   epoch: number;
   unload: (server: string, tablet: string) => Promise<void>;
   kickAssignment: () => void;
+  work: WorkFinder;
   /** Best effort: ask every live tablet server to re-read a table's settings or a tablet's row. */
   notifyTservers: (what: { tableId?: string; tablet?: string }) => void;
 }
@@ -91,6 +93,23 @@ export function registerManagerApi(
   });
 
   server.route('GET', '/tables', {}, () => ({ tables: parts().tables.list() }));
+
+  server.route(
+    'POST',
+    '/queues/next',
+    {
+      body: z.object({
+        queueId: z.string().regex(/^[0-9a-z]{4}$/),
+        bins: z.number().int().min(1).max(4096),
+        startBin: z.number().int().min(0),
+        /** Long poll: wait up to this long for work to appear. */
+        waitMs: z.number().int().min(0).max(60_000).default(0),
+      }),
+    },
+    async ({ body, signal }) => ({
+      work: await parts().work.next(body.queueId, body.startBin % body.bins, body.bins, body.waitMs, signal),
+    }),
+  );
 
   server.route('GET', '/tables/:name', {}, ({ params }) => {
     const { name } = parseInput(tableNameParam, params, 'path');

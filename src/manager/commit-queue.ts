@@ -27,8 +27,8 @@ interface Pending extends Submission {
   reject: (err: unknown) => void;
 }
 
-/** Called after each batch with the rows of every applied put and delete (to wake queue watchers). */
-export type AppliedListener = (changedRows: Set<string>) => void;
+/** Called after each batch with the rows that applied mutations wrote (puts) and removed (to wake waiters). */
+export type AppliedListener = (changes: { written: Set<string>; removed: Set<string> }) => void;
 
 const MAX_BATCH_MUTATIONS = 2_000;
 
@@ -108,19 +108,21 @@ export class CommitQueue {
     this.stats.batches++;
     this.stats.mutations += results.length;
 
-    const changed = new Set<string>();
+    const written = new Set<string>();
+    const removed = new Set<string>();
     let offset = 0;
     for (const sub of accepted) {
       const mine = results.slice(offset, offset + sub.mutations.length);
       sub.mutations.forEach((m, i) => {
         if (!mine[i]?.applied) return;
-        for (const p of m.puts ?? []) changed.add(p.row);
-        for (const d of m.deletes ?? []) changed.add(d.row);
-        for (const r of m.deleteRows ?? []) changed.add(r);
+        for (const p of m.puts ?? []) written.add(p.row);
+        for (const d of m.deletes ?? []) removed.add(d.row);
+        for (const r of m.deleteRows ?? []) removed.add(r);
       });
       offset += sub.mutations.length;
       sub.resolve(mine);
     }
-    if (changed.size > 0) for (const listener of this.listeners) listener(changed);
+    if (written.size > 0 || removed.size > 0)
+      for (const listener of this.listeners) listener({ written, removed });
   }
 }

@@ -26,6 +26,7 @@ import { becomeManager } from './election.js';
 import { GarbageCollector, type GcObjectStore } from './gc.js';
 import { LiveTservers } from './live-tservers.js';
 import { Tables } from './tables.js';
+import { WorkFinder } from './work-finder.js';
 
 export type ManagerState = 'starting' | 'standby' | 'active' | 'stopping' | 'stopped';
 
@@ -188,6 +189,7 @@ export class Manager extends EventEmitter<Events> {
       unload,
       kickAssignment: () => void assigner.kick(),
       notifyTservers,
+      work: new WorkFinder(store, commits),
       assigner,
     };
     this.transition('active');
@@ -216,6 +218,7 @@ export class Manager extends EventEmitter<Events> {
       commits: this.active?.commits.stats ?? null,
       assignment: this.active?.assigner.stats ?? null,
       gc: this.active?.gc?.stats ?? null,
+      work: this.active ? { ...this.active.work.stats, waiting: this.active.work.waiting() } : null,
     };
   }
 

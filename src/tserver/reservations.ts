@@ -27,6 +27,7 @@ import {
   type Progress,
   type Reservation,
 } from '../meta/tablet.js';
+import type { CommitRequest, ReserveRequest, ReservedJob } from '../queue/protocol.js';
 import type { ZkLayout } from '../zk/index.js';
 import type { CompactorWatch, ReservationRef } from './compactor-watch.js';
 import { failureKey, type HostedTablet } from './hosted-tablet.js';
@@ -36,35 +37,6 @@ import type { TableConfigs } from './table-configs.js';
 /** Why a reservation ended without a commit. Only some count as failed attempts. */
 export type CancelReason = 'compactor-gone' | 'failed' | 'stalled' | 'released' | 'admin' | 'queue-deleted';
 const COUNTS_AS_FAILURE: ReadonlySet<CancelReason> = new Set(['compactor-gone', 'failed', 'stalled']);
-
-export interface ReserveRequest {
-  tablet: string;
-  queueId: string;
-  compactor: string;
-}
-
-export interface ReservedJob {
-  ecid: string;
-  tablet: string;
-  tableId: string;
-  queueId: string;
-  kind: 'system' | 'user';
-  attempt: number;
-  inputs: { name: string; size: number; entries: number }[];
-  output: string;
-  /** Iterator settings for the compaction (versions, ttl, filters, reference time, dropDeletes). */
-  settings: Reservation['settings'];
-  /** Partial compaction: delete markers must be kept. */
-  keepDeletes: boolean;
-}
-
-export interface CommitRequest {
-  tablet: string;
-  ecid: string;
-  compactor: string;
-  /** The output as written, or null when nothing survived the iterators (no file). */
-  output: { size: number; entries: number } | null;
-}
 
 export interface ReservationsDeps {
   hosting: Hosting;

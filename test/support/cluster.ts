@@ -92,6 +92,21 @@ export class TestCluster {
     });
   }
 
+  /** Starts a compactor for `queue`; resolves once it is registered. */
+  startCompactor(
+    queue: string,
+    options: { name?: string; args?: string[]; env?: Record<string, string | undefined> } = {},
+  ): Promise<ManagedProcess> {
+    return this.procs.start(
+      options.name ?? `compactor-${queue}`,
+      ['compactor', queue, '--long-poll', '5000', ...(options.args ?? [])],
+      {
+        env: this.env(options.env),
+        readyWhen: (l) => l.msg === 'compactor ready',
+      },
+    );
+  }
+
   /** Starts a process of this cluster with any arguments. */
   start(name: string, args: string[], options: StartOptions = {}): Promise<ManagedProcess> {
     return this.procs.start(name, args, { ...options, env: this.env(options.env) });

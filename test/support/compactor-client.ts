@@ -16,7 +16,7 @@ import {
   type CompactionResult,
   type ObjectStore,
 } from '../../src/storage/index.js';
-import type { CommitRequest, ReservedJob } from '../../src/tserver/reservations.js';
+import type { CommitRequest, ReservedJob } from '../../src/queue/protocol.js';
 import { ZkSession, createProtected, digestAuthFromSecret } from '../../src/zk/index.js';
 import type { TestCluster } from './cluster.js';
 import { startProxy, type TcpProxy } from './proxy.js';

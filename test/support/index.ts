@@ -6,3 +6,5 @@ export * from './tmp.js';
 export * from './zookeeper.js';
 export * from './cluster.js';
 export * from './compactor-client.js';
+export * from './waits.js';
+export * from './model.js';

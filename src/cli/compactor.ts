@@ -1,0 +1,101 @@
+/**
+ * `excompact compactor <queue>` (also `compactor <queue>`): runs compactions for one queue.
+ */
+import { InvalidArgumentError, type Command } from 'commander';
+import { loadConfig, requireSecret } from '../config.js';
+import { Compactor, EXIT_QUEUE_DELETED } from '../compactor/compactor.js';
+import { onShutdownSignals } from '../lifecycle.js';
+import { createLogger } from '../log.js';
+import { openObjectStore } from '../storage/index.js';
+import { throttleReads } from '../compactor/throttle.js';
+import { action } from './exit.js';
+import { serverOptions, type ServerFlags } from './flags.js';
+
+function positiveInt(name: string, min = 1) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min)
+      throw new InvalidArgumentError(`${name} must be an integer >= ${min}`);
+    return n;
+  };
+}
+
+interface CompactorFlags extends ServerFlags {
+  concurrency: number;
+  grace: number;
+  longPoll: number;
+  progressEvery: number;
+  throughput?: number;
+}
+
+export function registerCompactor(program: Command): void {
+  serverOptions(
+    program
+      .command('compactor')
+      .description('Run a compactor for one queue: find work, reserve it, compact, commit.')
+      .argument('<queue>', 'the queue to work for (see `excompact admin queue list`)')
+      .option('--concurrency <n>', 'compactions at once', positiveInt('--concurrency'), 1)
+      .option(
+        '--grace <ms>',
+        'on SIGTERM, let running jobs finish for this long before releasing them',
+        positiveInt('--grace', 0),
+        0,
+      )
+      .option(
+        '--long-poll <ms>',
+        'how long an idle request for work waits on the manager',
+        positiveInt('--long-poll', 100),
+        15_000,
+      )
+      .option(
+        '--progress-every <ms>',
+        'report progress to the tablet server this often',
+        positiveInt('--progress-every', 50),
+        2_000,
+      )
+      .option(
+        '--throughput <bytes/s>',
+        'limit how fast compactions read their inputs (default: unlimited)',
+        positiveInt('--throughput'),
+      ),
+  )
+    .addHelpText(
+      'after',
+      `
+Exit codes: 0 stopped by SIGTERM (running jobs released), 1 bad configuration or no such queue,
+2 ZooKeeper unreachable, ${EXIT_QUEUE_DELETED} the queue was deleted.
+
+Examples:
+  compactor small
+  EXC_STORE=s3://bucket/excompact excompact compactor large --concurrency 2 --grace 30000
+`,
+    )
+    .action(
+      action(async (queue: string, flags: CompactorFlags) => {
+        const config = loadConfig({
+          overrides: { port: flags.port, bindHost: flags.bind, advertiseHost: flags.advertise },
+        });
+        const secret = requireSecret(config);
+        const logger = createLogger({ name: 'compactor', level: config.logLevel });
+        const opened = openObjectStore(config, logger);
+        const store = flags.throughput ? throttleReads(opened, flags.throughput) : opened;
+        const compactor = new Compactor({
+          ...config,
+          queue,
+          secret,
+          store,
+          logger,
+          concurrency: flags.concurrency,
+          graceMs: flags.grace,
+          longPollMs: flags.longPoll,
+          progressEveryMs: flags.progressEvery,
+        });
+        compactor.on('exit', (code) => process.exit(code));
+        onShutdownSignals(logger, async () => {
+          await compactor.close();
+          return 0;
+        });
+        await compactor.start();
+      }),
+    );
+}

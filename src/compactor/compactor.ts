@@ -1,0 +1,373 @@
+/**
+ * The compactor process: `compactor <queue>`. Stateless; operators run any number per queue and kill them
+ * at will.
+ *
+ * States: starting → running ⇄ reconnecting → stopping → stopped.
+ *
+ * - Registers a protected ephemeral-sequential node under its queue (a clear error when the queue does not
+ *   exist) and serves a small authenticated status endpoint.
+ * - `concurrency` workers each loop: ask the manager for work (a long poll: idle compactors send one
+ *   request per `longPollMs` and hear of new work at once), reserve it from the tablet's host, run it,
+ *   commit. Misses (no work left, tablet moved) back off with jitter.
+ * - Session lost (expiry or the watchdog's verdict): every job stops at once — the tablet servers are
+ *   already cancelling their reservations — and the compactor registers again with a new session and
+ *   node. A job reserved under the old session is never committed.
+ * - Queue deleted: jobs stop and the process exits with {@link EXIT_QUEUE_DELETED}.
+ * - SIGTERM: stop taking work, let running jobs finish for up to `graceMs`, release the rest, close the
+ *   session (the node disappears at once), exit 0.
+ */
+import { EventEmitter } from 'node:events';
+import { ExcError, describeError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { MetaClient } from '../meta/client.js';
+import { createRegistry, metricsEndpoint } from '../metrics.js';
+import { advertisedHost } from '../net.js';
+import type { ReservedJob } from '../queue/protocol.js';
+import { PeerClients } from '../rpc/peers.js';
+import { RpcServer } from '../rpc/server.js';
+import { backoffDelay, sleep, withTimeout } from '../retry.js';
+import type { ObjectStore } from '../storage/index.js';
+import { ZkLayout, ZkSession, digestAuthFromSecret } from '../zk/index.js';
+import { runJob, type JobOutcome, type RunningJob } from './job-runner.js';
+import { Registration } from './registration.js';
+
+export const EXIT_QUEUE_DELETED = 4;
+export const COMPACTOR_VERSION = '0.1.0';
+
+export type CompactorState = 'starting' | 'running' | 'reconnecting' | 'stopping' | 'stopped';
+
+export interface CompactorOptions {
+  queue: string;
+  zk: string;
+  zkRoot: string;
+  zkSessionTimeoutMs: number;
+  secret: string;
+  bindHost: string;
+  port: number;
+  advertiseHost?: string;
+  store: ObjectStore;
+  rpcTimeoutMs: number;
+  rpcMaxBodyBytes: number;
+  rpcMaxSkewMs: number;
+  /** Jobs at once (default 1). */
+  concurrency: number;
+  /** How long an idle compactor's request for work waits on the manager (default 15 s). */
+  longPollMs: number;
+  /** On SIGTERM, let running jobs finish for this long before releasing them (default 0: release at once). */
+  graceMs: number;
+  /** Progress reports to the tablet server at most this often (default 2 s). */
+  progressEveryMs: number;
+  logger: Logger;
+}
+
+/** One registration: a session, its node, and everything reserved under it. */
+interface Generation {
+  session: ZkSession;
+  registration: Registration;
+  meta: MetaClient;
+  /** Aborted when the session is lost: stops waiting and running. */
+  abort: AbortController;
+}
+
+interface Events {
+  state: [CompactorState];
+  /** The process should exit with this code (queue deleted). */
+  exit: [code: number, reason: string];
+}
+
+export class Compactor extends EventEmitter<Events> {
+  private stateValue: CompactorState = 'starting';
+  private readonly log: Logger;
+  private readonly server: RpcServer;
+  private readonly layout: ZkLayout;
+  private readonly peers: PeerClients;
+  private generation: Generation | undefined;
+  private generationReady: Promise<Generation> | undefined;
+  private readonly running = new Map<string, RunningJob>();
+  private readonly workers: Promise<void>[] = [];
+  /** Aborted on shutdown: stops waiting for work. */
+  private readonly stopTakingWork = new AbortController();
+  private readonly outcomes: Record<JobOutcome, number> = {
+    committed: 0,
+    discarded: 0,
+    failed: 0,
+    released: 0,
+    abandoned: 0,
+  };
+  private statusUrl: string | undefined;
+  private closing: Promise<void> | undefined;
+
+  constructor(private readonly options: CompactorOptions) {
+    super();
+    this.log = options.logger.child({ component: 'compactor', queue: options.queue });
+    this.layout = new ZkLayout(options.zkRoot);
+    this.peers = new PeerClients({
+      secret: options.secret,
+      timeoutMs: options.rpcTimeoutMs,
+      logger: options.logger,
+    });
+    this.server = new RpcServer({
+      secret: options.secret,
+      logger: options.logger,
+      maxBodyBytes: options.rpcMaxBodyBytes,
+      maxSkewMs: options.rpcMaxSkewMs,
+      health: () => ({ ok: this.stateValue === 'running', state: this.stateValue }),
+      metrics: metricsEndpoint(createRegistry('compactor')),
+    });
+    this.server.route('GET', '/status', {}, () => this.status());
+  }
+
+  get state(): CompactorState {
+    return this.stateValue;
+  }
+
+  /** The compactor's identity (its node path) in the current registration. */
+  get path(): string | undefined {
+    return this.generation?.registration.path;
+  }
+
+  async start(): Promise<void> {
+    const bound = await this.server.listen(this.options.bindHost, this.options.port);
+    this.statusUrl = `http://${advertisedHost(this.options, bound.host)}:${bound.port}`;
+    this.generationReady = this.connect();
+    const first = await this.generationReady;
+    this.transition('running');
+    this.log.info(
+      { compactor: first.registration.path, queueId: first.registration.queue.id, status: this.statusUrl },
+      'compactor ready',
+    );
+    for (let i = 0; i < this.options.concurrency; i++) this.workers.push(this.work(i));
+  }
+
+  /** A new session and node. Throws UNKNOWN_QUEUE when the queue does not exist. */
+  private async connect(): Promise<Generation> {
+    const session = await ZkSession.connect({
+      connectString: this.options.zk,
+      sessionTimeoutMs: this.options.zkSessionTimeoutMs,
+      auth: digestAuthFromSecret(this.options.secret),
+      logger: this.options.logger,
+    });
+    try {
+      const registration = await Registration.register(
+        session,
+        this.layout,
+        this.options.queue,
+        { version: COMPACTOR_VERSION, ...(this.statusUrl ? { status: this.statusUrl } : {}) },
+        this.log,
+      );
+      const meta = new MetaClient({
+        session,
+        layout: this.layout,
+        secret: this.options.secret,
+        logger: this.options.logger,
+        timeoutMs: this.options.rpcTimeoutMs,
+      });
+      const generation: Generation = { session, registration, meta, abort: new AbortController() };
+      session.once('lost', (reason) => this.onLost(generation, `zookeeper session lost (${reason})`));
+      registration.once('nodeLost', () => this.onLost(generation, 'compactor node deleted'));
+      registration.once('queueDeleted', () => this.onQueueDeleted());
+      this.generation = generation;
+      this.log.info({ compactor: registration.path, session: session.sessionId }, 'compactor registered');
+      return generation;
+    } catch (err) {
+      await session.close();
+      throw err;
+    }
+  }
+
+  /** The session (or our node) is gone: stop everything reserved under it and register again. */
+  private onLost(generation: Generation, reason: string): void {
+    if (this.generation !== generation || this.stateValue === 'stopping' || this.stateValue === 'stopped')
+      return;
+    this.log.warn(
+      { reason, compactor: generation.registration.path },
+      'registration lost: stopping its jobs and registering again',
+    );
+    generation.abort.abort(new ExcError('ZK_SESSION_LOST', reason));
+    for (const job of this.running.values()) job.stop('session-lost');
+    this.generation = undefined;
+    this.transition('reconnecting');
+    void generation.session.close();
+    this.generationReady = (async () => {
+      for (let attempt = 0; ; attempt++) {
+        if (this.stopTakingWork.signal.aborted) throw new ExcError('SHUTTING_DOWN', 'compactor is stopping');
+        try {
+          const next = await this.connect();
+          this.transition('running');
+          return next;
+        } catch (err) {
+          if (err instanceof ExcError && err.code === 'UNKNOWN_QUEUE') {
+            this.onQueueDeleted();
+            throw err;
+          }
+          this.log.warn({ err: describeError(err), attempt }, 'could not register again; retrying');
+          await sleep(backoffDelay(attempt, { baseMs: 200, maxMs: 5_000 }));
+        }
+      }
+    })();
+    this.generationReady.catch(() => undefined);
+  }
+
+  private onQueueDeleted(): void {
+    if (this.stateValue === 'stopping' || this.stateValue === 'stopped') return;
+    const reason = `queue ${this.options.queue} was deleted`;
+    this.log.warn({ queue: this.options.queue }, `${reason}: stopping`);
+    for (const job of this.running.values()) job.stop('queue-deleted');
+    void this.close({ release: false }).then(() => this.emit('exit', EXIT_QUEUE_DELETED, reason));
+  }
+
+  /** One worker: find work, reserve, run, commit, again. */
+  private async work(slot: number): Promise<void> {
+    let misses = 0;
+    while (!this.stopTakingWork.signal.aborted) {
+      let generation: Generation;
+      try {
+        generation = await this.generationReady!;
+      } catch {
+        return; // stopping, or the queue is gone
+      }
+      const signal = AbortSignal.any([generation.abort.signal, this.stopTakingWork.signal]);
+      try {
+        const found = await this.findWork(generation, signal);
+        if (!found) continue;
+        const job = await this.reserve(generation, found.tablet, found.server);
+        if (!job) {
+          misses++;
+          await sleep(backoffDelay(misses, { baseMs: 20, maxMs: 2_000 }), signal).catch(() => undefined);
+          continue;
+        }
+        misses = 0;
+        const outcome = await runJob(
+          {
+            compactor: generation.registration.path,
+            store: this.options.store,
+            meta: generation.meta,
+            peers: this.peers,
+            log: this.log,
+            progressEveryMs: this.options.progressEveryMs,
+            sessionLive: () => this.generation === generation && !generation.abort.signal.aborted,
+          },
+          job,
+          found.server,
+          (running) => this.running.set(job.ecid, running),
+        ).finally(() => this.running.delete(job.ecid));
+        this.outcomes[outcome]++;
+      } catch (err) {
+        if (signal.aborted) continue;
+        misses++;
+        this.log.warn({ slot, err: describeError(err) }, 'finding or reserving work failed');
+        await sleep(backoffDelay(misses, { baseMs: 100, maxMs: 5_000 }), this.stopTakingWork.signal).catch(
+          () => undefined,
+        );
+      }
+    }
+  }
+
+  /** Asks the manager for the next entry of our queue, waiting up to `longPollMs` for one. */
+  private async findWork(
+    generation: Generation,
+    signal: AbortSignal,
+  ): Promise<{ tablet: string; server: string } | undefined> {
+    const { queue } = generation.registration;
+    const { work } = await generation.meta.call<{
+      work: { tablet: string; location: { server: string } } | null;
+    }>(
+      'POST',
+      '/v1/queues/next',
+      {
+        queueId: queue.id,
+        bins: queue.bins,
+        startBin: Math.floor(Math.random() * queue.bins),
+        waitMs: this.options.longPollMs,
+      },
+      { idempotent: true, timeoutMs: this.options.longPollMs + this.options.rpcTimeoutMs, signal },
+    );
+    return work ? { tablet: work.tablet, server: work.location.server } : undefined;
+  }
+
+  /** Reserves on the tablet's host; null on a miss (no work left, tablet moved, entry gone). */
+  private async reserve(generation: Generation, tablet: string, server: string): Promise<ReservedJob | null> {
+    const { registration } = generation;
+    try {
+      const { job } = await this.peers
+        .get(server)
+        .post<{ job: ReservedJob | null }>(
+          '/v1/reserve',
+          { tablet, queueId: registration.queue.id, compactor: registration.path },
+          { attempts: 1 },
+        );
+      return job;
+    } catch (err) {
+      if (
+        err instanceof ExcError &&
+        ['NOT_SERVING', 'CONFLICT', 'UNAVAILABLE', 'UNKNOWN_TABLE'].includes(err.code)
+      )
+        return null;
+      if (err instanceof ExcError && err.code === 'COMPACTOR_GONE') {
+        // The tablet server cannot see our node: our session is (being) lost.
+        this.onLost(generation, 'a tablet server reports our node gone');
+        return null;
+      }
+      throw err;
+    }
+  }
+
+  private status(): Record<string, unknown> {
+    return {
+      state: this.stateValue,
+      queue: this.options.queue,
+      compactor: this.path ?? null,
+      session: this.generation?.session.sessionId ?? null,
+      concurrency: this.options.concurrency,
+      outcomes: this.outcomes,
+      jobs: [...this.running.values()].map((r) => ({
+        ecid: r.job.ecid,
+        tablet: r.job.tablet,
+        server: r.server,
+        kind: r.job.kind,
+        inputs: r.job.inputs.length,
+        startedAt: r.startedAt,
+        progress: r.progress,
+      })),
+    };
+  }
+
+  private transition(next: CompactorState): void {
+    if (this.stateValue === next) return;
+    this.log.info({ from: this.stateValue, to: next }, 'compactor state');
+    this.stateValue = next;
+    this.emit('state', next);
+  }
+
+  /**
+   * Stops: no new work; running jobs get `graceMs` to finish, then are released (or just abandoned when
+   * `release` is false); the session is closed so the node disappears at once. Safe to call twice.
+   */
+  close(options: { release?: boolean } = {}): Promise<void> {
+    this.closing ??= (async () => {
+      this.transition('stopping');
+      this.stopTakingWork.abort(new ExcError('SHUTTING_DOWN', 'compactor is stopping'));
+      const jobs = Promise.allSettled(this.workers);
+      if (this.running.size > 0 && this.options.graceMs > 0) {
+        await withTimeout(jobs, this.options.graceMs).catch(() => undefined);
+      }
+      for (const job of this.running.values())
+        job.stop(options.release === false ? 'queue-deleted' : 'release');
+      await withTimeout(jobs, 10_000).catch(() => this.log.warn('jobs did not stop in time'));
+      const steps: [string, () => Promise<void> | void][] = [
+        ['zookeeper session', () => this.generation?.session.close()],
+        ['status server', () => this.server.close(200)],
+        ['object store', () => this.options.store.close()],
+      ];
+      for (const [name, step] of steps) {
+        try {
+          await step();
+        } catch (err) {
+          this.log.warn({ step: name, err: describeError(err) }, 'shutdown step failed');
+        }
+      }
+      this.transition('stopped');
+    })();
+    return this.closing;
+  }
+}

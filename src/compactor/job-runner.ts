@@ -1,0 +1,185 @@
+/**
+ * Running one reserved job: stream the inputs through the merge and iterator stack into the output,
+ * report progress to the tablet's host, then commit to the tablet's *current* host.
+ *
+ * - Progress goes to the tablet server every `progressEveryMs`; RESERVATION_GONE there means the job was
+ *   cancelled (the tablet requeued it), so the compaction stops at once.
+ * - Commit follows the tablet: on NOT_SERVING or an unreachable server it looks the location up again and
+ *   retries with backoff, as long as the reservation may still exist. It never commits once the session
+ *   the job was reserved under is lost: that reservation is being cancelled.
+ * - A job that fails (a corrupt input, the object store past its retries) is reported with the error; its
+ *   output, if any, is left for the garbage collector.
+ * - A job stopped for shutdown is released, so another compactor can take it at once.
+ */
+import { ExcError, describeError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { MetaClient } from '../meta/client.js';
+import { COL_LOC, locationSchema } from '../meta/tablet.js';
+import type { PeerClients } from '../rpc/peers.js';
+import { backoffDelay, sleep } from '../retry.js';
+import {
+  compactFiles,
+  type CompactionProgress,
+  type CompactionResult,
+  type ObjectStore,
+} from '../storage/index.js';
+import type { ReservedJob } from '../queue/protocol.js';
+
+export type JobOutcome = 'committed' | 'discarded' | 'failed' | 'released' | 'abandoned';
+
+/** Why a running job was stopped from outside. */
+export type StopReason = 'session-lost' | 'release' | 'cancelled' | 'queue-deleted';
+
+export interface RunningJob {
+  job: ReservedJob;
+  server: string;
+  startedAt: number;
+  progress: CompactionProgress;
+  stop(reason: StopReason): void;
+}
+
+export interface JobRunnerDeps {
+  compactor: string;
+  store: ObjectStore;
+  meta: MetaClient;
+  peers: PeerClients;
+  log: Logger;
+  progressEveryMs: number;
+  /** Give up committing after this long (default 60 s). */
+  commitDeadlineMs?: number;
+  /** Whether the session this job was reserved under still holds (checked before each commit attempt). */
+  sessionLive: () => boolean;
+}
+
+export async function runJob(
+  deps: JobRunnerDeps,
+  job: ReservedJob,
+  server: string,
+  onStart: (running: RunningJob) => void,
+): Promise<JobOutcome> {
+  const log = deps.log.child({ ecid: job.ecid, tablet: job.tablet });
+  const abort = new AbortController();
+  let stopReason: StopReason | undefined;
+  let lastReport = 0;
+  const running: RunningJob = {
+    job,
+    server,
+    startedAt: Date.now(),
+    progress: { entriesRead: 0, entriesWritten: 0, bytesRead: 0, bytesWritten: 0 },
+    stop: (reason) => {
+      stopReason ??= reason;
+      abort.abort(new ExcError('SHUTTING_DOWN', `job stopped: ${reason}`));
+    },
+  };
+  onStart(running);
+  log.info(
+    { inputs: job.inputs.length, bytes: job.inputs.reduce((s, i) => s + i.size, 0), attempt: job.attempt },
+    'compaction started',
+  );
+
+  const owned = { tablet: job.tablet, ecid: job.ecid, compactor: deps.compactor };
+  const reportProgress = (p: CompactionProgress): void => {
+    running.progress = p;
+    const now = Date.now();
+    if (now - lastReport < deps.progressEveryMs) return;
+    lastReport = now;
+    deps.peers
+      .get(running.server)
+      .post('/v1/progress', { ...owned, progress: p }, { attempts: 1, timeoutMs: 5_000 })
+      .catch((err: unknown) => {
+        if (err instanceof ExcError && err.code === 'RESERVATION_GONE') running.stop('cancelled');
+      });
+  };
+
+  let result: CompactionResult;
+  try {
+    result = await compactFiles({
+      store: deps.store,
+      inputs: job.inputs.map((i) => i.name),
+      output: job.output,
+      settings: job.settings,
+      signal: abort.signal,
+      onProgress: reportProgress,
+      progressEveryMs: Math.min(1_000, deps.progressEveryMs),
+    });
+  } catch (err) {
+    if (stopReason === 'release') {
+      await deps.peers
+        .get(running.server)
+        .post('/v1/release', owned, { attempts: 2, timeoutMs: 5_000 })
+        .catch((e: unknown) =>
+          log.warn({ err: describeError(e) }, 'release failed; the session close will cancel it'),
+        );
+      log.info('compaction released');
+      return 'released';
+    }
+    if (stopReason) {
+      log.info({ reason: stopReason }, 'compaction abandoned');
+      return 'abandoned';
+    }
+    log.warn({ err: describeError(err) }, 'compaction failed');
+    await deps.peers
+      .get(running.server)
+      .post(
+        '/v1/fail',
+        { ...owned, error: describeError(err).slice(0, 4_000) },
+        { attempts: 3, timeoutMs: 5_000 },
+      )
+      .catch((e: unknown) => log.warn({ err: describeError(e) }, 'could not report the failure'));
+    return 'failed';
+  }
+  running.progress = result;
+  return commit(deps, running, result, log, () => stopReason);
+}
+
+async function commit(
+  deps: JobRunnerDeps,
+  running: RunningJob,
+  result: CompactionResult,
+  log: Logger,
+  stopped: () => StopReason | undefined,
+): Promise<JobOutcome> {
+  const { job } = running;
+  const body = {
+    tablet: job.tablet,
+    ecid: job.ecid,
+    compactor: deps.compactor,
+    output:
+      result.empty || !result.output ? null : { size: result.output.size, entries: result.output.entries },
+  };
+  const deadline = Date.now() + (deps.commitDeadlineMs ?? 60_000);
+  for (let attempt = 0; ; attempt++) {
+    const reason = stopped();
+    if (!deps.sessionLive() || (reason && reason !== 'release')) {
+      log.info({ reason: reason ?? 'session-lost' }, 'not committing: the reservation is being cancelled');
+      return 'abandoned';
+    }
+    try {
+      await deps.peers.get(running.server).post('/v1/commit', body, { attempts: 1, timeoutMs: 30_000 });
+      log.info(
+        { entriesRead: result.entriesRead, entriesWritten: result.entriesWritten, empty: result.empty },
+        'compaction committed',
+      );
+      return 'committed';
+    } catch (err) {
+      if (err instanceof ExcError && err.code === 'RESERVATION_GONE') {
+        log.info({ err: err.message }, 'commit rejected: the reservation was cancelled; result discarded');
+        return 'discarded';
+      }
+      const moved =
+        err instanceof ExcError &&
+        (err.code === 'NOT_SERVING' || err.code === 'UNAVAILABLE' || err.code === 'TIMEOUT');
+      if (!moved || Date.now() > deadline) {
+        log.warn({ err: describeError(err) }, 'commit failed');
+        return 'failed';
+      }
+      await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 2_000 }));
+      running.server = (await currentHost(deps.meta, job.tablet).catch(() => undefined)) ?? running.server;
+    }
+  }
+}
+
+async function currentHost(meta: MetaClient, tablet: string): Promise<string | undefined> {
+  const loc = (await meta.row(tablet)).get(COL_LOC);
+  return loc ? locationSchema.parse(JSON.parse(loc)).server : undefined;
+}

@@ -1,0 +1,88 @@
+/**
+ * A compactor's presence in ZooKeeper: one protected EPHEMERAL_SEQUENTIAL node under its queue's node,
+ * whose path is the compactor's identity in every reservation.
+ *
+ * It watches two nodes: the queue's node (deleted: the queue was deleted, the compactor must exit) and its
+ * own node (deleted while the session lives: someone removed it, so its reservations are being cancelled
+ * and it must register again).
+ */
+import { EventEmitter } from 'node:events';
+import { hostname } from 'node:os';
+import type { Logger } from '../log.js';
+import { resolveQueue, type QueueInfo } from '../queue/registry.js';
+import { createProtected, type ZkLayout, type ZkSession, type ZkWatchEvent } from '../zk/index.js';
+
+export interface CompactorInfo {
+  host: string;
+  pid: number;
+  version: string;
+  started: number;
+  /** Where its status endpoint answers. */
+  status?: string;
+}
+
+interface Events {
+  /** The queue's node was deleted. */
+  queueDeleted: [];
+  /** Our own node was deleted while the session is alive. */
+  nodeLost: [];
+}
+
+export class Registration extends EventEmitter<Events> {
+  private constructor(
+    readonly session: ZkSession,
+    readonly queue: QueueInfo,
+    readonly path: string,
+    private readonly layout: ZkLayout,
+    private readonly log: Logger,
+  ) {
+    super();
+  }
+
+  /** Resolves the queue (UNKNOWN_QUEUE when it does not exist) and creates the compactor's node. */
+  static async register(
+    session: ZkSession,
+    layout: ZkLayout,
+    queueName: string,
+    info: Omit<CompactorInfo, 'host' | 'pid' | 'started'> & Partial<CompactorInfo>,
+    log: Logger,
+  ): Promise<Registration> {
+    const queue = await resolveQueue(session, layout, queueName);
+    const data: CompactorInfo = { host: hostname(), pid: process.pid, started: Date.now(), ...info };
+    const { path } = await createProtected(session, layout.queueNode(queue.id), 'c-', JSON.stringify(data));
+    const registration = new Registration(session, queue, path, layout, log);
+    await registration.watch();
+    return registration;
+  }
+
+  private async watch(): Promise<void> {
+    const queueNode = this.layout.queueNode(this.queue.id);
+    const queueStat = await this.session.exists(queueNode, this.onQueueNode);
+    if (!queueStat) {
+      this.emit('queueDeleted');
+      return;
+    }
+    if (!(await this.session.exists(this.path, this.onOwnNode))) this.emit('nodeLost');
+  }
+
+  private readonly onQueueNode = (event: ZkWatchEvent): void => {
+    if (event.type === 'deleted') {
+      this.log.warn({ queue: this.queue.name, queueId: this.queue.id }, 'queue node deleted');
+      this.emit('queueDeleted');
+      return;
+    }
+    void this.session.exists(event.path, this.onQueueNode).catch(() => undefined);
+  };
+
+  private readonly onOwnNode = (event: ZkWatchEvent): void => {
+    if (event.type !== 'deleted') {
+      void this.session.exists(event.path, this.onOwnNode).catch(() => undefined);
+      return;
+    }
+    // The queue's deletion removes our node first, in the same transaction: tell the two apart.
+    void this.session.exists(this.layout.queueNode(this.queue.id)).then(
+      (stat) => this.emit(stat ? 'nodeLost' : 'queueDeleted'),
+      () => undefined,
+    );
+  };
+}

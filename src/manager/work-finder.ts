@@ -1,0 +1,131 @@
+/**
+ * Finding work for compactors (DESIGN.md, "The life of a compaction", step 2), served by the manager so
+ * that an idle compactor neither polls the metadata store in a loop nor waits long for new work.
+ *
+ * `next(queue, startBin, bins, waitMs)` scans the queue's bins starting at `startBin` (the compactor picks
+ * it at random, so load spreads over bins) and returns the first entry — the highest priority of that
+ * bin — whose tablet is hosted, with the tablet's location. When there is none it waits, up to `waitMs`
+ * (a long poll): the group commit reports every batch that writes `~cq` rows, and each new entry of a
+ * queue wakes one waiting compactor of that queue, which scans again. An idle compactor therefore sends
+ * one request per `waitMs` and learns of new work within a round trip.
+ */
+import type { MetaStore } from '../meta/store.js';
+import { parseQueueRow, queueEntryTablet, queuePrefix, QUEUE_ID_RE } from '../meta/keys.js';
+import { COL_LOC, locationSchema, type Location } from '../meta/tablet.js';
+import type { CommitQueue } from './commit-queue.js';
+
+export interface FoundWork {
+  /** The `~cq` row. */
+  entry: string;
+  tablet: string;
+  priority: number;
+  location: Location;
+}
+
+interface Waiter {
+  wake: () => void;
+}
+
+export class WorkFinder {
+  private readonly waiters = new Map<string, Set<Waiter>>();
+  /** For /status and the benchmark. */
+  readonly stats = { requests: 0, found: 0, waits: 0, wakeups: 0 };
+
+  constructor(
+    private readonly store: MetaStore,
+    commits: CommitQueue,
+  ) {
+    commits.onApplied(({ written }) => this.onWritten(written));
+  }
+
+  async next(
+    queueId: string,
+    startBin: number,
+    bins: number,
+    waitMs: number,
+    signal: AbortSignal,
+  ): Promise<FoundWork | null> {
+    this.stats.requests++;
+    const found = this.scan(queueId, startBin, bins);
+    if (found || waitMs <= 0) {
+      if (found) this.stats.found++;
+      return found;
+    }
+    this.stats.waits++;
+    await this.wait(queueId, waitMs, signal);
+    const after = this.scan(queueId, startBin, bins);
+    if (after) this.stats.found++;
+    return after;
+  }
+
+  /** Number of compactors waiting on each queue (for status). */
+  waiting(): Record<string, number> {
+    return Object.fromEntries([...this.waiters].map(([q, w]) => [q, w.size]));
+  }
+
+  private scan(queueId: string, startBin: number, bins: number): FoundWork | null {
+    for (let i = 0; i < bins; i++) {
+      const bin = (startBin + i) % bins;
+      // Skip entries whose tablet is not hosted right now: its next host rewrites them when it loads it.
+      let page = this.store.scan({ prefix: queuePrefix(queueId, bin), limit: 16 });
+      for (;;) {
+        for (const cell of page.cells) {
+          const entry = parseQueueRow(cell.row);
+          const tablet = queueEntryTablet(entry);
+          const loc = this.store.get(tablet, COL_LOC);
+          if (!loc) continue;
+          return {
+            entry: cell.row,
+            tablet,
+            priority: entry.priority,
+            location: locationSchema.parse(JSON.parse(loc)),
+          };
+        }
+        if (!page.next) break;
+        page = this.store.scan({ prefix: queuePrefix(queueId, bin), limit: 64, after: page.next });
+      }
+    }
+    return null;
+  }
+
+  private wait(queueId: string, waitMs: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      let set = this.waiters.get(queueId);
+      if (!set) {
+        set = new Set();
+        this.waiters.set(queueId, set);
+      }
+      const waiter: Waiter = {
+        wake: () => {
+          clearTimeout(timer);
+          signal.removeEventListener('abort', waiter.wake);
+          set.delete(waiter);
+          if (set.size === 0) this.waiters.delete(queueId);
+          resolve();
+        },
+      };
+      const timer = setTimeout(waiter.wake, waitMs);
+      signal.addEventListener('abort', waiter.wake, { once: true });
+      set.add(waiter);
+    });
+  }
+
+  private onWritten(rows: Set<string>): void {
+    // One wake-up per new entry: waking every idle compactor for one job would only make them race.
+    const perQueue = new Map<string, number>();
+    for (const row of rows) {
+      if (!row.startsWith('~cq:')) continue;
+      const queueId = row.slice(4, 8);
+      if (!QUEUE_ID_RE.test(queueId)) continue;
+      perQueue.set(queueId, (perQueue.get(queueId) ?? 0) + 1);
+    }
+    for (const [queueId, count] of perQueue) {
+      const set = this.waiters.get(queueId);
+      if (!set) continue;
+      for (const waiter of [...set].slice(0, count)) {
+        this.stats.wakeups++;
+        waiter.wake();
+      }
+    }
+  }
+}

@@ -1,0 +1,34 @@
+/**
+ * The reservation protocol's messages between compactors and tablet servers (DESIGN.md, "The life of a
+ * compaction"): what a compactor sends to reserve and commit, and what a reservation gives it.
+ */
+import type { Reservation } from '../meta/tablet.js';
+
+export interface ReserveRequest {
+  tablet: string;
+  queueId: string;
+  compactor: string;
+}
+
+export interface ReservedJob {
+  ecid: string;
+  tablet: string;
+  tableId: string;
+  queueId: string;
+  kind: 'system' | 'user';
+  attempt: number;
+  inputs: { name: string; size: number; entries: number }[];
+  output: string;
+  /** Iterator settings for the compaction (versions, ttl, filters, reference time, dropDeletes). */
+  settings: Reservation['settings'];
+  /** Partial compaction: delete markers must be kept. */
+  keepDeletes: boolean;
+}
+
+export interface CommitRequest {
+  tablet: string;
+  ecid: string;
+  compactor: string;
+  /** The output as written, or null when nothing survived the iterators (no file). */
+  output: { size: number; entries: number } | null;
+}

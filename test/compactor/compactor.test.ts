@@ -1,0 +1,236 @@
+/**
+ * The real `compactor <queue>` process against a real cluster: steady-state compaction, and every way a
+ * compactor can stop (kill -9, SIGSTOP past its session, SIGTERM, its queue deleted) or fail (a corrupt
+ * input).
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ExcClient, type ClientEntry } from '../../src/client/client.js';
+import { silentLogger } from '../../src/log.js';
+import type { MetaClient } from '../../src/meta/client.js';
+import { queuePrefix } from '../../src/meta/keys.js';
+import { parseTablet, type TabletMeta } from '../../src/meta/tablet.js';
+import { tableConfigSchema } from '../../src/meta/table-config.js';
+import { plan } from '../../src/queue/planner.js';
+import { createQueue, deleteQueue, type QueueInfo } from '../../src/queue/registry.js';
+import {
+  DataModel,
+  scanLines,
+  useCluster,
+  useProcesses,
+  useZooKeeper,
+  waitFor,
+  type ManagedProcess,
+  type TestCluster,
+} from '../support/index.js';
+
+interface Setup {
+  meta: MetaClient;
+  client: ExcClient;
+  queue: QueueInfo;
+  model: DataModel;
+  tablets: string[];
+}
+
+async function setup(
+  cluster: TestCluster,
+  options: { splits?: string[]; config?: object } = {},
+): Promise<Setup> {
+  await cluster.startManager();
+  await cluster.startTserver();
+  const queue = await createQueue(await cluster.session(), cluster.layout, 'q', 4);
+  const meta = await cluster.meta();
+  await meta.call('POST', '/v1/tables', {
+    name: 't',
+    splits: options.splits ?? [],
+    config: { queues: [{ queue: 'q' }], ...options.config },
+  });
+  const client = new ExcClient({
+    meta,
+    secret: cluster.secret,
+    logger: silentLogger(),
+    moveTimeoutMs: 20_000,
+  });
+  const tablets = await waitFor(async () => {
+    const t = await client.tablets('t');
+    return t.every((x) => x.loc) && t.map((x) => x.tablet);
+  }, 'tablets hosted');
+  return { meta, client, queue, model: new DataModel(), tablets };
+}
+
+let clock = 1_000;
+/** A batch with explicit, increasing timestamps; some rows are overwritten, some deleted. */
+function batch(rows: number, prefix = 'r', deleteEvery = 0): ClientEntry[] {
+  const ts = clock++;
+  return Array.from({ length: rows }, (_, i) => ({
+    row: `${prefix}${String(i % 97).padStart(3, '0')}`,
+    cf: 'f',
+    cq: `q${i % 3}`,
+    ts,
+    value: `v${ts}-${i}`,
+    delete: deleteEvery > 0 && i % deleteEvery === 0,
+  }));
+}
+
+async function ingest(s: Setup, entries: ClientEntry[]): Promise<void> {
+  s.model.write(entries);
+  await s.client.ingest('t', entries);
+}
+
+async function tablet(meta: MetaClient, row: string): Promise<TabletMeta> {
+  return parseTablet(row, await meta.row(row));
+}
+
+/** No queued work and no reservation: the compactors have caught up. */
+async function quiet(s: Setup, timeoutMs = 20_000): Promise<TabletMeta[]> {
+  return waitFor(
+    async () => {
+      for await (const _ of s.meta.scanAll({ prefix: queuePrefix(s.queue.id), limit: 1 })) return false;
+      const tablets = await Promise.all(s.tablets.map((t) => tablet(s.meta, t)));
+      return tablets.every((t) => t.reservations.size === 0) && tablets;
+    },
+    'compactions to finish',
+    timeoutMs,
+  );
+}
+
+const readyName = async (p: ManagedProcess) =>
+  (await p.waitForLog((l) => l.msg === 'compactor ready')).compactor as string;
+
+/** Writes three batches of `rows` into the single tablet: the ratio selects them (one job). */
+async function oneJob(s: Setup, rows: number): Promise<void> {
+  for (let i = 0; i < 3; i++) await ingest(s, batch(rows));
+}
+
+describe('compactor', () => {
+  const zk = useZooKeeper();
+  const procs = useProcesses();
+  const cluster = useCluster(zk, procs);
+
+  it('end to end - two compactors keep up with many small files; files per tablet fall as the planner says; the scan is exact', async () => {
+    const s = await setup(cluster(), { splits: ['r032', 'r064'] });
+    await cluster().startCompactor('q', { name: 'c1' });
+    await cluster().startCompactor('q', { name: 'c2' });
+    for (let i = 0; i < 24; i++) await ingest(s, batch(60, 'r', i % 5 === 4 ? 4 : 0));
+
+    const tablets = await quiet(s);
+    const config = tableConfigSchema.parse({ queues: [{ queue: 'q' }] });
+    for (const t of tablets) {
+      const files = [...t.files].map(([name, f]) => ({ name, size: f.size }));
+      // The planner has nothing left to do, and far fewer files remain than were written.
+      expect(plan({ files, reserved: new Set(), parked: new Set(), config })).toEqual([]);
+      expect(files.length).toBeLessThan(8);
+    }
+    expect(await scanLines(s.client, 't')).toEqual(s.model.expected());
+  });
+
+  it('kill -9 mid-job - another compactor completes the job; the scan is exact', async () => {
+    const s = await setup(cluster());
+    const slow = await cluster().startCompactor('q', { name: 'slow', args: ['--throughput', '20000'] });
+    const slowPath = await readyName(slow);
+    await oneJob(s, 300);
+    await slow.waitForLog((l) => l.msg === 'compaction started');
+    const heir = await cluster().startCompactor('q', { name: 'heir' });
+
+    slow.kill();
+    await heir.waitForLog((l) => l.msg === 'compaction committed', cluster().sessionTimeoutMs + 10_000);
+    const [t] = await quiet(s);
+    expect(t!.files.size).toBe(1);
+    for (const r of t!.reservations.values()) expect(r.compactor).not.toBe(slowPath);
+    expect(await scanLines(s.client, 't')).toEqual(s.model.expected());
+  });
+
+  it('SIGSTOP past the session timeout, then SIGCONT - it abandons its job, never commits it, and registers again', async () => {
+    const s = await setup(cluster());
+    const sleeper = await cluster().startCompactor('q', { name: 'sleeper', args: ['--throughput', '20000'] });
+    const firstPath = await readyName(sleeper);
+    await oneJob(s, 300);
+    await sleeper.waitForLog((l) => l.msg === 'compaction started');
+
+    sleeper.pause();
+    const heir = await cluster().startCompactor('q', { name: 'heir' });
+    await heir.waitForLog((l) => l.msg === 'compaction committed', cluster().sessionTimeoutMs + 10_000);
+    sleeper.resume();
+
+    const again = await sleeper.waitForLog(
+      (l) => l.msg === 'compactor registered' && l.compactor !== firstPath,
+      15_000,
+    );
+    expect(again.compactor).not.toBe(firstPath);
+    expect(sleeper.running).toBe(true);
+    expect(sleeper.lines.some((l) => l.msg === 'compaction committed')).toBe(false);
+    const [t] = await quiet(s);
+    expect(t!.files.size).toBe(1);
+    expect(await scanLines(s.client, 't')).toEqual(s.model.expected());
+  });
+
+  it('SIGTERM - the node goes at once, the released job is re-reserved by another compactor, exit 0', async () => {
+    const s = await setup(cluster());
+    const leaving = await cluster().startCompactor('q', { name: 'leaving', args: ['--throughput', '20000'] });
+    const leavingPath = await readyName(leaving);
+    await oneJob(s, 300);
+    await leaving.waitForLog((l) => l.msg === 'compaction started');
+    const heir = await cluster().startCompactor('q', { name: 'heir' });
+    const session = await cluster().session();
+
+    const stoppedAt = Date.now();
+    const exit = leaving.terminate();
+    await waitFor(async () => !(await session.exists(leavingPath)), 'node to disappear', 5_000, 5);
+    const nodeGoneMs = Date.now() - stoppedAt;
+    const reserved = await heir.waitForLog(
+      (l) => l.msg === 'reserved' || l.msg === 'compaction started',
+      5_000,
+    );
+    expect(reserved).toBeTruthy();
+    expect(await exit).toEqual({ code: 0, signal: null });
+    expect(nodeGoneMs).toBeLessThan(2_000);
+    expect(leaving.lines.some((l) => l.msg === 'compaction released')).toBe(true);
+    await heir.waitForLog((l) => l.msg === 'compaction committed');
+    expect(await scanLines(s.client, 't')).toEqual(s.model.expected());
+  });
+
+  it('queue deleted - its compactors exit with the queue-deleted code and their reservations are cancelled', async () => {
+    const s = await setup(cluster());
+    const busy = await cluster().startCompactor('q', { name: 'busy', args: ['--throughput', '20000'] });
+    const idle = await cluster().startCompactor('q', { name: 'idle' });
+    await oneJob(s, 300);
+    await waitFor(async () => (await tablet(s.meta, s.tablets[0]!)).reservations.size > 0, 'a reservation');
+
+    await deleteQueue(await cluster().session(), cluster().layout, 'q');
+    expect((await busy.waitExit(15_000)).code).toBe(4);
+    expect((await idle.waitExit(15_000)).code).toBe(4);
+    expect(busy.lines.some((l) => /queue q was deleted/.test(String(l.msg)))).toBe(true);
+    const t = await waitFor(async () => {
+      const now = await tablet(s.meta, s.tablets[0]!);
+      return now.reservations.size === 0 && now.queued.size === 0 && now;
+    }, 'reservations cancelled');
+    expect(t.files.size).toBe(3);
+    expect(await scanLines(s.client, 't')).toEqual(s.model.expected());
+  });
+
+  it('corrupt input - the job fails with an error naming the file, inputs stay, the job is parked after the attempt limit', async () => {
+    const s = await setup(cluster(), { config: { maxAttempts: 2 } });
+    await oneJob(s, 50);
+    const [before] = await Promise.all(s.tablets.map((t) => tablet(s.meta, t)));
+    const victim = [...before!.files.keys()][1]!;
+    const path = join(cluster().storePath, victim);
+    const bytes = readFileSync(path);
+    bytes[40] = bytes[40]! ^ 0xff; // inside the first data block
+    writeFileSync(path, bytes);
+
+    const c = await cluster().startCompactor('q');
+    const parked = await waitFor(async () => {
+      const t = await tablet(s.meta, s.tablets[0]!);
+      return [...t.failures.values()].find((f) => f.parked);
+    }, 'the job to be parked');
+    expect(parked.attempts).toBe(2);
+    expect(parked.lastError).toContain(victim);
+    expect(parked.lastError).toMatch(/CORRUPT_FILE/);
+    const after = await tablet(s.meta, s.tablets[0]!);
+    expect([...after.files.keys()].sort()).toEqual([...before!.files.keys()].sort());
+    expect(after.reservations.size).toBe(0);
+    expect(c.running).toBe(true);
+    expect(c.lines.filter((l) => l.msg === 'compaction failed')).toHaveLength(2);
+  });
+});

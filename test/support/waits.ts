@@ -1,0 +1,26 @@
+import { describeError } from '../../src/errors.js';
+
+/** Polls `probe` until it returns a truthy value; fails after `timeoutMs` naming what it waited for. */
+export async function waitFor<T>(
+  probe: () => Promise<T | undefined | null | false>,
+  what: string,
+  timeoutMs = 15_000,
+  everyMs = 25,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value) return value;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}${lastError ? ` (last error: ${describeError(lastError)})` : ''}`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
