@@ -2,12 +2,13 @@
  * `excompact compactor <queue>` (also `compactor <queue>`): runs compactions for one queue.
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import { loadConfig, requireSecret } from '../config.js';
+import { requireSecret } from '../config.js';
 import { Compactor, EXIT_QUEUE_DELETED } from '../compactor/compactor.js';
 import { onShutdownSignals } from '../lifecycle.js';
 import { createLogger } from '../log.js';
 import { openObjectStore } from '../storage/index.js';
 import { throttleReads } from '../compactor/throttle.js';
+import { configFrom } from './connect.js';
 import { action } from './exit.js';
 import { serverOptions, type ServerFlags } from './flags.js';
 
@@ -71,9 +72,11 @@ Examples:
 `,
     )
     .action(
-      action(async (queue: string, flags: CompactorFlags) => {
-        const config = loadConfig({
-          overrides: { port: flags.port, bindHost: flags.bind, advertiseHost: flags.advertise },
+      action(async (queue: string, flags: CompactorFlags, cmd: Command) => {
+        const config = configFrom(cmd, {
+          port: flags.port,
+          bindHost: flags.bind,
+          advertiseHost: flags.advertise,
         });
         const secret = requireSecret(config);
         const logger = createLogger({ name: 'compactor', level: config.logLevel });

@@ -3,13 +3,16 @@
  * The `excompact` command line. Each command lives in its own module and registers itself here.
  */
 import { Command } from 'commander';
-import { configReference, loadConfig, requireSecret } from '../config.js';
+import { configReference, requireSecret } from '../config.js';
 import { digestAuthFromSecret } from '../zk/acl.js';
 import { action } from './exit.js';
 import { registerLocal } from './local.js';
 import { registerManager } from './manager.js';
 import { registerTserver } from './tserver.js';
 import { registerCompactor } from './compactor.js';
+import { registerAdmin } from './admin.js';
+import { configFrom, connectionOptions } from './connect.js';
+import { registerData } from './data.js';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -20,6 +23,7 @@ export function buildProgram(): Command {
     )
     .showHelpAfterError('(run with --help for usage)')
     .configureOutput({ outputError: (text, write) => write(text) });
+  connectionOptions(program);
 
   program
     .command('config')
@@ -34,9 +38,9 @@ export function buildProgram(): Command {
       '\nExamples:\n  excompact config --docs\n  EXC_SECRET_FILE=/etc/excompact/secret excompact config --zk-digest\n',
     )
     .action(
-      action(async (opts: { zkDigest?: boolean }) => {
+      action(async (opts: { zkDigest?: boolean }, cmd: Command) => {
         if (opts.zkDigest) {
-          const auth = digestAuthFromSecret(requireSecret(loadConfig()));
+          const auth = digestAuthFromSecret(requireSecret(configFrom(cmd)));
           process.stdout.write(`${auth.user}:${auth.password}\n`);
           return;
         }
@@ -48,6 +52,8 @@ export function buildProgram(): Command {
   registerManager(program);
   registerTserver(program);
   registerCompactor(program);
+  registerAdmin(program);
+  registerData(program);
   return program;
 }
 

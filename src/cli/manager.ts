@@ -2,11 +2,12 @@
  * `excompact manager`: the metadata store, tablet assignment, garbage collection and the admin API.
  */
 import type { Command } from 'commander';
-import { loadConfig, requireSecret } from '../config.js';
+import { requireSecret } from '../config.js';
 import { onShutdownSignals } from '../lifecycle.js';
 import { createLogger } from '../log.js';
 import { Manager } from '../manager/manager.js';
 import { openObjectStore } from '../storage/index.js';
+import { configFrom } from './connect.js';
 import { action, EXIT_LOST_LOCK } from './exit.js';
 import { serverOptions, type ServerFlags } from './flags.js';
 
@@ -30,14 +31,12 @@ Examples:
 `,
     )
     .action(
-      action(async (flags: ServerFlags & { dataDir?: string }) => {
-        const config = loadConfig({
-          overrides: {
-            port: flags.port,
-            bindHost: flags.bind,
-            advertiseHost: flags.advertise,
-            dataDir: flags.dataDir,
-          },
+      action(async (flags: ServerFlags & { dataDir?: string }, cmd: Command) => {
+        const config = configFrom(cmd, {
+          port: flags.port,
+          bindHost: flags.bind,
+          advertiseHost: flags.advertise,
+          dataDir: flags.dataDir,
         });
         const secret = requireSecret(config);
         const logger = createLogger({ name: 'manager', level: config.logLevel });

@@ -2,11 +2,12 @@
  * `excompact tserver`: hosts tablets, serves ingest and scan, selects compactions, runs reservations.
  */
 import type { Command } from 'commander';
-import { loadConfig, requireSecret } from '../config.js';
+import { requireSecret } from '../config.js';
 import { onShutdownSignals } from '../lifecycle.js';
 import { createLogger } from '../log.js';
 import { openObjectStore } from '../storage/index.js';
 import { TabletServer } from '../tserver/tserver.js';
+import { configFrom } from './connect.js';
 import { action, EXIT_LOST_LOCK } from './exit.js';
 import { serverOptions, type ServerFlags } from './flags.js';
 
@@ -26,9 +27,11 @@ Examples:
 `,
     )
     .action(
-      action(async (flags: ServerFlags) => {
-        const config = loadConfig({
-          overrides: { port: flags.port, bindHost: flags.bind, advertiseHost: flags.advertise },
+      action(async (flags: ServerFlags, cmd: Command) => {
+        const config = configFrom(cmd, {
+          port: flags.port,
+          bindHost: flags.bind,
+          advertiseHost: flags.advertise,
         });
         const secret = requireSecret(config);
         const logger = createLogger({ name: 'tserver', level: config.logLevel });

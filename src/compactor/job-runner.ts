@@ -60,7 +60,6 @@ export async function runJob(
   const log = deps.log.child({ ecid: job.ecid, tablet: job.tablet });
   const abort = new AbortController();
   let stopReason: StopReason | undefined;
-  let lastReport = 0;
   const running: RunningJob = {
     job,
     server,
@@ -78,17 +77,21 @@ export async function runJob(
   );
 
   const owned = { tablet: job.tablet, ecid: job.ecid, compactor: deps.compactor };
-  const reportProgress = (p: CompactionProgress): void => {
-    running.progress = p;
-    const now = Date.now();
-    if (now - lastReport < deps.progressEveryMs) return;
-    lastReport = now;
+  // Reports go out on a timer, not only when the merge advances: a slow read (a throttled or struggling
+  // store) must not delay learning that the reservation was cancelled. The tablet server counts only
+  // reports whose figures advanced as progress, so a stuck job is still detected.
+  const sendProgress = (): void => {
     deps.peers
       .get(running.server)
-      .post('/v1/progress', { ...owned, progress: p }, { attempts: 1, timeoutMs: 5_000 })
+      .post('/v1/progress', { ...owned, progress: running.progress }, { attempts: 1, timeoutMs: 5_000 })
       .catch((err: unknown) => {
         if (err instanceof ExcError && err.code === 'RESERVATION_GONE') running.stop('cancelled');
       });
+  };
+  const ticker = setInterval(sendProgress, deps.progressEveryMs);
+  ticker.unref();
+  const reportProgress = (p: CompactionProgress): void => {
+    running.progress = p;
   };
 
   let result: CompactionResult;
@@ -103,6 +106,7 @@ export async function runJob(
       progressEveryMs: Math.min(1_000, deps.progressEveryMs),
     });
   } catch (err) {
+    clearInterval(ticker);
     if (stopReason === 'release') {
       await deps.peers
         .get(running.server)
@@ -128,6 +132,7 @@ export async function runJob(
       .catch((e: unknown) => log.warn({ err: describeError(e) }, 'could not report the failure'));
     return 'failed';
   }
+  clearInterval(ticker);
   running.progress = result;
   return commit(deps, running, result, log, () => stopReason);
 }

@@ -19,6 +19,7 @@ import { readQueueMap } from '../queue/registry.js';
 import { PeerClients } from '../rpc/peers.js';
 import { RpcServer } from '../rpc/server.js';
 import { ZkLayout, ZkSession, digestAuthFromSecret, ensureLayout } from '../zk/index.js';
+import { registerAdminApi } from './admin-api.js';
 import { registerManagerApi, type ActiveParts } from './api.js';
 import { Assigner } from './assignment.js';
 import { CommitQueue } from './commit-queue.js';
@@ -95,6 +96,13 @@ export class Manager extends EventEmitter<Events> {
       () => this.parts(),
       () => this.status(),
     );
+    registerAdminApi(this.server, () => ({
+      ...this.parts(),
+      session: this.session!,
+      layout: this.layout,
+      peers: this.peers,
+      log: this.log,
+    }));
   }
 
   get state(): ManagerState {

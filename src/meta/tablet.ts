@@ -91,6 +91,9 @@ export const failureSchema = z.object({
   lastError: z.string(),
   at: z.number(),
   parked: z.boolean().default(false),
+  /** The queue and reservation of the last failed attempt (for admins). */
+  queueId: z.string().optional(),
+  lastEcid: z.string().optional(),
 });
 export type Failure = z.infer<typeof failureSchema>;
 

@@ -31,3 +31,52 @@ export function describeTablet(t: TabletMeta) {
   };
 }
 export type TabletView = ReturnType<typeof describeTablet>;
+
+/** A running compaction (a reservation), as operators see it. */
+export interface RunningCompaction {
+  ecid: string;
+  tablet: string;
+  table: string;
+  queueId: string;
+  queue: string | null;
+  compactor: string;
+  kind: 'system' | 'user';
+  attempt: number;
+  inputs: number;
+  reservedAt: number;
+  ageMs: number;
+  progress: {
+    entriesRead: number;
+    entriesWritten: number;
+    bytesRead: number;
+    bytesWritten: number;
+    at: number;
+  } | null;
+  server: string | null;
+}
+
+/** A parked job (failed too often), as operators see it. */
+export interface ParkedCompaction {
+  id: string;
+  tablet: string;
+  table: string;
+  queueId: string | null;
+  queue: string | null;
+  attempts: number;
+  lastError: string;
+  lastEcid: string | null;
+  inputs: string[];
+  at: number;
+}
+
+/** A live compactor, from its ZooKeeper node. */
+export interface CompactorView {
+  queue: string;
+  queueId: string;
+  path: string;
+  host: string | null;
+  pid: number | null;
+  version: string | null;
+  started: number | null;
+  status: string | null;
+}

@@ -16,7 +16,7 @@ const b64 = (max: number, what: string) =>
     .refine((s) => s.length <= Math.ceil(max / 3) * 4, `${what} is longer than ${max} bytes`);
 
 export const wireEntrySchema = z.object({
-  row: b64(MAX_KEY_PART_BYTES, 'row'),
+  row: b64(MAX_KEY_PART_BYTES, 'row').refine((s) => s.length > 0, 'row must not be empty'),
   cf: b64(MAX_KEY_PART_BYTES, 'cf').default(''),
   cq: b64(MAX_KEY_PART_BYTES, 'cq').default(''),
   ts: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),

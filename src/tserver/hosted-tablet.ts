@@ -21,11 +21,19 @@ export class HostedTablet {
   /** Last progress report per reservation (in memory; persisted at most every few seconds). */
   readonly lastProgressAt = new Map<string, number>();
   readonly lastPersistedProgressAt = new Map<string, number>();
+  readonly lastProgress = new Map<string, { entriesRead: number; bytesRead: number }>();
 
   constructor(
     readonly meta: TabletMeta,
     readonly me: Location,
   ) {}
+
+  /** Forgets the in-memory progress of a reservation that ended. */
+  forgetProgress(ecid: string): void {
+    this.lastProgressAt.delete(ecid);
+    this.lastPersistedProgressAt.delete(ecid);
+    this.lastProgress.delete(ecid);
+  }
 
   get row(): string {
     return this.meta.row;

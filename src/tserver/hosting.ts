@@ -11,6 +11,7 @@ import type { MetaClient } from '../meta/client.js';
 import {
   COL_FUTURE,
   COL_LOC,
+  compactCol,
   locationValue,
   parseTablet,
   type Location,
@@ -207,10 +208,19 @@ export class Hosting {
       deleteRows: [...(change.deleteRows ?? [])],
     };
     let queued: Map<string, string> | undefined;
+    let finishedUser: string[] = [];
     if (change.replan) {
       // Plan on a copy with the change applied, so the queue says what the tablet will want.
       const preview = cloneMeta(tablet.meta);
       change.apply?.(preview);
+      // A user compaction of a tablet without files has nothing to do: it is complete.
+      if (preview.files.size === 0 && preview.userCompactions.size > 0) {
+        finishedUser = [...preview.userCompactions.keys()];
+        for (const id of finishedUser) {
+          preview.userCompactions.delete(id);
+          mutation.deletes!.push({ row: tablet.row, col: compactCol(id) });
+        }
+      }
       const jobs = await this.planFor(tablet, preview);
       const update = queueUpdate(tablet.meta, tablet.meta.queued, queueDemand(jobs), (name) =>
         this.deps.queues.byQueueName(name),
@@ -235,6 +245,7 @@ export class Hosting {
       return false;
     }
     change.apply?.(tablet.meta);
+    for (const id of finishedUser) tablet.meta.userCompactions.delete(id);
     if (queued) tablet.meta.queued = queued;
     return true;
   }

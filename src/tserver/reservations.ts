@@ -225,7 +225,7 @@ export class Reservations {
         );
       }
       watch.remove(r.compactor, req.ecid);
-      tablet.lastProgressAt.delete(req.ecid);
+      tablet.forgetProgress(req.ecid);
       this.stats.committed++;
       this.deps.log.info(
         { tablet: tablet.row, ecid: req.ecid, inputs: r.inputs.length, empty: !output },
@@ -261,6 +261,8 @@ export class Reservations {
         lastError: error ?? reason,
         at: Date.now(),
         parked: attempts >= (settings?.config.maxAttempts ?? 3),
+        queueId: r.queueId,
+        lastEcid: ecid,
       };
     }
     const applied = await this.deps.hosting.change(tablet, {
@@ -282,7 +284,7 @@ export class Reservations {
     });
     if (!applied) return false;
     this.deps.watch.remove(r.compactor, ecid);
-    tablet.lastProgressAt.delete(ecid);
+    tablet.forgetProgress(ecid);
     this.stats.cancelled++;
     this.deps.log.info(
       {
@@ -325,7 +327,12 @@ export class Reservations {
       });
     }
     const now = Date.now();
-    tablet.lastProgressAt.set(ecid, now);
+    // Only figures that moved count as progress: a compactor that keeps reporting the same numbers is stuck.
+    const previous = tablet.lastProgress.get(ecid);
+    if (!previous || progress.entriesRead > previous.entriesRead || progress.bytesRead > previous.bytesRead) {
+      tablet.lastProgressAt.set(ecid, now);
+    }
+    tablet.lastProgress.set(ecid, progress);
     const persistedAt = tablet.lastPersistedProgressAt.get(ecid) ?? 0;
     if (now - persistedAt < (this.deps.progressPersistMs ?? 5_000)) return;
     tablet.lastPersistedProgressAt.set(ecid, now);

@@ -15,7 +15,13 @@ import { silentLogger } from '../../src/log.js';
 import { MetaClient } from '../../src/meta/client.js';
 import { RpcClient } from '../../src/rpc/client.js';
 import { ZkLayout, ZkSession, digestAuthFromSecret, ensureLayout } from '../../src/zk/index.js';
-import type { LogLine, ManagedProcess, ProcessGroup, StartOptions } from './processes.js';
+import {
+  runCli,
+  type LogLine,
+  type ManagedProcess,
+  type ProcessGroup,
+  type StartOptions,
+} from './processes.js';
 import { tempDir, uniqueName } from './tmp.js';
 import type { TestZooKeeper } from './zookeeper.js';
 
@@ -105,6 +111,14 @@ export class TestCluster {
         readyWhen: (l) => l.msg === 'compactor ready',
       },
     );
+  }
+
+  /** Runs `excompact <args>` against this cluster and waits for it. */
+  cli(args: string[], options: { input?: string; env?: Record<string, string | undefined> } = {}) {
+    return runCli(args, {
+      env: this.env(options.env),
+      ...(options.input === undefined ? {} : { input: options.input }),
+    });
   }
 
   /** Starts a process of this cluster with any arguments. */

@@ -1,0 +1,78 @@
+/**
+ * How client commands (admin, ingest, scan) reach a cluster: connection settings from flags, then the
+ * environment, then a config file; ZooKeeper to find the active manager; the manager for everything else.
+ * An unreachable cluster fails fast with what was tried (exit code 2).
+ */
+import type { Command } from 'commander';
+import { ExcClient } from '../client/client.js';
+import { loadConfig, requireSecret, type Config, type SettingKey } from '../config.js';
+import { silentLogger } from '../log.js';
+import { MetaClient } from '../meta/client.js';
+import { ZkLayout, ZkSession, digestAuthFromSecret } from '../zk/index.js';
+
+/** Connection flags every client command accepts (defined once on the root program). */
+export interface ConnectionFlags {
+  zk?: string;
+  zkRoot?: string;
+  secretFile?: string;
+  configFile?: string;
+}
+
+export function connectionOptions(program: Command): Command {
+  return program
+    .option('--zk <connect>', 'ZooKeeper connect string (EXC_ZK, default 127.0.0.1:2181)')
+    .option('--zk-root <path>', 'root znode of the instance (EXC_ZK_ROOT, default /excompact)')
+    .option('--secret-file <file>', 'file holding the instance secret (EXC_SECRET_FILE or EXC_SECRET)')
+    .option('--config-file <file>', 'JSON config file (EXC_CONFIG)');
+}
+
+export interface Cluster {
+  config: Config;
+  session: ZkSession;
+  layout: ZkLayout;
+  meta: MetaClient;
+  client: ExcClient;
+  close(): Promise<void>;
+}
+
+/** The configuration with the connection flags (and any `overrides`) applied. */
+export function configFrom(command: Command, overrides: Partial<Record<SettingKey, unknown>> = {}): Config {
+  const flags = command.optsWithGlobals<ConnectionFlags>();
+  return loadConfig({
+    ...(flags.configFile ? { file: flags.configFile } : {}),
+    overrides: { zk: flags.zk, zkRoot: flags.zkRoot, secretFile: flags.secretFile, ...overrides },
+  });
+}
+
+export async function connect(command: Command): Promise<Cluster> {
+  const config = configFrom(command);
+  const secret = requireSecret(config);
+  const session = await ZkSession.connect({
+    connectString: config.zk,
+    sessionTimeoutMs: config.zkSessionTimeoutMs,
+    connectTimeoutMs: 5_000,
+    auth: digestAuthFromSecret(secret),
+  });
+  const layout = new ZkLayout(config.zkRoot);
+  const logger = silentLogger();
+  const meta = new MetaClient({
+    session,
+    layout,
+    secret,
+    logger,
+    timeoutMs: config.rpcTimeoutMs,
+    failoverMs: 5_000,
+  });
+  const client = new ExcClient({ meta, secret, logger });
+  return { config, session, layout, meta, client, close: () => session.close() };
+}
+
+/** Runs `fn` with a connection, always closing it. */
+export async function withCluster<T>(command: Command, fn: (cluster: Cluster) => Promise<T>): Promise<T> {
+  const cluster = await connect(command);
+  try {
+    return await fn(cluster);
+  } finally {
+    await cluster.close();
+  }
+}

@@ -1,0 +1,44 @@
+/** Output helpers for commands: aligned tables for people, JSON for scripts. */
+
+export function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** An aligned text table; `rows` of cells, already formatted. */
+export function printTable(headers: string[], rows: (string | number | null | undefined)[][]): void {
+  const text = rows.map((r) => r.map((c) => (c === null || c === undefined ? '-' : String(c))));
+  const widths = headers.map((h, i) => Math.max(h.length, ...text.map((r) => r[i]?.length ?? 0)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
+  process.stdout.write(`${line(headers)}\n`);
+  for (const r of text) process.stdout.write(`${line(r)}\n`);
+  if (rows.length === 0) process.stdout.write('(none)\n');
+}
+
+/** `1.2 MiB`, `512 B`. */
+export function bytes(n: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return u === 0 ? `${v} B` : `${v.toFixed(1)} ${units[u]}`;
+}
+
+/** `3.2s`, `4m10s`, `2h5m`. */
+export function age(ms: number): string {
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)}s`;
+  const s = Math.floor(ms / 1000);
+  if (s < 3600) return `${Math.floor(s / 60)}m${s % 60}s`;
+  return `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60)}m`;
+}
+
+/** A row (hex on the wire) as text when printable, else 0x-hex. */
+export function rowText(hex: string | null): string {
+  if (hex === null) return '(last)';
+  const b = Buffer.from(hex, 'hex');
+  const s = b.toString('latin1');
+  return /^[\x20-\x7e]*$/.test(s) ? s : `0x${hex}`;
+}

@@ -1,0 +1,371 @@
+/**
+ * The manager's operator API: queues (create, list, info, delete), compactors, compactions (list, cancel,
+ * release parked jobs) and user compactions of tables. This is what `excompact admin` talks to.
+ */
+import { ulid } from 'ulid';
+import { z } from 'zod';
+import { ExcError, describeError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { parseQueueRow, queueEntryTablet, queuePrefix } from '../meta/keys.js';
+import type { MetaStore } from '../meta/store.js';
+import { compactCol, failedCol, type TabletMeta } from '../meta/tablet.js';
+import type { CompactorView, ParkedCompaction, RunningCompaction, TableInfo } from '../meta/views.js';
+import { createQueue, deleteQueue, listQueues, resolveQueue, type QueueInfo } from '../queue/registry.js';
+import type { PeerClients } from '../rpc/peers.js';
+import type { RpcServer } from '../rpc/server.js';
+import { validateFilters } from '../storage/index.js';
+import { parseInput } from '../validate.js';
+import { isZkCode, type ZkLayout, type ZkSession } from '../zk/index.js';
+import type { CommitQueue } from './commit-queue.js';
+import { readTablets, type Tables } from './tables.js';
+
+export interface AdminParts {
+  store: MetaStore;
+  commits: CommitQueue;
+  tables: Tables;
+  session: ZkSession;
+  layout: ZkLayout;
+  peers: PeerClients;
+  log: Logger;
+  notifyTservers: (what: { tableId?: string; tablet?: string }) => void;
+}
+
+const nameParam = z.object({ name: z.string().min(1) });
+
+export function registerAdminApi(server: RpcServer, parts: () => AdminParts): void {
+  server.route(
+    'POST',
+    '/queues',
+    { body: z.object({ name: z.string(), bins: z.number().int().min(1).max(4096).default(8) }) },
+    async ({ body }) => {
+      const p = parts();
+      return createQueue(p.session, p.layout, body.name, body.bins, p.log);
+    },
+  );
+
+  server.route('GET', '/queues', {}, async () => {
+    const p = parts();
+    const queues = await listQueues(p.session, p.layout);
+    const running = runningCompactions(p, queues, tableNames(p.tables));
+    return {
+      queues: await Promise.all(
+        queues.map(async (q) => ({
+          ...q,
+          queued: p.store.count(queuePrefix(q.id), `${queuePrefix(q.id).slice(0, -1)};`),
+          running: running.filter((r) => r.queueId === q.id).length,
+          compactors: (await compactorsOf(p, q)).length,
+        })),
+      ),
+    };
+  });
+
+  server.route('GET', '/queues/:name', {}, async ({ params }) => {
+    const p = parts();
+    const { name } = parseInput(nameParam, params, 'path');
+    const queue = await resolveQueue(p.session, p.layout, name);
+    const names = tableNames(p.tables);
+    const queued = [];
+    for (let page = p.store.scan({ prefix: queuePrefix(queue.id), limit: 10_000 }); ;) {
+      for (const c of page.cells) {
+        const e = parseQueueRow(c.row);
+        const since = (JSON.parse(c.value) as { at?: number }).at ?? null;
+        queued.push({
+          tablet: queueEntryTablet(e),
+          table: names.get(e.tableId) ?? e.tableId,
+          priority: e.priority,
+          bin: e.bin,
+          since,
+        });
+      }
+      if (!page.next) break;
+      page = p.store.scan({ prefix: queuePrefix(queue.id), limit: 10_000, after: page.next });
+    }
+    queued.sort((a, b) => b.priority - a.priority);
+    const queues = [queue];
+    return {
+      queue,
+      queued,
+      running: runningCompactions(p, queues, names).filter((r) => r.queueId === queue.id),
+      parked: parkedCompactions(p, queues, names).filter((r) => r.queueId === queue.id),
+      compactors: await compactorsOf(p, queue),
+    };
+  });
+
+  server.route(
+    'DELETE',
+    '/queues/:name',
+    { query: z.object({ force: z.enum(['true', 'false']).optional() }) },
+    async ({ params, query }) => {
+      const p = parts();
+      const { name } = parseInput(nameParam, params, 'path');
+      const queue = await resolveQueue(p.session, p.layout, name);
+      const routing = p.tables.routingTo(name);
+      if (routing.length > 0 && query.force !== 'true') {
+        throw new ExcError(
+          'CONFLICT',
+          `queue ${name} is used by table${routing.length > 1 ? 's' : ''} ${routing.map((t) => t.name).join(', ')}; change their queue routes first or use --force`,
+          { details: { tables: routing.map((t) => t.name) } },
+        );
+      }
+      // Deleting the node (with its compactor children) makes the compactors exit and the tablet servers
+      // cancel the queue's reservations; then the queue's entries go.
+      await deleteQueue(p.session, p.layout, name, p.log);
+      const rows: string[] = [];
+      for await (const c of scanPrefix(p.store, queuePrefix(queue.id))) rows.push(c);
+      for (let i = 0; i < rows.length; i += 1_000) {
+        await p.commits.submit({ mutations: [{ deleteRows: rows.slice(i, i + 1_000) }] });
+      }
+      for (const t of routing) p.notifyTservers({ tableId: t.id });
+      return { deleted: queue, entriesRemoved: rows.length, tablesStillRouting: routing.map((t) => t.name) };
+    },
+  );
+
+  server.route(
+    'GET',
+    '/compactors',
+    { query: z.object({ queue: z.string().optional() }) },
+    async ({ query }) => {
+      const p = parts();
+      const queues = query.queue
+        ? [await resolveQueue(p.session, p.layout, query.queue)]
+        : await listQueues(p.session, p.layout);
+      return { compactors: (await Promise.all(queues.map((q) => compactorsOf(p, q)))).flat() };
+    },
+  );
+
+  server.route(
+    'GET',
+    '/compactions',
+    {
+      query: z.object({
+        queue: z.string().optional(),
+        table: z.string().optional(),
+        state: z.enum(['running', 'parked']).optional(),
+      }),
+    },
+    async ({ query }) => {
+      const p = parts();
+      let queues = await listQueues(p.session, p.layout);
+      if (query.queue) queues = [await resolveQueue(p.session, p.layout, query.queue)];
+      if (query.table) p.tables.get(query.table); // UNKNOWN_TABLE for a bad name
+      const names = tableNames(p.tables);
+      const keep = (c: { queueId: string | null; table: string }) =>
+        (!query.queue || c.queueId === queues[0]!.id) && (!query.table || c.table === query.table);
+      return {
+        running: query.state === 'parked' ? [] : runningCompactions(p, queues, names).filter(keep),
+        parked: query.state === 'running' ? [] : parkedCompactions(p, queues, names).filter(keep),
+      };
+    },
+  );
+
+  server.route('POST', '/compactions/:ecid/cancel', {}, async ({ params }) => {
+    const p = parts();
+    const { ecid } = parseInput(
+      z.object({ ecid: z.string().regex(/^[0-9A-Z]{26}$/, 'expected a compaction id') }),
+      params,
+      'path',
+    );
+    const found = allTablets(p).find((t) => t.reservations.has(ecid));
+    if (!found) throw new ExcError('NOT_FOUND', `no running compaction ${ecid}`, { details: { ecid } });
+    if (!found.loc)
+      throw new ExcError('UNAVAILABLE', `tablet ${found.row} is not hosted right now; try again`);
+    return p.peers.get(found.loc.server).post('/v1/cancel', { tablet: found.row, ecid }, { attempts: 2 });
+  });
+
+  server.route(
+    'POST',
+    '/compactions/release',
+    {
+      body: z
+        .object({ id: z.string().optional(), table: z.string().optional() })
+        .refine((b) => Boolean(b.id) !== Boolean(b.table), 'give an id or a table'),
+    },
+    async ({ body }) => {
+      const p = parts();
+      const tableId = body.table ? p.tables.get(body.table).id : undefined;
+      const released: { tablet: string; id: string }[] = [];
+      for (const t of allTablets(p)) {
+        if (tableId && t.tableId !== tableId) continue;
+        for (const [key, f] of t.failures) {
+          if (!f.parked) continue;
+          if (body.id && key !== body.id && f.lastEcid !== body.id) continue;
+          const [result] = await p.commits.submit({
+            mutations: [
+              {
+                conditions: [{ op: 'present', row: t.row, col: failedCol(key) }],
+                deletes: [{ row: t.row, col: failedCol(key) }],
+              },
+            ],
+          });
+          if (result?.applied) {
+            released.push({ tablet: t.row, id: key });
+            p.notifyTservers({ tablet: t.row });
+          }
+        }
+      }
+      if (body.id && released.length === 0)
+        throw new ExcError('NOT_FOUND', `no parked compaction ${body.id}`);
+      return { released };
+    },
+  );
+
+  server.route(
+    'POST',
+    '/tables/:name/compact',
+    {
+      body: z.object({
+        startRow: z.string().optional(),
+        endRow: z.string().optional(),
+        filters: z.unknown().optional(),
+      }),
+    },
+    async ({ params, body }) => {
+      const p = parts();
+      const { name } = parseInput(nameParam, params, 'path');
+      const table = p.tables.get(name);
+      const filters = body.filters === undefined ? [] : validateFilters(body.filters);
+      const start = body.startRow === undefined ? undefined : Buffer.from(body.startRow, 'utf8');
+      const end = body.endRow === undefined ? undefined : Buffer.from(body.endRow, 'utf8');
+      if (start && end && Buffer.compare(start, end) > 0)
+        throw new ExcError('BAD_REQUEST', `--start ${body.startRow} is after --end ${body.endRow}`);
+      const id = ulid();
+      const request = JSON.stringify({ requestedAt: Date.now(), filters });
+      const chosen = p.tables.tablets(table.id).filter((t) => overlaps(t, start, end));
+      await p.commits.submit({
+        mutations: chosen.map((t) => ({
+          conditions: [{ op: 'present' as const, row: t.row, col: 'prev' }],
+          puts: [{ row: t.row, col: compactCol(id), value: request }],
+        })),
+      });
+      for (const t of chosen) p.notifyTservers({ tablet: t.row });
+      p.log.info(
+        { table: name, id, tablets: chosen.length, filters: filters.map((f) => f.name) },
+        'user compaction requested',
+      );
+      return { id, table: name, tablets: chosen.map((t) => t.row) };
+    },
+  );
+
+  server.route('GET', '/tables/:name/compactions/:id', {}, ({ params }) => {
+    const p = parts();
+    const { name, id } = parseInput(
+      z.object({ name: z.string(), id: z.string().regex(/^[0-9A-Z]{26}$/) }),
+      params,
+      'path',
+    );
+    const table = p.tables.get(name);
+    const pending = p.tables.tablets(table.id).filter((t) => t.userCompactions.has(id));
+    return { id, table: name, remaining: pending.map((t) => t.row), done: pending.length === 0 };
+  });
+}
+
+function overlaps(t: TabletMeta, start?: Buffer, end?: Buffer): boolean {
+  // The tablet holds (prev, end]; the range is [start, end].
+  if (start && t.endRow && Buffer.compare(t.endRow, start) < 0) return false;
+  if (end && t.prevEndRow && Buffer.compare(t.prevEndRow, end) >= 0) return false;
+  return true;
+}
+
+function allTablets(p: AdminParts): TabletMeta[] {
+  return readTablets(p.store, '0000', '~');
+}
+
+function tableNames(tables: Tables): Map<string, string> {
+  return new Map(tables.list().map((t: TableInfo) => [t.id, t.name]));
+}
+
+function runningCompactions(
+  p: AdminParts,
+  queues: QueueInfo[],
+  names: Map<string, string>,
+): RunningCompaction[] {
+  const queueNames = new Map(queues.map((q) => [q.id, q.name]));
+  const now = Date.now();
+  const out: RunningCompaction[] = [];
+  for (const t of allTablets(p)) {
+    for (const [ecid, r] of t.reservations) {
+      out.push({
+        ecid,
+        tablet: t.row,
+        table: names.get(t.tableId) ?? t.tableId,
+        queueId: r.queueId,
+        queue: queueNames.get(r.queueId) ?? null,
+        compactor: r.compactor,
+        kind: r.kind,
+        attempt: r.attempt,
+        inputs: r.inputs.length,
+        reservedAt: r.reservedAt,
+        ageMs: now - r.reservedAt,
+        progress: t.progress.get(ecid) ?? null,
+        server: t.loc?.server ?? null,
+      });
+    }
+  }
+  return out.sort((a, b) => a.reservedAt - b.reservedAt);
+}
+
+function parkedCompactions(
+  p: AdminParts,
+  queues: QueueInfo[],
+  names: Map<string, string>,
+): ParkedCompaction[] {
+  const queueNames = new Map(queues.map((q) => [q.id, q.name]));
+  const out: ParkedCompaction[] = [];
+  for (const t of allTablets(p)) {
+    for (const [id, f] of t.failures) {
+      if (!f.parked) continue;
+      out.push({
+        id,
+        tablet: t.row,
+        table: names.get(t.tableId) ?? t.tableId,
+        queueId: f.queueId ?? null,
+        queue: f.queueId ? (queueNames.get(f.queueId) ?? null) : null,
+        attempts: f.attempts,
+        lastError: f.lastError,
+        lastEcid: f.lastEcid ?? null,
+        inputs: f.inputs,
+        at: f.at,
+      });
+    }
+  }
+  return out.sort((a, b) => a.at - b.at);
+}
+
+async function compactorsOf(p: AdminParts, queue: QueueInfo): Promise<CompactorView[]> {
+  const node = p.layout.queueNode(queue.id);
+  const children = await p.session.children(node).catch((err: unknown) => {
+    if (isZkCode(err, 'ZK_NO_NODE')) return [];
+    throw err;
+  });
+  const views = await Promise.all(
+    children.map(async (child) => {
+      const path = `${node}/${child}`;
+      try {
+        const info = JSON.parse((await p.session.get(path)).data.toString('utf8')) as Record<string, unknown>;
+        return {
+          queue: queue.name,
+          queueId: queue.id,
+          path,
+          host: typeof info.host === 'string' ? info.host : null,
+          pid: typeof info.pid === 'number' ? info.pid : null,
+          version: typeof info.version === 'string' ? info.version : null,
+          started: typeof info.started === 'number' ? info.started : null,
+          status: typeof info.status === 'string' ? info.status : null,
+        };
+      } catch (err) {
+        p.log.debug({ path, err: describeError(err) }, 'compactor vanished while listing');
+        return undefined;
+      }
+    }),
+  );
+  return views.filter((v): v is CompactorView => v !== undefined).sort((a, b) => (a.path < b.path ? -1 : 1));
+}
+
+async function* scanPrefix(store: MetaStore, prefix: string): AsyncGenerator<string> {
+  let page = store.scan({ prefix, limit: 10_000 });
+  for (;;) {
+    for (const c of page.cells) yield c.row;
+    if (!page.next) return;
+    page = store.scan({ prefix, limit: 10_000, after: page.next });
+  }
+}

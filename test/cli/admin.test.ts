@@ -1,0 +1,323 @@
+/**
+ * The `excompact` CLI end to end against a real cluster (ZooKeeper, manager, tablet server, compactors):
+ * every admin command, ingest and scan, the documented exit codes and messages.
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { queuePrefix } from '../../src/meta/keys.js';
+import { parseTablet } from '../../src/meta/tablet.js';
+import { useCluster, useProcesses, useZooKeeper, waitFor, type TestCluster } from '../support/index.js';
+
+async function ok(cluster: TestCluster, args: string[], input?: string): Promise<string> {
+  const r = await cluster.cli(args, input === undefined ? {} : { input });
+  if (r.code !== 0) throw new Error(`excompact ${args.join(' ')} exited ${r.code}: ${r.stderr}`);
+  return r.stdout;
+}
+
+async function json<T>(cluster: TestCluster, args: string[]): Promise<T> {
+  return JSON.parse(await ok(cluster, [...args, '--json'])) as T;
+}
+
+const ndjson = (entries: object[]) => entries.map((e) => JSON.stringify(e)).join('\n') + '\n';
+
+describe('excompact CLI', () => {
+  const zk = useZooKeeper();
+  const procs = useProcesses();
+  const cluster = useCluster(zk, procs);
+
+  async function running(): Promise<TestCluster> {
+    await cluster().startManager();
+    await cluster().startTserver();
+    return cluster();
+  }
+
+  it('queues - create, list, info, delete (refused while a table routes to it unless --force)', async () => {
+    const c = await running();
+    expect(await ok(c, ['admin', 'queue', 'create', 'small', '--bins', '4'])).toMatch(
+      /created queue small \(id [0-9a-z]{4}, 4 bins\)/,
+    );
+    await ok(c, ['admin', 'queue', 'create', 'large']);
+    const queues = await json<
+      { name: string; bins: number; queued: number; running: number; compactors: number }[]
+    >(c, ['admin', 'queue', 'list']);
+    expect(queues.map((q) => [q.name, q.bins, q.queued, q.running, q.compactors])).toEqual([
+      ['large', 8, 0, 0, 0],
+      ['small', 4, 0, 0, 0],
+    ]);
+    expect(await ok(c, ['admin', 'queue', 'list'])).toMatch(
+      /NAME\s+ID\s+BINS\s+QUEUED\s+RUNNING\s+COMPACTORS\nlarge/,
+    );
+
+    await ok(c, ['admin', 'table', 'create', 'events', '--config', 'queues=small:64M,large']);
+    await c.startCompactor('small');
+    const info = await json<{ queue: { name: string }; compactors: { path: string }[] }>(c, [
+      'admin',
+      'queue',
+      'info',
+      'small',
+    ]);
+    expect(info.queue.name).toBe('small');
+    expect(info.compactors).toHaveLength(1);
+    expect(await ok(c, ['admin', 'queue', 'info', 'small'])).toMatch(/compactors \(1\):/);
+
+    const refused = await c.cli(['admin', 'queue', 'delete', 'small']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/queue small is used by table events/);
+    expect(await ok(c, ['admin', 'queue', 'delete', 'small', '--force'])).toMatch(
+      /deleted queue small[\s\S]*still routing to it: events/,
+    );
+    expect((await json<{ name: string }[]>(c, ['admin', 'queue', 'list'])).map((q) => q.name)).toEqual([
+      'large',
+    ]);
+  });
+
+  it('queues - two concurrent creates of the same name end with exactly one queue', async () => {
+    const c = await running();
+    for (let round = 0; round < 3; round++) {
+      const name = `race${round}`;
+      const results = await Promise.all([1, 2, 3].map(() => c.cli(['admin', 'queue', 'create', name])));
+      expect(results.filter((r) => r.code === 0)).toHaveLength(1);
+      for (const r of results.filter((x) => x.code !== 0)) {
+        expect(r.code).toBe(1);
+        expect(r.stderr).toMatch(new RegExp(`queue "${name}" already exists`));
+      }
+    }
+    expect((await json<{ name: string }[]>(c, ['admin', 'queue', 'list'])).map((q) => q.name)).toEqual([
+      'race0',
+      'race1',
+      'race2',
+    ]);
+  });
+
+  it('queue delete with live compactors - they exit, reservations are cancelled, entries go, nothing else is touched', async () => {
+    const c = await running();
+    await ok(c, ['admin', 'queue', 'create', 'doomed']);
+    await ok(c, ['admin', 'queue', 'create', 'kept']);
+    await ok(c, ['admin', 'table', 'create', 'a', '--config', 'queues=doomed']);
+    await ok(c, ['admin', 'table', 'create', 'b', '--config', 'queues=kept']);
+    const busy = await c.startCompactor('doomed', { args: ['--throughput', '20000'] });
+    for (let i = 0; i < 3; i++) {
+      const batch = ndjson(
+        Array.from({ length: 300 }, (_, j) => ({ row: `r${j}`, ts: 10 + i, value: 'x'.repeat(100) })),
+      );
+      await ok(c, ['ingest', 'a'], batch);
+      await ok(c, ['ingest', 'b'], batch);
+    }
+    await busy.waitForLog((l) => l.msg === 'compaction started');
+    const meta = await c.meta();
+    const kept = (
+      await json<{ name: string; id: string; queued: number }[]>(c, ['admin', 'queue', 'list'])
+    ).find((q) => q.name === 'kept')!;
+    expect(kept.queued).toBe(1);
+
+    await ok(c, ['admin', 'queue', 'delete', 'doomed', '--force']);
+    expect((await busy.waitExit(15_000)).code).toBe(4);
+    const tabletA = (await json<{ tablets: { tablet: string }[] }>(c, ['admin', 'table', 'info', 'a']))
+      .tablets[0]!.tablet;
+    await waitFor(
+      async () => parseTablet(tabletA, await meta.row(tabletA)).reservations.size === 0,
+      'reservation cancelled',
+    );
+    expect(parseTablet(tabletA, await meta.row(tabletA)).files.size).toBe(3);
+    const remaining = [];
+    for await (const cell of meta.scanAll({ prefix: '~cq:' })) remaining.push(cell.row);
+    expect(remaining).toHaveLength(1);
+    expect(remaining[0]!.startsWith(queuePrefix(kept.id))).toBe(true);
+    expect((await ok(c, ['scan', 'b'])).trim().split('\n')).toHaveLength(300);
+  });
+
+  it('tables and data - create with splits and config, ingest (file and stdin), scan, info, config, delete', async () => {
+    const c = await running();
+    await ok(c, ['admin', 'table', 'create', 'events', '--splits', 'g,p', '--config', 'versions=2']);
+    const file = join(c.dataDir, 'in.ndjson');
+    const t0 = Date.now() - 60_000; // recent: the ttl set below must not age these off
+    writeFileSync(
+      file,
+      ndjson([
+        { row: 'a', cf: 'f', cq: 'q', ts: t0 + 1, value: 'old' },
+        { row: 'a', cf: 'f', cq: 'q', ts: t0 + 2, value: 'new' },
+        { row: 'h', value: 'x', ts: t0 + 5 },
+      ]),
+    );
+    expect(await ok(c, ['ingest', 'events', file])).toMatch(/ingested 3 entries into events/);
+    await ok(
+      c,
+      ['ingest', 'events'],
+      ndjson([
+        {
+          row: Buffer.from('z').toString('base64'),
+          value: Buffer.from([0xff, 0]).toString('base64'),
+          encoding: 'base64',
+          ts: t0 + 9,
+        },
+        { row: 'h', delete: true, ts: t0 + 6 },
+      ]),
+    );
+
+    const lines = (await ok(c, ['scan', 'events']))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines).toEqual([
+      { row: 'a', cf: 'f', cq: 'q', ts: t0 + 2, value: 'new' },
+      { row: 'a', cf: 'f', cq: 'q', ts: t0 + 1, value: 'old' },
+      { row: 'eg==', cf: '', cq: '', ts: t0 + 9, value: '/wA=', encoding: 'base64' },
+    ]);
+    expect((await ok(c, ['scan', 'events', '--start', 'b', '--end', 'y'])).trim()).toBe('');
+    expect((await ok(c, ['scan', 'events', '--limit', '1'])).trim().split('\n')).toHaveLength(1);
+
+    const info = await json<{ table: { config: { versions: number } }; tablets: { files: unknown[] }[] }>(c, [
+      'admin',
+      'table',
+      'info',
+      'events',
+    ]);
+    expect(info.tablets.map((t) => t.files.length)).toEqual([1, 2, 1]);
+    expect(await ok(c, ['admin', 'table', 'info', 'events'])).toMatch(/TABLET\s+END ROW\s+HOST\s+FILES/);
+    await ok(c, ['admin', 'table', 'config', 'events', 'versions=1', 'ttl=30d']);
+    const tables = await json<{ name: string; config: { versions: number; ttlMs: number } }[]>(c, [
+      'admin',
+      'table',
+      'list',
+    ]);
+    expect(tables[0]!.config).toMatchObject({ versions: 1, ttlMs: 30 * 86_400_000 });
+    expect((await ok(c, ['scan', 'events'])).trim().split('\n')).toHaveLength(2);
+    await ok(c, ['admin', 'table', 'delete', 'events']);
+    expect(await json<unknown[]>(c, ['admin', 'table', 'list'])).toEqual([]);
+  });
+
+  it('user compaction with a filter removes exactly what the filter says, and --wait returns when done', async () => {
+    const c = await running();
+    await ok(c, ['admin', 'queue', 'create', 'q']);
+    await ok(c, ['admin', 'table', 'create', 't', '--splits', 'm', '--config', 'queues=q']);
+    await c.startCompactor('q');
+    const rows = ['a1', 'tmp_a', 'b2', 'tmp_b', 'n1', 'tmp_n', 'z9'];
+    await ok(c, ['ingest', 't'], ndjson(rows.map((row, i) => ({ row, value: `v${i}`, ts: 100 }))));
+    await ok(c, ['ingest', 't'], ndjson([{ row: 'a1', cf: 'x', value: 'second', ts: 101 }]));
+
+    const out = await ok(c, [
+      'admin',
+      'table',
+      'compact',
+      't',
+      '--filter',
+      'dropRowPrefix:{"prefixes":["tmp_"]}',
+      '--wait',
+    ]);
+    expect(out).toMatch(/2\/2 tablets done/);
+    const scanned = (await ok(c, ['scan', 't']))
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { row: string }).row);
+    expect(scanned).toEqual(['a1', 'a1', 'b2', 'n1', 'z9']);
+    const info = await json<{ tablets: { files: unknown[] }[] }>(c, ['admin', 'table', 'info', 't']);
+    expect(info.tablets.map((t) => t.files.length)).toEqual([1, 1]);
+  });
+
+  it('compactors and compactions - list, cancel, release a parked job', async () => {
+    const c = await running();
+    await ok(c, ['admin', 'queue', 'create', 'q']);
+    await ok(c, ['admin', 'table', 'create', 't', '--config', 'queues=q', '--config', 'maxAttempts=1']);
+    const slow = await c.startCompactor('q', { args: ['--throughput', '10000'] });
+    for (let i = 0; i < 3; i++)
+      await ok(
+        c,
+        ['ingest', 't'],
+        ndjson(Array.from({ length: 200 }, (_, j) => ({ row: `r${j}`, ts: i, value: 'x'.repeat(100) }))),
+      );
+    await slow.waitForLog((l) => l.msg === 'compaction started');
+
+    const compactors = await json<{ queue: string; path: string; pid: number }[]>(c, [
+      'admin',
+      'compactors',
+      'list',
+    ]);
+    expect(compactors).toHaveLength(1);
+    expect(compactors[0]!.pid).toBe(slow.pid);
+    const { running: list } = await json<{ running: { ecid: string; compactor: string }[] }>(c, [
+      'admin',
+      'compactions',
+      'list',
+    ]);
+    expect(list).toHaveLength(1);
+    expect(list[0]!.compactor).toBe(compactors[0]!.path);
+    expect(await ok(c, ['admin', 'compactions', 'list'])).toMatch(/running \(1\):[\s\S]*parked \(0\):/);
+
+    // An admin cancel counts as no failure: the job is requeued, and the compactor's commit is refused.
+    expect(await ok(c, ['admin', 'compactions', 'cancel', list[0]!.ecid])).toMatch(/cancelled/);
+    await slow.waitForLog(
+      (l) => l.msg === 'compaction abandoned' || /reservation (was|is being) cancelled/.test(String(l.msg)),
+      20_000,
+    );
+    slow.kill();
+
+    // A job failing once (maxAttempts=1) is parked: a corrupt input makes sure it fails.
+    const meta = await c.meta();
+    const tablet = (await json<{ tablets: { tablet: string }[] }>(c, ['admin', 'table', 'info', 't']))
+      .tablets[0]!.tablet;
+    const files = [...parseTablet(tablet, await meta.row(tablet)).files.keys()];
+    writeFileSync(join(c.storePath, files[0]!), 'not an rfile');
+    await c.startCompactor('q');
+    const parked = await waitFor(async () => {
+      const r = await json<{ parked: { id: string; lastError: string }[] }>(c, [
+        'admin',
+        'compactions',
+        'list',
+        '--state',
+        'parked',
+      ]);
+      return r.parked[0];
+    }, 'a parked job');
+    expect(parked.lastError).toContain(files[0]);
+    expect(await ok(c, ['admin', 'compactions', 'release', parked.id])).toMatch(/released 1 parked job/);
+    // Released, it is tried (and parked) again.
+    await waitFor(
+      async () =>
+        (await json<{ parked: unknown[] }>(c, ['admin', 'compactions', 'list', '--state', 'parked'])).parked
+          .length === 1,
+      'parked again',
+    );
+    expect(await ok(c, ['admin', 'compactions', 'release', '--table', 't'])).toMatch(/released 1 parked job/);
+  });
+
+  it('errors - bad arguments and unknown names exit 1 with a one-line message; an unreachable cluster exits 2 saying what was tried', async () => {
+    const c = await running();
+    const cases: [string[], number, RegExp][] = [
+      [['admin', 'queue', 'info', 'nope'], 1, /no queue named "nope"/],
+      [['admin', 'queue', 'create', 'bad name'], 1, /invalid queue name "bad name"/],
+      [['admin', 'queue', 'create', 'q', '--bins', '0'], 1, /--bins must be an integer from 1 to 4096/],
+      [['admin', 'table', 'info', 'nope'], 1, /no table named "nope"/],
+      [['admin', 'table', 'create', 't', '--splits', 'b,a'], 1, /split points must be sorted/],
+      [['admin', 'table', 'create', 't', '--config', 'colour=blue'], 1, /unknown table setting "colour"/],
+      [
+        ['admin', 'table', 'compact', 'nope', '--filter', 'dropRowPrefix:{bad'],
+        1,
+        /options are not valid JSON/,
+      ],
+      [['admin', 'compactions', 'list', '--state', 'sleeping'], 1, /--state must be running or parked/],
+      [['scan', 'nope'], 1, /no table named "nope"/],
+      [['admin', 'bogus'], 1, /unknown command 'bogus'/],
+    ];
+    for (const [args, code, message] of cases) {
+      const r = await c.cli(args);
+      expect(r.code, args.join(' ')).toBe(code);
+      expect(r.stderr).toMatch(message);
+    }
+    const badIngest = await c
+      .cli(['admin', 'table', 'create', 't'])
+      .then(() => c.cli(['ingest', 't'], { input: '{"row":"a"}\n{"row":5}\n' }));
+    expect(badIngest.code).toBe(1);
+    expect(badIngest.stderr).toMatch(/line 2: row: /);
+    expect((await ok(c, ['scan', 't'])).trim()).toBe(''); // nothing of the valid first line was written
+
+    const unreachable = await c.cli(['admin', 'queue', 'list', '--zk', '127.0.0.1:1']);
+    expect(unreachable.code).toBe(2);
+    expect(unreachable.stderr).toMatch(/cannot reach ZooKeeper at 127\.0\.0\.1:1/);
+    const noSecret = await c.cli(['admin', 'queue', 'list'], { env: { EXC_SECRET: undefined } });
+    expect(noSecret.code).toBe(1);
+    expect(noSecret.stderr).toMatch(/no instance secret/);
+    const help = await c.cli(['admin', 'table', 'compact', '--help']);
+    expect(help.stdout).toMatch(/Examples:/);
+  });
+});
