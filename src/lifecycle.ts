@@ -1,7 +1,8 @@
 /**
  * Signal handling for long-running processes, in one place: the first SIGTERM or SIGINT starts a clean
  * shutdown (`close`, then exit with its code); a second one, or a shutdown that takes longer than
- * `forceAfterMs`, exits at once.
+ * `forceAfterMs`, exits at once. With EXC_EXIT_WITH_PARENT=1 the process also shuts down when its parent
+ * process goes away.
  */
 import type { Logger } from './log.js';
 
@@ -41,4 +42,11 @@ export function onShutdownSignals(
   };
   process.on('SIGTERM', handler);
   process.on('SIGINT', handler);
+  // Children of a supervisor (`excompact local`, the test harness) stop when it dies, even by SIGKILL.
+  if (process.env.EXC_EXIT_WITH_PARENT === '1') {
+    const parent = process.ppid;
+    setInterval(() => {
+      if (process.ppid !== parent) handler('SIGTERM');
+    }, 1_000).unref();
+  }
 }

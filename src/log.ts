@@ -23,7 +23,13 @@ export function createLogger(options: LoggerOptions): Logger {
     // Errors logged under `err` keep their code and details.
     serializers: { err: pino.stdSerializers.err },
   };
-  return options.destination ? pino(opts, options.destination) : pino(opts);
+  // Asynchronous writes to stdout, with a bounded buffer: a stdout nobody reads (a stuck log collector, a
+  // dead parent) must not block the event loop — a blocked process cannot even handle SIGTERM. Lines
+  // beyond the buffer are dropped; what is buffered is flushed at exit.
+  return pino(
+    opts,
+    options.destination ?? pino.destination({ dest: 1, sync: false, maxLength: 16 * 1024 * 1024 }),
+  );
 }
 
 /** A logger that drops everything, for unit tests and library callers that pass none. */

@@ -57,7 +57,15 @@ export interface ReservationsDeps {
 export class Reservations {
   private stallTimer: NodeJS.Timeout | undefined;
   /** Counters for /status and metrics. */
-  readonly stats = { reserved: 0, committed: 0, cancelled: 0, rejectedCommits: 0, noWork: 0 };
+  readonly stats = {
+    reserved: 0,
+    committed: 0,
+    cancelled: 0,
+    rejectedCommits: 0,
+    noWork: 0,
+    /** Commits per queue id. */
+    committedByQueue: {} as Record<string, number>,
+  };
 
   constructor(private readonly deps: ReservationsDeps) {}
 
@@ -227,6 +235,7 @@ export class Reservations {
       watch.remove(r.compactor, req.ecid);
       tablet.forgetProgress(req.ecid);
       this.stats.committed++;
+      this.stats.committedByQueue[r.queueId] = (this.stats.committedByQueue[r.queueId] ?? 0) + 1;
       this.deps.log.info(
         { tablet: tablet.row, ecid: req.ecid, inputs: r.inputs.length, empty: !output },
         'committed',

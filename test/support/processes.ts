@@ -181,7 +181,7 @@ export class ProcessGroup {
     const logFile = join(this.dir.path, `${String(++this.counter).padStart(2, '0')}-${name}.log`);
     const out = createWriteStream(logFile);
     const child = spawn(command, args, {
-      env: { ...process.env, EXC_LOG_LEVEL: 'debug', ...options.env },
+      env: { ...process.env, EXC_LOG_LEVEL: 'debug', EXC_EXIT_WITH_PARENT: '1', ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     everyChild.add(child);

@@ -28,7 +28,7 @@ export interface TestS3 {
   stop(): Promise<void>;
 }
 
-const MAIN = fileURLToPath(new URL('./s3rver-main.cjs', import.meta.url));
+const MAIN = fileURLToPath(new URL('../../scripts/s3rver.cjs', import.meta.url));
 
 export async function startTestS3(): Promise<TestS3> {
   const dir = tempDir('s3');

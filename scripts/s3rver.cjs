@@ -1,4 +1,5 @@
-// Runs s3rver (an S3-compatible server) for the test harness: `node s3rver-main.cjs <dir> [port]`.
+// Runs s3rver (an S3-compatible server) for the test harness and `npm start -- --s3`:
+// `node scripts/s3rver.cjs <dir> [port]`.
 // Prints {"port": N} on stdout once it listens; stops on SIGTERM.
 'use strict';
 const S3rver = require('s3rver');
