@@ -294,14 +294,15 @@ async function printSummary(meta: MetaClient, secret: string, written: () => num
   const completed: Record<string, number> = {};
   await Promise.all(
     tservers.map(async ({ server }) => {
-      const status = await new RpcClient({
+      type Status = { reservations?: { committedByQueue?: Record<string, number> } };
+      const status: Status = await new RpcClient({
         baseUrl: `http://${server}`,
         secret,
         timeoutMs: 2_000,
         attempts: 1,
       })
-        .get<{ reservations?: { committedByQueue?: Record<string, number> } }>('/v1/status')
-        .catch(() => ({}));
+        .get<Status>('/v1/status')
+        .catch((): Status => ({}));
       for (const [q, n] of Object.entries(status.reservations?.committedByQueue ?? {}))
         completed[q] = (completed[q] ?? 0) + n;
     }),
