@@ -102,7 +102,7 @@ export const SETTINGS = {
     'EXC_ADVERTISE_HOST',
     z.string().min(1),
     undefined,
-    'Host name other processes use to reach this one (default: the bind address, or the host name when binding to 0.0.0.0).',
+    'Host name other processes use to reach this one (default: the bind address, or the host name when binding to 0.0.0.0; @ip: the first external IPv4 address).',
   ),
   dataDir: setting(
     'EXC_DATA_DIR',

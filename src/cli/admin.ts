@@ -15,6 +15,7 @@ import type {
 import type { QueueInfo } from '../queue/registry.js';
 import { sleep } from '../retry.js';
 import { withCluster } from './connect.js';
+import { registerStore } from './store.js';
 import { action } from './exit.js';
 import { age, bytes, printJson, printTable, rowText } from './format.js';
 
@@ -43,6 +44,7 @@ export function registerAdmin(program: Command): void {
   registerCompactors(admin);
   registerCompactions(admin);
   registerTables(admin);
+  registerStore(admin);
 }
 
 // --- queues -----------------------------------------------------------------------------------------------
@@ -55,18 +57,24 @@ function registerQueues(admin: Command): void {
     .description('Create a queue: compactors started with `compactor <name>` work for it.')
     .argument('<name>', 'queue name: letters, digits, _ . - (starting with a letter)')
     .option('--bins <n>', 'number of bins (spreads compactors over the queue)', int('--bins', 1, 4096), 8)
+    .option('--if-not-exists', 'succeed (and change nothing) when the queue already exists')
     .option('--json', 'print JSON')
     .addHelpText(
       'after',
       examples(['excompact admin queue create small', 'excompact admin queue create size256M --bins 16']),
     )
     .action(
-      action(async (name: string, opts: JsonFlag & { bins: number }, cmd: Command) => {
-        const q = await withCluster(cmd, (c) =>
-          c.meta.call<QueueInfo>('POST', '/v1/queues', { name, bins: opts.bins }),
-        );
-        if (opts.json) printJson(q);
-        else process.stdout.write(`created queue ${q.name} (id ${q.id}, ${q.bins} bins)\n`);
+      action(async (name: string, opts: JsonFlag & { bins: number; ifNotExists?: boolean }, cmd: Command) => {
+        await withCluster(cmd, async (c) => {
+          try {
+            const q = await c.meta.call<QueueInfo>('POST', '/v1/queues', { name, bins: opts.bins });
+            if (opts.json) printJson(q);
+            else process.stdout.write(`created queue ${q.name} (id ${q.id}, ${q.bins} bins)\n`);
+          } catch (err) {
+            if (!(opts.ifNotExists && err instanceof ExcError && err.code === 'ALREADY_EXISTS')) throw err;
+            process.stdout.write(`queue ${name} already exists\n`);
+          }
+        });
       }),
     );
 
@@ -323,6 +331,7 @@ function registerTables(admin: Command): void {
     .option('--split <row>', 'a split point (repeat for more)', collect)
     .option('--splits <rows>', 'split points, comma-separated')
     .option('--config <key=value>', 'a table setting (repeat; see `table config --help`)', collect)
+    .option('--if-not-exists', 'succeed (and change nothing) when the table already exists')
     .option('--json', 'print JSON')
     .addHelpText(
       'after',
@@ -335,14 +344,19 @@ function registerTables(admin: Command): void {
       action(
         async (
           name: string,
-          opts: JsonFlag & { split?: string[]; splits?: string; config?: string[] },
+          opts: JsonFlag & { split?: string[]; splits?: string; config?: string[]; ifNotExists?: boolean },
           cmd: Command,
         ) => {
           const splits = [...(opts.split ?? []), ...(opts.splits ? opts.splits.split(',') : [])];
           const config = parseConfigAssignments(opts.config ?? []);
           const created = await withCluster(cmd, (c) =>
             c.meta.call<TableInfo>('POST', '/v1/tables', { name, splits, config }),
-          );
+          ).catch((err: unknown) => {
+            if (opts.ifNotExists && err instanceof ExcError && err.code === 'ALREADY_EXISTS')
+              return undefined;
+            throw err;
+          });
+          if (!created) return void process.stdout.write(`table ${name} already exists\n`);
           if (opts.json) return printJson(created);
           process.stdout.write(
             `created table ${created.name} (id ${created.id}, ${splits.length + 1} tablet${splits.length ? 's' : ''})\n`,

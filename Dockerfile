@@ -1,0 +1,29 @@
+# excompact: one image for every process (manager, tserver, compactor, admin commands).
+#   docker build -t excompact .
+#   docker run --rm excompact --help
+
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+# better-sqlite3 builds its native binding when no prebuilt one can be fetched.
+RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
+COPY package.json package-lock.json ./
+RUN npm install --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npx tsc -p tsconfig.build.json && npm prune --omit=dev
+
+FROM node:20-bookworm-slim
+WORKDIR /app
+ENV NODE_ENV=production \
+    EXC_BIND_HOST=0.0.0.0 \
+    EXC_ADVERTISE_HOST=@ip
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
+COPY bin ./bin
+RUN ln -s /app/bin/excompact.js /usr/local/bin/excompact \
+ && ln -s /app/bin/compactor.js /usr/local/bin/compactor \
+ && mkdir -p /var/lib/excompact && chown node:node /var/lib/excompact
+USER node
+ENTRYPOINT ["excompact"]
+CMD ["--help"]
