@@ -28,8 +28,8 @@ import type { TestZooKeeper } from './zookeeper.js';
 export interface ClusterOptions {
   /** Session timeout of the cluster's processes (default 1500 ms: failures show quickly). */
   sessionTimeoutMs?: number;
-  /** Extra environment for every process. */
-  env?: Record<string, string>;
+  /** Extra environment for every process (a function: evaluated when a process starts, e.g. S3 settings). */
+  env?: Record<string, string> | (() => Record<string, string>);
 }
 
 export class TestCluster {
@@ -70,7 +70,7 @@ export class TestCluster {
       EXC_STORE: `file://${this.storePath}`,
       EXC_PORT: '0',
       EXC_GC_INTERVAL_MS: '3600000',
-      ...this.options.env,
+      ...(typeof this.options.env === 'function' ? this.options.env() : this.options.env),
       ...extra,
     };
   }

@@ -8,3 +8,4 @@ export * from './cluster.js';
 export * from './compactor-client.js';
 export * from './waits.js';
 export * from './model.js';
+export * from './invariants.js';

@@ -1,0 +1,239 @@
+/**
+ * Cluster scenarios: the topology of docker-compose.yml (ZooKeeper, an S3 server, a manager, tablet
+ * servers, compactor pools per queue) as real processes on loopback, driven through the CLI where an
+ * operator would use it. After every scenario the invariants are checked: exact data, no reservation of a
+ * dead compactor, queue entries that match the work, and no unreferenced file after garbage collection.
+ */
+import { describe, expect, it } from 'vitest';
+import { ExcClient } from '../../src/client/client.js';
+import { silentLogger } from '../../src/log.js';
+import type { MetaClient } from '../../src/meta/client.js';
+import { parseTablet } from '../../src/meta/tablet.js';
+import { openObjectStore, type ObjectStore } from '../../src/storage/index.js';
+import {
+  DataModel,
+  checkInvariants,
+  useCluster,
+  useProcesses,
+  useS3,
+  useZooKeeper,
+  waitFor,
+  type ManagedProcess,
+  type TestCluster,
+} from '../support/index.js';
+
+const GRACE_MS = 1_000;
+const SMALL_LIMIT = 50_000; // "256M", scaled down: jobs with more input go to size256M
+
+interface Env {
+  cluster: TestCluster;
+  meta: MetaClient;
+  client: ExcClient;
+  store: ObjectStore;
+  model: DataModel;
+  tservers: ManagedProcess[];
+}
+
+async function cli(c: TestCluster, ...args: string[]): Promise<string> {
+  const r = await c.cli(args);
+  if (r.code !== 0) throw new Error(`excompact ${args.join(' ')} exited ${r.code}: ${r.stderr}`);
+  return r.stdout;
+}
+
+let clock = 1_000_000;
+function rows(prefix: string, n: number, valueBytes = 100) {
+  const ts = clock++;
+  return Array.from({ length: n }, (_, i) => ({
+    row: `${prefix}${String(i).padStart(5, '0')}`,
+    cf: 'f',
+    cq: 'q',
+    ts,
+    value: `${ts}`.padEnd(valueBytes, 'x'),
+  }));
+}
+
+describe('cluster scenarios', () => {
+  const zk = useZooKeeper();
+  const s3 = useS3();
+  const procs = useProcesses();
+  const cluster = useCluster(zk, procs, { env: () => ({ ...s3().env, EXC_GC_GRACE_MS: String(GRACE_MS) }) });
+
+  async function start(options: { tservers?: number; splits?: string } = {}): Promise<Env> {
+    const c = cluster();
+    await c.startManager();
+    const tservers: ManagedProcess[] = [];
+    for (let i = 0; i < (options.tservers ?? 2); i++)
+      tservers.push(await c.startTserver({ name: `tserver-${i + 1}` }));
+    await cli(c, 'admin', 'store', 'init');
+    await cli(c, 'admin', 'queue', 'create', 'small');
+    await cli(c, 'admin', 'queue', 'create', 'size256M');
+    await cli(
+      c,
+      'admin',
+      'table',
+      'create',
+      'TABLE1',
+      '--splits',
+      options.splits ?? 'm',
+      '--config',
+      `queues=small:${SMALL_LIMIT},size256M`,
+    );
+    const meta = await c.meta();
+    const client = new ExcClient({ meta, secret: c.secret, logger: silentLogger(), moveTimeoutMs: 30_000 });
+    await waitFor(async () => (await client.tablets('TABLE1')).every((t) => t.loc), 'tablets hosted');
+    const store = openObjectStore({
+      store: s3().storeUrl,
+      s3Endpoint: s3().endpoint,
+      s3Region: 'us-east-1',
+      s3AccessKeyId: s3().accessKeyId,
+      s3SecretAccessKey: s3().secretAccessKey,
+      s3ForcePathStyle: true,
+    });
+    return { cluster: c, meta, client, store, model: new DataModel(), tservers };
+  }
+
+  async function ingest(env: Env, entries: ReturnType<typeof rows>): Promise<void> {
+    env.model.write(entries);
+    await env.client.ingest('TABLE1', entries);
+  }
+
+  /** Big batches: three of them make a job over the small limit, routed to size256M. */
+  async function bigJob(env: Env, prefix = 'a'): Promise<void> {
+    for (let i = 0; i < 3; i++) await ingest(env, rows(`${prefix}${i}-`, 200, 200));
+  }
+
+  async function finish(env: Env): Promise<void> {
+    await waitFor(
+      async () => {
+        const entries = [];
+        for await (const c of env.meta.scanAll({ prefix: '~cq:', limit: 1 })) entries.push(c);
+        const tablets = await env.client.tablets('TABLE1');
+        return entries.length === 0 && tablets.every((t) => t.reservations.length === 0);
+      },
+      'compactions to finish',
+      60_000,
+      100,
+    );
+    await checkInvariants(env.cluster, {
+      meta: env.meta,
+      client: env.client,
+      store: env.store,
+      models: { TABLE1: env.model },
+    });
+    await env.store.close();
+  }
+
+  it('example 1 - a queue for big jobs, its compactor, a table routed to it; ingest, compact, commit', async () => {
+    const env = await start();
+    const big = await env.cluster.startCompactor('size256M');
+    await env.cluster.startCompactor('small');
+    await bigJob(env);
+    const committed = await big.waitForLog((l) => l.msg === 'compaction committed', 30_000);
+    expect(committed).toBeTruthy();
+    const queues = JSON.parse(await cli(env.cluster, 'admin', 'queue', 'list', '--json')) as {
+      name: string;
+      compactors: number;
+    }[];
+    expect(queues.map((q) => [q.name, q.compactors])).toEqual([
+      ['size256M', 1],
+      ['small', 1],
+    ]);
+    await finish(env);
+    const info = JSON.parse(await cli(env.cluster, 'admin', 'table', 'info', 'TABLE1', '--json')) as {
+      tablets: { files: unknown[] }[];
+    };
+    expect(info.tablets.map((t) => t.files.length)).toEqual([1, 0]);
+  });
+
+  it('example 2 - the compactor dies mid-compaction: cancelled, requeued, done by another', async () => {
+    const env = await start();
+    const doomed = await env.cluster.startCompactor('size256M', {
+      name: 'doomed',
+      args: ['--throughput', '40000'],
+    });
+    await bigJob(env);
+    await doomed.waitForLog((l) => l.msg === 'compaction started');
+    const heir = await env.cluster.startCompactor('size256M', { name: 'heir' });
+    doomed.kill();
+    await heir.waitForLog((l) => l.msg === 'compaction committed', env.cluster.sessionTimeoutMs + 20_000);
+    await finish(env);
+  });
+
+  it('a tablet server killed with running compactions: tablets reassigned, reservations loaded, commits go to the new host', async () => {
+    const env = await start({ tservers: 1, splits: 'm' });
+    const compactor = await env.cluster.startCompactor('size256M', {
+      args: ['--throughput', '60000', '--concurrency', '2'],
+    });
+    for (let i = 0; i < 3; i++) await ingest(env, [...rows(`a${i}-`, 150, 200), ...rows(`x${i}-`, 150, 200)]);
+    await waitFor(
+      async () => (await env.client.tablets('TABLE1')).every((t) => t.reservations.length === 1),
+      'both tablets reserved',
+    );
+    const heir = (
+      await (
+        await env.cluster.startTserver({ name: 'heir' })
+      ).waitForLog((l) => l.msg === 'tablet server ready')
+    ).name as string;
+
+    env.tservers[0]!.kill();
+    await waitFor(
+      async () => (await env.client.tablets('TABLE1')).every((t) => t.loc?.server === heir),
+      'reassignment',
+      env.cluster.sessionTimeoutMs + 15_000,
+    );
+    // The reservations survived the move, and both commits reach the heir.
+    await waitFor(
+      async () => compactor.lines.filter((l) => l.msg === 'compaction committed').length >= 2,
+      'both commits',
+      60_000,
+      100,
+    );
+    for (const t of await env.client.tablets('TABLE1')) expect(t.files.length).toBe(1);
+    await finish(env);
+  });
+
+  it('a zombie compactor (SIGSTOP past its session, SIGCONT) cannot commit; another does the job', async () => {
+    const env = await start();
+    const zombie = await env.cluster.startCompactor('size256M', {
+      name: 'zombie',
+      args: ['--throughput', '40000'],
+    });
+    await bigJob(env);
+    const started = await zombie.waitForLog((l) => l.msg === 'compaction started');
+    zombie.pause();
+    const heir = await env.cluster.startCompactor('size256M', { name: 'heir' });
+    await heir.waitForLog((l) => l.msg === 'compaction committed', env.cluster.sessionTimeoutMs + 20_000);
+    zombie.resume();
+    // It learns that its session is gone; whatever it tries with the old job is refused.
+    await zombie.waitForLog(
+      (l) => l.msg === 'registration lost: stopping its jobs and registering again',
+      20_000,
+    );
+    await zombie.waitForLog(
+      (l) => l.ecid === started.ecid && /not committing|commit rejected|abandoned|failed/.test(String(l.msg)),
+      30_000,
+    );
+    expect(zombie.lines.some((l) => l.ecid === started.ecid && l.msg === 'compaction committed')).toBe(false);
+    await finish(env);
+  });
+
+  it('queue deletion with running compactors: they exit, reservations are cancelled, the rest goes on', async () => {
+    const env = await start();
+    const big = await env.cluster.startCompactor('size256M', { args: ['--throughput', '40000'] });
+    const small = await env.cluster.startCompactor('small');
+    await bigJob(env);
+    await big.waitForLog((l) => l.msg === 'compaction started');
+    await cli(env.cluster, 'admin', 'queue', 'delete', 'size256M', '--force');
+    expect((await big.waitExit(20_000)).code).toBe(4);
+    await cli(env.cluster, 'admin', 'table', 'config', 'TABLE1', `queues=small`);
+    // With every job routed to small now, the small pool does the work.
+    await small.waitForLog((l) => l.msg === 'compaction committed', 30_000);
+    const tablet = (await env.client.tablets('TABLE1'))[0]!.tablet;
+    await waitFor(
+      async () => parseTablet(tablet, await env.meta.row(tablet)).files.size === 1,
+      'compacted by small',
+      30_000,
+    );
+    await finish(env);
+  });
+});
