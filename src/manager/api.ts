@@ -52,7 +52,7 @@ export function registerManagerApi(
         fence: fenceSchema.optional(),
       }),
     },
-    async ({ body }) => ({ results: await parts().commits.submit(body) }),
+    async ({ body }) => ({ results: await parts().commits.submit({ ...body, validated: true }) }),
   );
 
   server.route('POST', '/meta/row', { body: z.object({ row: z.string().min(1) }) }, ({ body }) => ({

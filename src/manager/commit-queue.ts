@@ -1,6 +1,7 @@
 /**
- * Group commit: mutations that arrive while the event loop is busy are applied together, in arrival
- * order, in one SQLite transaction (one fsync), and each caller gets its own results.
+ * Group commit: mutations that arrive while a batch is being made durable are applied together as the
+ * next batch, in arrival order, in one SQLite transaction (one fsync), and each caller gets its own
+ * results. Batches go to the writer one at a time, in order, so each sees the effects of the previous.
  *
  * A submission from a tablet server names its ZooKeeper session (`fence`); it is rejected whole with
  * FENCED unless that session still holds the server's ephemeral node at the moment the batch is applied.
@@ -9,8 +10,9 @@
  */
 import { ExcError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { MetaStore } from '../meta/store.js';
-import type { Mutation, MutationResult } from '../meta/types.js';
+import type { BatchWriter } from '../meta/writer.js';
+import { mutationSchema, type Mutation, type MutationResult } from '../meta/types.js';
+import { parseInput } from '../validate.js';
 
 export interface Fence {
   server: string;
@@ -35,18 +37,33 @@ const MAX_BATCH_MUTATIONS = 2_000;
 export class CommitQueue {
   private pending: Pending[] = [];
   private scheduled = false;
+  private inFlight = false;
   private readonly listeners = new Set<AppliedListener>();
   /** Statistics for /status and the benchmark. */
   readonly stats = { batches: 0, mutations: 0 };
 
   constructor(
-    private readonly store: MetaStore,
+    private readonly writer: BatchWriter,
     private readonly isLive: (fence: Fence) => boolean,
     private readonly log: Logger,
     private readonly onFenced?: (err: ExcError) => void,
   ) {}
 
-  submit(submission: Submission): Promise<MutationResult[]> {
+  /**
+   * Queues a submission for the next group commit. Its mutations are validated here, so a malformed one
+   * fails only its own caller; `validated` skips that for mutations already checked by the API schema.
+   */
+  submit(submission: Submission & { validated?: boolean }): Promise<MutationResult[]> {
+    if (!submission.validated) {
+      try {
+        submission = {
+          ...submission,
+          mutations: submission.mutations.map((m, i) => parseInput(mutationSchema, m, `mutations.${i}`)),
+        };
+      } catch (err) {
+        return Promise.reject(err as Error);
+      }
+    }
     return new Promise((resolve, reject) => {
       this.pending.push({ ...submission, resolve, reject });
       if (!this.scheduled) {
@@ -63,6 +80,9 @@ export class CommitQueue {
 
   private flush(): void {
     this.scheduled = false;
+    // One batch at a time: while the writer makes one durable, the next one fills up (pipelined group
+    // commit). When it is done, whatever arrived meanwhile goes out at once.
+    if (this.inFlight || this.pending.length === 0) return;
     const batch: Pending[] = [];
     let size = 0;
     while (
@@ -72,10 +92,6 @@ export class CommitQueue {
       const next = this.pending.shift()!;
       size += next.mutations.length;
       batch.push(next);
-    }
-    if (this.pending.length > 0) {
-      this.scheduled = true;
-      setImmediate(() => this.flush());
     }
 
     const accepted: Pending[] = [];
@@ -94,20 +110,30 @@ export class CommitQueue {
         accepted.push(sub);
       }
     }
-    if (accepted.length === 0) return;
-
-    let results: MutationResult[];
-    try {
-      results = this.store.applyBatch(accepted.flatMap((s) => s.mutations));
-    } catch (err) {
-      for (const sub of accepted) sub.reject(err);
-      if (err instanceof ExcError && err.code === 'NOT_MANAGER') this.onFenced?.(err);
-      else this.log.error({ err }, 'metadata batch failed');
+    if (accepted.length === 0) {
+      this.flush();
       return;
     }
+    this.inFlight = true;
+    this.writer
+      .apply(accepted.flatMap((s) => s.mutations))
+      .then(
+        (results) => this.settle(accepted, results),
+        (err: unknown) => {
+          for (const sub of accepted) sub.reject(err);
+          if (err instanceof ExcError && err.code === 'NOT_MANAGER') this.onFenced?.(err);
+          else this.log.error({ err }, 'metadata batch failed');
+        },
+      )
+      .finally(() => {
+        this.inFlight = false;
+        this.flush();
+      });
+  }
+
+  private settle(accepted: Pending[], results: MutationResult[]): void {
     this.stats.batches++;
     this.stats.mutations += results.length;
-
     const written = new Set<string>();
     const removed = new Set<string>();
     let offset = 0;

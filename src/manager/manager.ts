@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { MetaStore } from '../meta/store.js';
+import { WorkerWriter } from '../meta/writer.js';
 import { createRegistry, metricsEndpoint } from '../metrics.js';
 import { advertisedHost } from '../net.js';
 import { readQueueMap } from '../queue/registry.js';
@@ -66,7 +67,7 @@ export class Manager extends EventEmitter<Events> {
   private readonly peers: PeerClients;
   private readonly abort = new AbortController();
   private session: ZkSession | undefined;
-  private active: (ActiveParts & { assigner: Assigner }) | undefined;
+  private active: (ActiveParts & { assigner: Assigner; writer: WorkerWriter }) | undefined;
   private address: { host: string; port: number } | undefined;
   private closing: Promise<void> | undefined;
 
@@ -143,10 +144,14 @@ export class Manager extends EventEmitter<Events> {
   }
 
   private async activate(session: ZkSession): Promise<void> {
-    const store = new MetaStore({ path: join(this.options.dataDir, 'metadata.sqlite') });
-    const epoch = store.takeOver();
+    // Reads on this thread; writes (one fsync per batch) on the writer thread, which also takes the store
+    // over, fencing any older manager.
+    const path = join(this.options.dataDir, 'metadata.sqlite');
+    const writer = new WorkerWriter(path);
+    const epoch = await writer.takeOver();
+    const store = new MetaStore({ path });
     const commits = new CommitQueue(
-      store,
+      writer,
       (fence) => live.isLive(fence.server, fence.session),
       this.log,
       (err) => this.fail(err.message),
@@ -199,6 +204,7 @@ export class Manager extends EventEmitter<Events> {
       notifyTservers,
       work: new WorkFinder(store, commits),
       assigner,
+      writer,
     };
     this.transition('active');
     this.log.info({ epoch, url: this.url }, 'manager active');
@@ -273,6 +279,7 @@ export class Manager extends EventEmitter<Events> {
         ['garbage collector', () => active?.gc?.stop()],
         ['tablet server watch', () => active?.live.stop()],
         ['metadata store', () => active?.store.close()],
+        ['metadata writer', () => active?.writer.close()],
         ['zookeeper session', () => this.session?.close()],
       ];
       for (const [name, step] of steps) {

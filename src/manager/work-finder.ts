@@ -22,6 +22,8 @@ export interface FoundWork {
   location: Location;
 }
 
+const MAX_ENTRIES_PER_BIN = 32;
+
 interface Waiter {
   wake: () => void;
 }
@@ -66,23 +68,21 @@ export class WorkFinder {
   private scan(queueId: string, startBin: number, bins: number): FoundWork | null {
     for (let i = 0; i < bins; i++) {
       const bin = (startBin + i) % bins;
-      // Skip entries whose tablet is not hosted right now: its next host rewrites them when it loads it.
-      let page = this.store.scan({ prefix: queuePrefix(queueId, bin), limit: 16 });
-      for (;;) {
-        for (const cell of page.cells) {
-          const entry = parseQueueRow(cell.row);
-          const tablet = queueEntryTablet(entry);
-          const loc = this.store.get(tablet, COL_LOC);
-          if (!loc) continue;
-          return {
-            entry: cell.row,
-            tablet,
-            priority: entry.priority,
-            location: locationSchema.parse(JSON.parse(loc)),
-          };
-        }
-        if (!page.next) break;
-        page = this.store.scan({ prefix: queuePrefix(queueId, bin), limit: 64, after: page.next });
+      // Skip entries whose tablet is not hosted right now (its next host rewrites them when it loads it),
+      // but look at only the first few of a bin: after a tablet server dies a bin can hold many such
+      // entries, and a request must stay cheap. Other bins, and the next request, get their turn.
+      const { cells } = this.store.scan({ prefix: queuePrefix(queueId, bin), limit: MAX_ENTRIES_PER_BIN });
+      for (const cell of cells) {
+        const entry = parseQueueRow(cell.row);
+        const tablet = queueEntryTablet(entry);
+        const loc = this.store.get(tablet, COL_LOC);
+        if (!loc) continue;
+        return {
+          entry: cell.row,
+          tablet,
+          priority: entry.priority,
+          location: locationSchema.parse(JSON.parse(loc)),
+        };
       }
     }
     return null;

@@ -85,6 +85,8 @@ export class RpcServer {
       },
       this.router,
     );
+    // An authenticated no-op: the baseline of every RPC benchmark.
+    this.router.get('/ping', (_req: Request, res: Response) => void res.json({}));
     app.use((req: Request) => {
       throw new ExcError('NOT_FOUND', `no route ${req.method} ${req.path}`);
     });

@@ -1,0 +1,58 @@
+/**
+ * The storage layer: the data plane that compactions and scans run on.
+ *
+ * - key.ts: the key model and THE key order;
+ * - object-store.ts (+ local.ts, s3.ts, memory.ts): where files live, behind one small interface;
+ * - rfile/: the sorted file format (grammar in rfile/codec.ts), its streaming writer and reader;
+ * - iterators/: k-way merge and the compaction iterator stack (rules in iterators/stack.ts);
+ * - compaction.ts: compactFiles and scanFiles, the entry points the compactor and tablet server use.
+ */
+export * from './key.js';
+export * from './range.js';
+export * from './names.js';
+export * from './batches.js';
+export * from './object-store.js';
+export { LocalObjectStore } from './local.js';
+export { MemoryObjectStore } from './memory.js';
+export { S3ObjectStore, type S3StoreOptions, type S3RetryOptions } from './s3.js';
+export { isTransientS3Error } from './s3-errors.js';
+export {
+  writeRFile,
+  writeRFileBatches,
+  RFileEncoder,
+  copyKey,
+  DEFAULT_BLOCK_SIZE,
+  DEFAULT_INDEX_BLOCK_SIZE,
+  DEFLATE_LEVEL,
+  type Compression,
+  type FileSummary,
+  type RFileWriteOptions,
+} from './rfile/writer.js';
+export { RFileReader, type ScanOptions } from './rfile/reader.js';
+export { FORMAT_VERSION, MAGIC } from './rfile/codec.js';
+export { BlockEntry, plainEntry } from './rfile/block-entry.js';
+export { BLOCK_ENTRY_OPS, ENTRY_OPS, entryOrder, sameEntryCell, type EntryOps } from './order.js';
+export {
+  FILTERS,
+  MAX_FILTERS,
+  compileFilters,
+  validateFilters,
+  type FilterName,
+  type FilterSpec,
+} from './iterators/filters.js';
+export {
+  DEFAULT_VERSIONS,
+  iteratorSettingsSchema,
+  validateIteratorSettings,
+  type IteratorSettings,
+} from './iterators/settings.js';
+export { mergeBatches, type MergeStats } from './iterators/merge.js';
+export { cellRules, iteratorStack, iteratorStackBatches } from './iterators/stack.js';
+export {
+  compactFiles,
+  scanFiles,
+  type CompactFilesArgs,
+  type CompactionProgress,
+  type CompactionResult,
+  type ScanFilesArgs,
+} from './compaction.js';

@@ -1,0 +1,185 @@
+/**
+ * Built-in user filters, chosen by name with JSON options. The registry is fixed at build time: a job
+ * description names a filter and gives it data, never code, so no request can make a process load or
+ * run anything else. Names are looked up as own properties only (`constructor`, `__proto__` are unknown).
+ *
+ * Every filter decides on the cell alone (row, family), never on timestamp or value: that is what lets
+ * filters run in any compaction, partial or full, without changing what a scan with the same filters
+ * sees (see stack.ts). Byte-string options are a UTF-8 string, `{ "hex": "00ff" }` or
+ * `{ "base64": "AP8=" }`.
+ */
+import { z } from 'zod';
+import { ExcError } from '../../errors.js';
+import type { Entry } from '../key.js';
+import { rowInRange, type RowRange } from '../range.js';
+
+export interface FilterSpec {
+  name: string;
+  options?: unknown;
+}
+
+/** Keeps an entry (true) or drops it (false). */
+export type EntryPredicate = (e: Entry) => boolean;
+
+export const MAX_FILTERS = 32;
+
+const bytes = z
+  .union([
+    z.string().max(4096),
+    z.strictObject({
+      hex: z.string().regex(/^(?:[0-9a-fA-F]{2}){0,4096}$/, 'expected an even number of hex digits'),
+    }),
+    z.strictObject({
+      base64: z
+        .string()
+        .max(8192)
+        .regex(/^[A-Za-z0-9+/]*={0,2}$/, 'expected base64'),
+    }),
+  ])
+  .transform((v) =>
+    typeof v === 'string'
+      ? Buffer.from(v, 'utf8')
+      : 'hex' in v
+        ? Buffer.from(v.hex, 'hex')
+        : Buffer.from(v.base64, 'base64'),
+  );
+const byteList = z.array(bytes).min(1).max(1024);
+
+const rowRange = z.strictObject({
+  start: bytes.optional(),
+  startInclusive: z.boolean().optional(),
+  end: bytes.optional(),
+  endInclusive: z.boolean().optional(),
+});
+
+interface FilterDefinition<S extends z.ZodType> {
+  doc: string;
+  options: S;
+  build(options: z.output<S>): EntryPredicate;
+}
+
+function define<S extends z.ZodType>(d: FilterDefinition<S>): FilterDefinition<S> {
+  return d;
+}
+
+const hasPrefix = (b: Buffer, prefix: Buffer): boolean =>
+  b.length >= prefix.length && b.compare(prefix, 0, prefix.length, 0, prefix.length) === 0;
+
+function familySet(families: Buffer[]): (family: Buffer) => boolean {
+  const set = new Set(families.map((f) => f.toString('hex')));
+  return (family) => set.has(family.toString('hex'));
+}
+
+function toRowRange(o: z.output<typeof rowRange>): RowRange {
+  return { startRow: o.start, startInclusive: o.startInclusive, endRow: o.end, endInclusive: o.endInclusive };
+}
+
+/** The registry: name → documentation, option schema, predicate. */
+export const FILTERS = {
+  dropRowPrefix: define({
+    doc: 'Drops the rows that start with any of `prefixes`.',
+    options: z.strictObject({ prefixes: byteList }),
+    build:
+      ({ prefixes }) =>
+      (e) =>
+        !prefixes.some((p) => hasPrefix(e.key.row, p)),
+  }),
+  keepRowPrefix: define({
+    doc: 'Keeps only the rows that start with one of `prefixes`.',
+    options: z.strictObject({ prefixes: byteList }),
+    build:
+      ({ prefixes }) =>
+      (e) =>
+        prefixes.some((p) => hasPrefix(e.key.row, p)),
+  }),
+  dropFamily: define({
+    doc: 'Drops the column families in `families`.',
+    options: z.strictObject({ families: byteList }),
+    build: ({ families }) => {
+      const has = familySet(families);
+      return (e) => !has(e.key.family);
+    },
+  }),
+  keepFamily: define({
+    doc: 'Keeps only the column families in `families`.',
+    options: z.strictObject({ families: byteList }),
+    build: ({ families }) => {
+      const has = familySet(families);
+      return (e) => has(e.key.family);
+    },
+  }),
+  keepRowRange: define({
+    doc: 'Keeps only the rows in [start, end) (or as `startInclusive` / `endInclusive` say; either end may be left out).',
+    options: rowRange,
+    build: (o) => {
+      const range = toRowRange(o);
+      return (e) => rowInRange(e.key.row, range);
+    },
+  }),
+} as const;
+
+export type FilterName = keyof typeof FILTERS;
+
+const specSchema = z.strictObject({ name: z.string().min(1).max(100), options: z.unknown().optional() });
+
+/** The registry as a plain lookup table, without the per-filter option types. */
+const REGISTRY: Readonly<Record<string, FilterDefinition<z.ZodType>>> = FILTERS;
+
+function definition(name: string): FilterDefinition<z.ZodType> | undefined {
+  // Own properties only: `constructor`, `toString` or `__proto__` must not resolve to anything.
+  return Object.prototype.hasOwnProperty.call(REGISTRY, name) ? REGISTRY[name] : undefined;
+}
+
+/**
+ * Checks a list of filter specs (request validation): a list of at most {@link MAX_FILTERS} `{ name,
+ * options }` objects naming built-in filters with valid options. Throws BAD_REQUEST naming the filter.
+ */
+export function validateFilters(filters: unknown): FilterSpec[] {
+  if (!Array.isArray(filters))
+    throw new ExcError('BAD_REQUEST', 'filters: expected a list of { name, options }');
+  if (filters.length > MAX_FILTERS)
+    throw new ExcError('BAD_REQUEST', `filters: at most ${MAX_FILTERS} filters`);
+  return filters.map((raw, i) => {
+    const spec = specSchema.safeParse(raw);
+    if (!spec.success) {
+      throw new ExcError('BAD_REQUEST', `filter ${i}: expected { name, options }: ${issues(spec.error)}`, {
+        details: { filter: i },
+      });
+    }
+    const { name, options } = spec.data;
+    const def = definition(name);
+    if (!def) {
+      throw new ExcError(
+        'BAD_REQUEST',
+        `filter ${i}: unknown filter ${JSON.stringify(name)} (built-in filters: ${Object.keys(FILTERS).join(', ')})`,
+        { details: { filter: name } },
+      );
+    }
+    const parsed = def.options.safeParse(options ?? {});
+    if (!parsed.success) {
+      throw new ExcError('BAD_REQUEST', `filter ${i} (${name}): bad options: ${issues(parsed.error)}`, {
+        details: { filter: name },
+      });
+    }
+    return options === undefined ? { name } : { name, options };
+  });
+}
+
+/** One predicate for a list of filters (all must keep an entry); null when there are none. */
+export function compileFilters(filters: unknown): EntryPredicate | null {
+  const specs = validateFilters(filters);
+  if (specs.length === 0) return null;
+  const predicates = specs.map((s) => {
+    const def = definition(s.name)!;
+    return def.build(def.options.parse(s.options ?? {}));
+  });
+  if (predicates.length === 1) return predicates[0]!;
+  return (e) => predicates.every((p) => p(e));
+}
+
+function issues(error: z.ZodError): string {
+  return error.issues
+    .slice(0, 3)
+    .map((i) => `${i.path.length > 0 ? `${i.path.join('.')}: ` : ''}${i.message}`)
+    .join('; ');
+}

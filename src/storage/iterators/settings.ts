@@ -1,0 +1,67 @@
+import { z } from 'zod';
+import { ExcError } from '../../errors.js';
+import { MAX_TIMESTAMP } from '../key.js';
+import { compileFilters, validateFilters, type EntryPredicate, type FilterSpec } from './filters.js';
+
+/** What a merge keeps; see stack.ts for the exact rules and their order. */
+export interface IteratorSettings {
+  /** Keep the N newest live versions of a cell; N >= 1 (a table setting, default 1). */
+  versions: number;
+  /** Age-off: drop puts with timestamp < nowMs - ttlMs. None when absent. */
+  ttlMs?: number | undefined;
+  /** Reference time, fixed by the caller (the reservation), so that a compaction is deterministic. */
+  nowMs: number;
+  filters: FilterSpec[];
+  /** True for a compaction of ALL the tablet's files and for scans; false for a partial compaction. */
+  dropDeletes: boolean;
+}
+
+export const DEFAULT_VERSIONS = 1;
+
+/** The wire form of IteratorSettings, for request validation (`versions` and `filters` may be left out). */
+export const iteratorSettingsSchema = z.strictObject({
+  versions: z.number().int().min(1).max(1_000_000).default(DEFAULT_VERSIONS),
+  ttlMs: z.number().int().min(0).max(MAX_TIMESTAMP).optional(),
+  nowMs: z.number().int().min(0).max(MAX_TIMESTAMP),
+  filters: z.array(z.unknown()).default([]),
+  dropDeletes: z.boolean(),
+});
+
+/** Checks settings from a request or a caller; throws BAD_REQUEST naming the bad field or filter. */
+export function validateIteratorSettings(value: unknown): IteratorSettings {
+  const parsed = iteratorSettingsSchema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const field = issue?.path.join('.') || 'settings';
+    throw new ExcError('BAD_REQUEST', `iterator settings: ${field}: ${issue?.message ?? 'invalid'}`, {
+      details: { field },
+    });
+  }
+  const s = parsed.data;
+  return {
+    versions: s.versions,
+    ttlMs: s.ttlMs,
+    nowMs: s.nowMs,
+    filters: validateFilters(s.filters),
+    dropDeletes: s.dropDeletes,
+  };
+}
+
+/** Settings in the form the stack runs on. */
+export interface CompiledSettings {
+  versions: number;
+  /** Puts with a timestamp below this are aged off (-1: no age-off). */
+  cutoff: number;
+  filter: EntryPredicate | null;
+  dropDeletes: boolean;
+}
+
+export function compileSettings(settings: IteratorSettings): CompiledSettings {
+  const s = validateIteratorSettings(settings);
+  return {
+    versions: s.versions,
+    cutoff: s.ttlMs === undefined ? -1 : s.nowMs - s.ttlMs,
+    filter: compileFilters(s.filters),
+    dropDeletes: s.dropDeletes,
+  };
+}

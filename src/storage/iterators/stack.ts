@@ -1,0 +1,121 @@
+/**
+ * The iterator stack: merge, deletes, versions, age-off, filters — for compactions and for scans.
+ *
+ * The merge presents every entry of the sources in order (compareEntries): cell by cell (row, family,
+ * qualifier), and within a cell newest first, a delete marker before a put of the same timestamp. For
+ * each cell, in that order, the rules are:
+ *
+ *   1. Deletes. A delete marker at T hides every entry of its cell with a timestamp <= T. Entries come
+ *      newest first, so that is every entry after the cell's first marker; they are dropped, later
+ *      markers included (they can only hide what the first one hides). The first marker itself is kept
+ *      when `dropDeletes` is false — a partial compaction, whose marker must go on hiding versions in
+ *      the files it did not read (DESIGN.md invariant 6) — and dropped when it is true (a compaction of
+ *      all the tablet's files, or a scan).
+ *   2. Versions. Of the puts not hidden, the `versions` newest are kept; the others are dropped.
+ *   3. Age-off. Of those, puts with timestamp < nowMs - ttlMs are dropped.
+ *   4. Filters. Of those, puts that a filter rejects are dropped.
+ *
+ * Delete markers never meet rules 2-4: dropping a marker because of its age or its row would let older
+ * versions in other files show again.
+ *
+ * Why any subset of a tablet's files can be compacted this way without changing what a scan of all of
+ * them sees (invariants 1 and 6; test/storage/compaction.property.test.ts tries to break it):
+ *   - a hidden put stays hidden: the first marker of the subset is kept, and it hides at least what the
+ *     dropped ones hid;
+ *   - a put that is among the N newest live puts of its cell over all files is among the N newest live
+ *     puts of its cell in any subset holding it (a marker elsewhere hides a suffix of the cell's puts);
+ *   - age-off drops a suffix of a cell's puts, so it commutes with versioning, and since nowMs only grows,
+ *     what it drops now would be dropped by every later scan;
+ *   - the built-in filters decide per cell (filters.ts), so they commute with versioning; a scan must use
+ *     the same filters as the compactions for its result not to depend on which files were compacted.
+ *
+ * A full compaction applies the deletes and forgets them, as in Accumulo: a put written after it with a
+ * timestamp at or below a forgotten marker is visible. Timestamps assigned at ingest, increasing per
+ * tablet, never fall below an earlier delete.
+ */
+import { batchesOf, flatten, type BatchSource } from '../batches.js';
+import { formatKey, type Entry } from '../key.js';
+import { ENTRY_OPS, entryOrder, type EntryOps } from '../order.js';
+import { ExcError } from '../../errors.js';
+import { mergeBatches, type MergeStats } from './merge.js';
+import { compileSettings, type CompiledSettings, type IteratorSettings } from './settings.js';
+
+/**
+ * The rules above as a per-entry decision: `accept(e)`, called for each entry in merged order, says
+ * whether it is kept. The closure carries the state of the current cell: its first entry, whether a
+ * marker has been seen, how many live versions.
+ */
+export function cellRules<T extends Entry>(s: CompiledSettings, ops: EntryOps<T>): (e: T) => boolean {
+  const { versions, cutoff, filter, dropDeletes } = s;
+  const { sameCell, isDelete, timestamp } = ops;
+  let cell: T | null = null;
+  let hidden = false;
+  let seen = 0;
+  return (e: T): boolean => {
+    if (cell === null || !sameCell(cell, e)) {
+      cell = e;
+      hidden = false;
+      seen = 0;
+    }
+    if (hidden) return false;
+    if (isDelete(e)) {
+      hidden = true;
+      return !dropDeletes;
+    }
+    if (seen >= versions) return false;
+    seen++;
+    if (timestamp(e) < cutoff) return false;
+    return filter === null || filter(e);
+  };
+}
+
+export interface StackOptions<T extends Entry> {
+  stats?: MergeStats;
+  signal?: AbortSignal | undefined;
+  /** How to compare and inspect the entries; BLOCK_ENTRY_OPS for file scans. Default ENTRY_OPS (any entries). */
+  ops?: EntryOps<T>;
+}
+
+/** The stack over batch sources (file scans): batches of kept entries. Throws BAD_REQUEST for bad settings. */
+export function iteratorStackBatches<T extends Entry = Entry>(
+  sources: readonly BatchSource<T>[],
+  settings: IteratorSettings,
+  options: StackOptions<T> = {},
+): AsyncGenerator<T[]> {
+  const ops: EntryOps<T> = options.ops ?? ENTRY_OPS;
+  const accept = cellRules(compileSettings(settings), ops);
+  return mergeBatches(sources, accept, {
+    stats: options.stats,
+    signal: options.signal,
+    compare: ops.compare,
+  });
+}
+
+/**
+ * The stack over sorted entry sources: merge + deletes + versions + age-off + filters. Each source must
+ * be sorted by compareEntries; one that is not fails with BAD_REQUEST. Throws BAD_REQUEST at once for
+ * bad settings.
+ */
+export function iteratorStack(
+  sources: AsyncIterable<Entry>[],
+  settings: IteratorSettings,
+): AsyncIterable<Entry> {
+  const batches = sources.map((s, i) => checkedOrder(batchesOf(s), i));
+  return flatten(iteratorStackBatches(batches, settings));
+}
+
+async function* checkedOrder(batches: AsyncIterable<Entry[]>, source: number): AsyncGenerator<Entry[]> {
+  let last: Entry | null = null;
+  for await (const batch of batches) {
+    for (const e of batch) {
+      if (last !== null && entryOrder(last, e) > 0) {
+        throw new ExcError(
+          'BAD_REQUEST',
+          `source ${source} is out of order: ${formatKey(e.key)} after ${formatKey(last.key)}`,
+        );
+      }
+      last = e;
+    }
+    yield batch;
+  }
+}

@@ -1,0 +1,287 @@
+/**
+ * The local-directory object store (`file:///path`), the embedded default.
+ *
+ * A write goes to a hidden temporary file next to its target (`.<name>.<random>.tmp`), is fsynced,
+ * renamed over the target and the directory fsynced: a crash leaves at worst a temporary file, never a
+ * half file under a final name, and a completed write survives a power loss. `list` never shows
+ * temporary files (names starting with '.' are not valid object names).
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, opendir, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { ExcError } from '../errors.js';
+import { checkName, checkPrefix, checkRange } from './names.js';
+import type { ObjectInfo, ObjectStore, ReadOptions, StreamOptions, WriteOptions } from './object-store.js';
+
+/** Read size of a streaming read: large enough to amortise a thread-pool hop, small enough per reader. */
+const READ_CHUNK = 256 * 1024;
+/** Writes are gathered into one writev of about this size. */
+const WRITE_BATCH = 1 << 20;
+
+export class LocalObjectStore implements ObjectStore {
+  readonly url: string;
+  /** Absolute path of the root directory. */
+  readonly root: string;
+
+  constructor(root: string) {
+    this.root = resolve(root);
+    this.url = pathToFileURL(this.root).href;
+  }
+
+  /** `file:///abs/path`, `file://localhost/abs/path` or `file://./relative/path`. */
+  static fromUrl(url: string): LocalObjectStore {
+    if (url.startsWith('file:///') || url.startsWith('file://localhost/')) {
+      return new LocalObjectStore(fileURLToPath(url));
+    }
+    const rest = url.slice('file://'.length);
+    if (rest === '') throw new ExcError('CONFIG_INVALID', `store ${url}: no path`);
+    return new LocalObjectStore(resolve(rest));
+  }
+
+  /** The file of an object; `name` is validated first, so the path is always inside the root. */
+  pathOf(name: string): string {
+    return join(this.root, ...checkName(name).split('/'));
+  }
+
+  async write(
+    name: string,
+    body: Buffer | AsyncIterable<Buffer>,
+    options: WriteOptions = {},
+  ): Promise<{ size: number }> {
+    const target = this.pathOf(name);
+    const { signal } = options;
+    signal?.throwIfAborted();
+    const dir = dirname(target);
+    await fsCall(() => mkdir(dir, { recursive: true }), 'write', name);
+    const temp = join(dir, `.${basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
+    const fh = await fsCall(() => open(temp, 'wx', 0o644), 'write', name);
+    let size = 0;
+    try {
+      try {
+        if (Buffer.isBuffer(body)) {
+          await writeAll(fh, [body], name);
+          size = body.length;
+        } else {
+          let batch: Buffer[] = [];
+          let batchBytes = 0;
+          for await (const chunk of body) {
+            signal?.throwIfAborted();
+            if (chunk.length === 0) continue;
+            batch.push(chunk);
+            batchBytes += chunk.length;
+            if (batchBytes >= WRITE_BATCH) {
+              await writeAll(fh, batch, name);
+              size += batchBytes;
+              batch = [];
+              batchBytes = 0;
+            }
+          }
+          if (batchBytes > 0) await writeAll(fh, batch, name);
+          size += batchBytes;
+        }
+        signal?.throwIfAborted();
+        await fsCall(() => fh.sync(), 'write', name);
+      } finally {
+        await fh.close().catch(() => undefined);
+      }
+      await fsCall(() => rename(temp, target), 'write', name);
+    } catch (err) {
+      await rm(temp, { force: true }).catch(() => undefined);
+      throw err;
+    }
+    await syncDirectory(dir, name);
+    return { size };
+  }
+
+  async readRange(name: string, offset: number, length: number, options: ReadOptions = {}): Promise<Buffer> {
+    const path = this.pathOf(name);
+    checkRange(name, offset, length);
+    options.signal?.throwIfAborted();
+    const fh = await openForRead(path, name);
+    try {
+      const size = (await fsCall(() => fh.stat(), 'read', name)).size;
+      const want = Math.max(0, Math.min(length, size - offset));
+      const buf = Buffer.allocUnsafe(want);
+      let got = 0;
+      while (got < want) {
+        const { bytesRead } = await fsCall(() => fh.read(buf, got, want - got, offset + got), 'read', name);
+        if (bytesRead === 0) break;
+        got += bytesRead;
+      }
+      // Never hand out uninitialised memory if the file shrank under us.
+      return got === want ? buf : Buffer.from(buf.subarray(0, got));
+    } finally {
+      await fh.close().catch(() => undefined);
+    }
+  }
+
+  async *readStream(name: string, options: StreamOptions = {}): AsyncGenerator<Buffer> {
+    const path = this.pathOf(name);
+    const offset = options.offset ?? 0;
+    checkRange(name, offset, options.length);
+    const { signal } = options;
+    signal?.throwIfAborted();
+    const fh = await openForRead(path, name);
+    let next: Promise<Buffer> | null = null;
+    try {
+      const size = (await fsCall(() => fh.stat(), 'read', name)).size;
+      const end = options.length === undefined ? size : Math.min(size, offset + options.length);
+      let pos = offset;
+      next = pos < end ? readChunk(fh, pos, end, name) : null;
+      while (next) {
+        const chunk: Buffer = await next;
+        next = null;
+        if (chunk.length === 0) break; // the file shrank under us
+        pos += chunk.length;
+        // Read ahead one chunk while the consumer works on this one.
+        if (pos < end) next = readChunk(fh, pos, end, name);
+        signal?.throwIfAborted();
+        yield chunk;
+      }
+    } finally {
+      // A read still in flight must finish before its handle is closed.
+      if (next) await next.catch(() => undefined);
+      await fh.close().catch(() => undefined);
+    }
+  }
+
+  async stat(name: string): Promise<ObjectInfo | null> {
+    const path = this.pathOf(name);
+    try {
+      const s = await stat(path);
+      return s.isFile() ? { name, size: s.size, modifiedMs: s.mtimeMs } : null;
+    } catch (err) {
+      if (isMissing(err)) return null;
+      throw fsError(err, 'stat', name);
+    }
+  }
+
+  async *list(prefix: string): AsyncGenerator<ObjectInfo> {
+    checkPrefix(prefix);
+    const slash = prefix.lastIndexOf('/');
+    yield* this.walk(slash < 0 ? '' : prefix.slice(0, slash), prefix);
+  }
+
+  private async *walk(dirName: string, prefix: string): AsyncGenerator<ObjectInfo> {
+    const dirPath = dirName === '' ? this.root : join(this.root, ...dirName.split('/'));
+    let dir;
+    try {
+      dir = await opendir(dirPath);
+    } catch (err) {
+      if (isMissing(err)) return;
+      throw fsError(err, 'list', prefix);
+    }
+    for await (const entry of dir) {
+      // Temporary files of writes in progress, and anything else that is not a valid object name.
+      if (entry.name.startsWith('.')) continue;
+      const name = dirName === '' ? entry.name : `${dirName}/${entry.name}`;
+      if (entry.isDirectory()) {
+        if (`${name}/`.startsWith(prefix) || prefix.startsWith(`${name}/`)) yield* this.walk(name, prefix);
+      } else if (entry.isFile() && name.startsWith(prefix) && isValidName(name)) {
+        const info = await this.stat(name);
+        if (info) yield info; // null: deleted since the directory was read
+      }
+    }
+  }
+
+  async delete(name: string): Promise<void> {
+    const path = this.pathOf(name);
+    try {
+      await unlink(path);
+    } catch (err) {
+      if (isMissing(err)) return;
+      throw fsError(err, 'delete', name);
+    }
+  }
+
+  async close(): Promise<void> {}
+}
+
+function isValidName(name: string): boolean {
+  try {
+    checkName(name);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function readChunk(fh: FileHandle, pos: number, end: number, name: string): Promise<Buffer> {
+  const buf = Buffer.allocUnsafe(Math.min(READ_CHUNK, end - pos));
+  let got = 0;
+  while (got < buf.length) {
+    const { bytesRead } = await fsCall(() => fh.read(buf, got, buf.length - got, pos + got), 'read', name);
+    if (bytesRead === 0) break;
+    got += bytesRead;
+  }
+  return got === buf.length ? buf : Buffer.from(buf.subarray(0, got));
+}
+
+async function writeAll(fh: FileHandle, chunks: Buffer[], name: string): Promise<void> {
+  const total = chunks.reduce((n, c) => n + c.length, 0);
+  const { bytesWritten } = await fsCall(() => fh.writev(chunks), 'write', name);
+  if (bytesWritten === total) return;
+  // A short writev is legal; finish with plain writes.
+  let rest = Buffer.concat(chunks).subarray(bytesWritten);
+  while (rest.length > 0) {
+    const { bytesWritten: n } = await fsCall(() => fh.write(rest), 'write', name);
+    rest = rest.subarray(n);
+  }
+}
+
+async function openForRead(path: string, name: string): Promise<FileHandle> {
+  try {
+    const fh = await open(path, 'r');
+    return fh;
+  } catch (err) {
+    if (isMissing(err) || (err as { code?: string }).code === 'EISDIR') {
+      throw new ExcError('OBJECT_NOT_FOUND', `no object ${name}`, { details: { name } });
+    }
+    throw fsError(err, 'read', name);
+  }
+}
+
+/** A rename is durable only once its directory is synced. */
+async function syncDirectory(dir: string, name: string): Promise<void> {
+  let dh: FileHandle | undefined;
+  try {
+    dh = await open(dir, 'r');
+    await dh.sync();
+  } catch (err) {
+    // Some file systems cannot sync a directory; the data itself is synced already.
+    const code = (err as { code?: string }).code;
+    if (code !== 'EINVAL' && code !== 'ENOTSUP' && code !== 'EISDIR') throw fsError(err, 'write', name);
+  } finally {
+    await dh?.close().catch(() => undefined);
+  }
+}
+
+function isMissing(err: unknown): boolean {
+  const code = (err as { code?: string } | null)?.code;
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
+/** Conditions that can clear up by themselves: a full disk, too many open files, an I/O hiccup. */
+const TRANSIENT_FS = new Set(['ENOSPC', 'EMFILE', 'ENFILE', 'EAGAIN', 'EBUSY', 'EIO', 'EDQUOT']);
+
+function fsError(err: unknown, op: string, name: string): ExcError {
+  if (err instanceof ExcError) return err;
+  const code = (err as { code?: string } | null)?.code ?? 'unknown';
+  const message = `local store: ${op} ${name} failed: ${(err as Error)?.message ?? String(err)}`;
+  return new ExcError(TRANSIENT_FS.has(code) ? 'STORE_UNAVAILABLE' : 'INTERNAL', message, {
+    cause: err,
+    details: { name, code },
+  });
+}
+
+async function fsCall<T>(fn: () => Promise<T>, op: string, name: string): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (isMissing(err) && op === 'read') {
+      throw new ExcError('OBJECT_NOT_FOUND', `no object ${name}`, { details: { name } });
+    }
+    throw fsError(err, op, name);
+  }
+}

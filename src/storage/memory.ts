@@ -1,0 +1,107 @@
+/**
+ * An object store in memory: for unit and property tests and for benchmarks that want the file bytes
+ * already in memory. It keeps the contract (validated names, atomic writes, copies in and out so a caller
+ * can never change a stored object) and passes the same contract suite as the real stores.
+ */
+import { ExcError } from '../errors.js';
+import { checkName, checkPrefix, checkRange } from './names.js';
+import type { ObjectInfo, ObjectStore, ReadOptions, StreamOptions, WriteOptions } from './object-store.js';
+
+const CHUNK = 256 * 1024;
+
+export class MemoryObjectStore implements ObjectStore {
+  readonly url: string;
+  private readonly objects = new Map<string, { data: Buffer; modifiedMs: number }>();
+  /** Counters for tests: bytes handed out by reads, objects written. */
+  readonly stats = { bytesRead: 0, writes: 0 };
+
+  constructor(label = 'mem') {
+    this.url = `memory://${label}`;
+  }
+
+  async write(
+    name: string,
+    body: Buffer | AsyncIterable<Buffer>,
+    options: WriteOptions = {},
+  ): Promise<{ size: number }> {
+    checkName(name);
+    options.signal?.throwIfAborted();
+    let data: Buffer;
+    if (Buffer.isBuffer(body)) {
+      data = Buffer.from(body);
+    } else {
+      const chunks: Buffer[] = [];
+      for await (const chunk of body) {
+        options.signal?.throwIfAborted();
+        chunks.push(Buffer.from(chunk));
+      }
+      data = Buffer.concat(chunks);
+    }
+    options.signal?.throwIfAborted();
+    this.objects.set(name, { data, modifiedMs: Date.now() });
+    this.stats.writes++;
+    return { size: data.length };
+  }
+
+  async readRange(name: string, offset: number, length: number, options: ReadOptions = {}): Promise<Buffer> {
+    checkRange(name, offset, length);
+    options.signal?.throwIfAborted();
+    const data = this.get(name);
+    const out = Buffer.from(
+      data.subarray(Math.min(offset, data.length), Math.min(offset + length, data.length)),
+    );
+    this.stats.bytesRead += out.length;
+    return out;
+  }
+
+  async *readStream(name: string, options: StreamOptions = {}): AsyncGenerator<Buffer> {
+    const offset = options.offset ?? 0;
+    checkRange(name, offset, options.length);
+    options.signal?.throwIfAborted();
+    const data = this.get(name);
+    const end = options.length === undefined ? data.length : Math.min(data.length, offset + options.length);
+    for (let pos = offset; pos < end; pos += CHUNK) {
+      options.signal?.throwIfAborted();
+      const chunk = Buffer.from(data.subarray(pos, Math.min(end, pos + CHUNK)));
+      this.stats.bytesRead += chunk.length;
+      yield chunk;
+    }
+  }
+
+  async stat(name: string): Promise<ObjectInfo | null> {
+    checkName(name);
+    const obj = this.objects.get(name);
+    return obj ? { name, size: obj.data.length, modifiedMs: obj.modifiedMs } : null;
+  }
+
+  async *list(prefix: string): AsyncGenerator<ObjectInfo> {
+    checkPrefix(prefix);
+    for (const [name, obj] of [...this.objects]) {
+      if (name.startsWith(prefix)) yield { name, size: obj.data.length, modifiedMs: obj.modifiedMs };
+    }
+  }
+
+  async delete(name: string): Promise<void> {
+    checkName(name);
+    this.objects.delete(name);
+  }
+
+  async close(): Promise<void> {}
+
+  /** The stored bytes (a copy), for tests that damage files. */
+  bytes(name: string): Buffer {
+    return Buffer.from(this.get(name));
+  }
+
+  /** Replaces an object's bytes without going through write (tests: corruption). */
+  put(name: string, data: Buffer): void {
+    this.objects.set(checkName(name), { data: Buffer.from(data), modifiedMs: Date.now() });
+  }
+
+  private get(name: string): Buffer {
+    checkName(name);
+    const obj = this.objects.get(name);
+    if (!obj) throw new ExcError('OBJECT_NOT_FOUND', `no object ${name}`, { details: { name } });
+    return obj.data;
+  }
+}

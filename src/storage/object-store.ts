@@ -1,0 +1,116 @@
+/**
+ * Object stores: where tablet files live. One small interface, two implementations — a local directory
+ * (`file:///path`, the embedded default) and S3 (`s3://bucket/prefix`) — and one contract test suite
+ * for both (test/storage/object-store.contract.ts).
+ *
+ * Names are relative, '/'-separated and validated by {@link checkName} (names.ts): nothing a caller
+ * passes can reach outside the configured root or prefix.
+ */
+import { ExcError } from '../errors.js';
+import { silentLogger, type Logger } from '../log.js';
+import { LocalObjectStore } from './local.js';
+import { S3ObjectStore, type S3StoreOptions } from './s3.js';
+
+export interface ObjectInfo {
+  /** Relative to the store's root. */
+  name: string;
+  size: number;
+  modifiedMs: number;
+}
+
+export interface WriteOptions {
+  signal?: AbortSignal;
+}
+
+export interface ReadOptions {
+  signal?: AbortSignal;
+}
+
+export interface StreamOptions {
+  /** Default 0. */
+  offset?: number;
+  /** Default: to the end of the object. */
+  length?: number;
+  signal?: AbortSignal;
+}
+
+export interface ObjectStore {
+  /** `file:///abs/path` or `s3://bucket/prefix`. */
+  readonly url: string;
+  /**
+   * Writes an object. Atomic: the object appears under `name` only once complete (temporary name +
+   * fsync + rename locally; a single PUT or a completed multipart upload on S3), replacing any object of
+   * that name. When `body` throws or `signal` aborts, nothing appears under `name` and the error is
+   * rethrown.
+   */
+  write(
+    name: string,
+    body: Buffer | AsyncIterable<Buffer>,
+    options?: WriteOptions,
+  ): Promise<{ size: number }>;
+  /**
+   * Bytes [offset, offset + length) of an object; fewer when the object ends sooner (none at all when
+   * `offset` is at or past its end). OBJECT_NOT_FOUND when it does not exist.
+   */
+  readRange(name: string, offset: number, length: number, options?: ReadOptions): Promise<Buffer>;
+  /**
+   * Streaming read of the whole object or of a range, in chunks of the store's choosing.
+   * OBJECT_NOT_FOUND (on the first read) when it does not exist.
+   */
+  readStream(name: string, options?: StreamOptions): AsyncIterable<Buffer>;
+  /** Size and modification time, or null when there is no such object. */
+  stat(name: string): Promise<ObjectInfo | null>;
+  /** Objects whose name starts with `prefix` (see checkPrefix), in any order. */
+  list(prefix: string): AsyncIterable<ObjectInfo>;
+  /** Idempotent: deleting a missing object is fine. */
+  delete(name: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The store settings of src/config.ts (a Config is accepted as is). */
+export interface StoreSettings {
+  store: string;
+  s3Endpoint?: string | undefined;
+  s3Region?: string | undefined;
+  s3AccessKeyId?: string | undefined;
+  s3SecretAccessKey?: string | undefined;
+  s3ForcePathStyle?: boolean | undefined;
+}
+
+/** Tuning that is not configuration: part size, retry policy. Tests make retries fast with it. */
+export type StoreTuning = Pick<S3StoreOptions, 'partSize' | 'partConcurrency' | 'retry'>;
+
+/**
+ * Opens the store named by `settings.store`: `file:///abs/path` or `file://./relative/path` (relative
+ * to the working directory) for a local directory, `s3://bucket[/prefix]` for S3.
+ */
+export function openObjectStore(
+  settings: StoreSettings,
+  logger?: Logger,
+  tuning: StoreTuning = {},
+): ObjectStore {
+  const log = logger ?? silentLogger();
+  const url = settings.store;
+  if (url.startsWith('file://')) return LocalObjectStore.fromUrl(url);
+  if (url.startsWith('s3://')) {
+    const rest = url.slice('s3://'.length).replace(/\/+$/, '');
+    const slash = rest.indexOf('/');
+    const bucket = slash < 0 ? rest : rest.slice(0, slash);
+    const prefix = slash < 0 ? '' : rest.slice(slash + 1);
+    return new S3ObjectStore({
+      bucket,
+      prefix,
+      endpoint: settings.s3Endpoint,
+      region: settings.s3Region,
+      accessKeyId: settings.s3AccessKeyId,
+      secretAccessKey: settings.s3SecretAccessKey,
+      forcePathStyle: settings.s3ForcePathStyle,
+      logger: log,
+      ...tuning,
+    });
+  }
+  throw new ExcError(
+    'CONFIG_INVALID',
+    `store ${JSON.stringify(url)}: expected file:///path or s3://bucket/prefix`,
+  );
+}

@@ -1,0 +1,439 @@
+/**
+ * The RFile reader (format in codec.ts).
+ *
+ * `open` reads the footer (one ranged read of the file's tail) and keeps the root index. A scan seeks
+ * with the root and one index block, then streams the blocks it needs with a single streaming read —
+ * one request per file and scan on S3, where the latency of a request per block would dominate — and
+ * parses them as they arrive, inflating compressed ones on the thread pool a couple of blocks ahead.
+ * Every block passed is verified: header checksum, kind and number (the block expected at that place),
+ * payload checksum, and a decode that must consume exactly its bytes. Any violation is CORRUPT_FILE
+ * naming the file and the block; nothing is ever returned from a block that failed a check. Memory: the
+ * stream's chunks in flight plus a few decoded blocks.
+ */
+import { promisify } from 'node:util';
+import { inflateRaw as inflateRawCallback } from 'node:zlib';
+import { ExcError } from '../../errors.js';
+import { compareKeys, type Entry } from '../key.js';
+import type { ObjectStore } from '../object-store.js';
+import { rangeIsEmpty, rowAfterStart, rowBeforeEnd, type RowRange } from '../range.js';
+import { decodeDataBlock, plainEntry, type BlockEntry } from './block-entry.js';
+import { ByteQueue } from './byte-queue.js';
+import {
+  BLOCK_HEADER_SIZE,
+  ByteReader,
+  CODEC_DEFLATE,
+  crc32,
+  FOOTER_TAIL_SIZE,
+  FormatError,
+  KIND_DATA,
+  KIND_INDEX,
+  MIN_DATA_BLOCK,
+  MIN_INDEX_RECORD,
+  readBlockHeader,
+  readFooterBody,
+  readFooterTail,
+  readIndexRecord,
+  type BlockHeader,
+  type Footer,
+  type IndexRecord,
+} from './codec.js';
+import { corruptFile } from './corrupt.js';
+import { copyKey, type FileSummary } from './writer.js';
+
+/** How much of the tail `open` reads at once: the footer of any but a huge file. */
+const OPEN_READ = 64 * 1024;
+
+const inflateRaw = promisify(inflateRawCallback);
+
+/** Data blocks decoded ahead of the one being consumed (deflated ones are inflated on the thread pool meanwhile). */
+const DECODE_AHEAD = 2;
+
+export interface ScanOptions {
+  signal?: AbortSignal;
+}
+
+interface RootEntry extends IndexRecord {
+  /** Number of the first data block this index block covers. */
+  firstDataBlock: number;
+}
+
+interface ScanStart {
+  offset: number;
+  dataBlock: number;
+  indexBlock: number;
+}
+
+export class RFileReader {
+  /** Bytes fetched from the store so far, by `open` and by scans (for progress reports). */
+  bytesRead = 0;
+
+  private constructor(
+    readonly store: ObjectStore,
+    readonly name: string,
+    /** Store URL and name, for messages. */
+    readonly file: string,
+    readonly summary: FileSummary,
+    private readonly root: RootEntry[],
+    private readonly footerStart: number,
+  ) {}
+
+  /** Opens a file: OBJECT_NOT_FOUND when missing, CORRUPT_FILE when its footer is damaged or not an RFile's. */
+  static async open(store: ObjectStore, name: string, options: ScanOptions = {}): Promise<RFileReader> {
+    const file = `${store.url}/${name}`;
+    const info = await store.stat(name);
+    if (!info) throw new ExcError('OBJECT_NOT_FOUND', `no RFile ${file}`, { details: { name, file } });
+    const size = info.size;
+    if (size < FOOTER_TAIL_SIZE) throw corruptFile(file, null, `${size} bytes: too short to be an RFile`);
+    const tailLength = Math.min(size, OPEN_READ);
+    const tail = await store.readRange(name, size - tailLength, tailLength, options);
+    if (tail.length !== tailLength) {
+      throw corruptFile(
+        file,
+        null,
+        `read ${tail.length} of its last ${tailLength} bytes: truncated while reading?`,
+      );
+    }
+    let footer: Footer;
+    let bodyLength: number;
+    try {
+      const t = readFooterTail(tail.subarray(tailLength - FOOTER_TAIL_SIZE));
+      bodyLength = t.bodyLength;
+      if (bodyLength > size - FOOTER_TAIL_SIZE) {
+        throw new FormatError(`footer length ${bodyLength} exceeds the file (${size} bytes)`);
+      }
+      let body: Buffer;
+      if (bodyLength <= tailLength - FOOTER_TAIL_SIZE) {
+        body = tail.subarray(tailLength - FOOTER_TAIL_SIZE - bodyLength, tailLength - FOOTER_TAIL_SIZE);
+      } else {
+        body = await store.readRange(name, size - FOOTER_TAIL_SIZE - bodyLength, bodyLength, options);
+        if (body.length !== bodyLength) throw new FormatError('footer truncated while reading');
+      }
+      if (crc32(body) !== t.bodyCrc) throw new FormatError('footer checksum mismatch');
+      footer = readFooterBody(body);
+    } catch (err) {
+      if (err instanceof FormatError) throw corruptFile(file, 'footer', err.message, err);
+      throw err;
+    }
+    const footerStart = size - FOOTER_TAIL_SIZE - bodyLength;
+    const root = checkFooter(file, footer, footerStart);
+    const opened = tailLength + (bodyLength > tailLength - FOOTER_TAIL_SIZE ? bodyLength : 0);
+    // Copies: views would keep the whole 64 KiB tail alive for as long as the reader.
+    const summary: FileSummary = {
+      entries: footer.entryCount,
+      size,
+      firstKey: footer.firstKey && copyKey(footer.firstKey),
+      lastKey: footer.lastKey && copyKey(footer.lastKey),
+      blocks: footer.dataBlocks,
+    };
+    for (const r of root) r.lastKey = copyKey(r.lastKey);
+    const reader = new RFileReader(store, name, file, summary, root, footerStart);
+    reader.bytesRead = opened;
+    return reader;
+  }
+
+  /** The entries in `range` (default: all), in order, as plain `{ key, value }` objects. */
+  async *scan(range: RowRange = {}, options: ScanOptions = {}): AsyncGenerator<Entry> {
+    for await (const batch of this.scanBatches(range, options)) {
+      for (const e of batch) yield plainEntry(e);
+    }
+  }
+
+  /** The entries in `range`, a data block at a time, undecoded fields (for the merge and the writer). */
+  async *scanBatches(range: RowRange = {}, options: ScanOptions = {}): AsyncGenerator<BlockEntry[]> {
+    if (this.root.length === 0 || rangeIsEmpty(range)) return;
+    let checkStart = range.startRow !== undefined;
+    const checkEnd = range.endRow !== undefined;
+    for await (let batch of this.decodedBlocks(range, options.signal)) {
+      if (checkStart) {
+        let i = 0;
+        while (i < batch.length && !rowAfterStart(batch[i]!.key.row, range)) i++;
+        if (i > 0) batch = batch.slice(i);
+        checkStart = batch.length === 0;
+      }
+      if (checkEnd && batch.length > 0 && !rowBeforeEnd(batch[batch.length - 1]!.key.row, range)) {
+        let i = 0;
+        while (i < batch.length && rowBeforeEnd(batch[i]!.key.row, range)) i++;
+        if (i > 0) yield batch.slice(0, i);
+        return;
+      }
+      if (batch.length > 0) yield batch;
+    }
+  }
+
+  /**
+   * The data blocks a scan of `range` needs, decoded, in order. Deflated blocks are inflated on the
+   * thread pool up to {@link DECODE_AHEAD} blocks ahead, while the caller merges the current one.
+   */
+  private async *decodedBlocks(range: RowRange, signal?: AbortSignal): AsyncGenerator<BlockEntry[]> {
+    const pending: Promise<BlockEntry[]>[] = [];
+    try {
+      for await (const block of this.verifiedBlocks(range, signal)) {
+        pending.push(decodeBlock(this.file, block));
+        if (pending.length > DECODE_AHEAD) yield await pending.shift()!;
+      }
+      while (pending.length > 0) yield await pending.shift()!;
+    } finally {
+      // Blocks decoded ahead of a scan that stopped early (or failed) are dropped, their errors with them.
+      for (const p of pending) p.catch(() => undefined);
+    }
+  }
+
+  /** The data blocks of a scan as stored, each checked (header, place in the file, payload checksum). */
+  private async *verifiedBlocks(range: RowRange, signal?: AbortSignal): AsyncGenerator<StoredBlock> {
+    const start = await this.seek(range, signal);
+    if (start === null) return;
+    const end = this.scanEnd(range);
+    const blocks = new BlockCursor(this.file, this.root, start);
+    const queue = new ByteQueue();
+    for await (const chunk of this.store.readStream(this.name, {
+      offset: start.offset,
+      length: end - start.offset,
+      signal,
+    })) {
+      this.bytesRead += chunk.length;
+      queue.push(chunk);
+      while (queue.length >= BLOCK_HEADER_SIZE) {
+        const header = blocks.header(queue.peek(BLOCK_HEADER_SIZE));
+        const total = BLOCK_HEADER_SIZE + header.storedLength;
+        if (blocks.offset + total > end) {
+          throw blocks.corrupt(`length ${total} runs past the end of the blocks (offset ${end})`);
+        }
+        if (queue.length < total) break;
+        const payload = queue.take(total).subarray(BLOCK_HEADER_SIZE);
+        if (crc32(payload) !== header.payloadCrc) throw blocks.corrupt('payload checksum mismatch');
+        const offset = blocks.offset;
+        blocks.next(total);
+        if (header.kind === KIND_DATA) yield { header, payload, offset };
+      }
+    }
+    if (queue.length > 0 || blocks.offset !== end) {
+      throw blocks.corrupt(`the file ends early (at offset ${blocks.offset + queue.length})`);
+    }
+  }
+
+  /** Where a scan of `range` starts: the first data block that may hold a row of it. */
+  private async seek(range: RowRange, signal?: AbortSignal): Promise<ScanStart | null> {
+    if (range.startRow === undefined) return { offset: 0, dataBlock: 0, indexBlock: 0 };
+    const j = firstIndex(this.root, (r) => rowAfterStart(r.lastKey.row, range));
+    if (j === this.root.length) return null;
+    const records = await this.readIndexBlock(j, signal);
+    const i = firstIndex(records, (r) => rowAfterStart(r.lastKey.row, range));
+    if (i === records.length)
+      throw corruptFile(
+        this.file,
+        describe(KIND_INDEX, j, this.root[j]!.offset),
+        'its last key differs from the root',
+      );
+    return { offset: records[i]!.offset, dataBlock: this.root[j]!.firstDataBlock + i, indexBlock: j };
+  }
+
+  /** Where a scan of `range` may stop: after the index block of the first data block past its end. */
+  private scanEnd(range: RowRange): number {
+    if (range.endRow === undefined) return this.footerStart;
+    const j = firstIndex(this.root, (r) => !rowBeforeEnd(r.lastKey.row, range));
+    return j === this.root.length ? this.footerStart : this.root[j]!.offset + this.root[j]!.length;
+  }
+
+  /** Reads and checks index block `j`: its header, checksum, records, and that they tile its data blocks. */
+  private async readIndexBlock(j: number, signal?: AbortSignal): Promise<IndexRecord[]> {
+    const entry = this.root[j]!;
+    const where = describe(KIND_INDEX, j, entry.offset);
+    const bytes = await this.store.readRange(this.name, entry.offset, entry.length, { signal });
+    this.bytesRead += bytes.length;
+    try {
+      if (bytes.length !== entry.length) throw new FormatError('the file ends early');
+      const h = readBlockHeader(bytes);
+      if (h.kind !== KIND_INDEX || h.number !== j)
+        throw new FormatError(`found ${describe(h.kind, h.number, entry.offset)} instead`);
+      if (BLOCK_HEADER_SIZE + h.storedLength !== entry.length)
+        throw new FormatError('length differs from the root');
+      if (h.count !== entry.count) throw new FormatError('record count differs from the root');
+      const payload = bytes.subarray(BLOCK_HEADER_SIZE);
+      if (crc32(payload) !== h.payloadCrc) throw new FormatError('payload checksum mismatch');
+      if (h.count * MIN_INDEX_RECORD > payload.length)
+        throw new FormatError(`record count ${h.count} exceeds the block`);
+      const r = new ByteReader(payload);
+      const records: IndexRecord[] = [];
+      let expected = j === 0 ? 0 : this.root[j - 1]!.offset + this.root[j - 1]!.length;
+      for (let i = 0; i < h.count; i++) {
+        const rec = readIndexRecord(r);
+        if (rec.offset !== expected)
+          throw new FormatError(`record ${i} points at offset ${rec.offset}, expected ${expected}`);
+        if (rec.length < MIN_DATA_BLOCK || rec.count < 1)
+          throw new FormatError(`record ${i} describes an impossible block`);
+        if (i > 0 && compareKeys(records[i - 1]!.lastKey, rec.lastKey) > 0)
+          throw new FormatError(`record ${i} is out of order`);
+        expected = rec.offset + rec.length;
+        records.push(rec);
+      }
+      if (r.remaining !== 0) throw new FormatError(`${r.remaining} bytes after the last record`);
+      if (expected !== entry.offset) throw new FormatError('its data blocks do not end where it starts');
+      if (compareKeys(records[records.length - 1]!.lastKey, entry.lastKey) !== 0) {
+        throw new FormatError('its last key differs from the root');
+      }
+      return records;
+    } catch (err) {
+      if (err instanceof FormatError) throw corruptFile(this.file, where, err.message, err);
+      throw err;
+    }
+  }
+}
+
+/**
+ * Walks the blocks of a scan in file order, knowing which block must come next: data blocks
+ * `firstDataBlock..+count-1` of index block j, then index block j itself, at the offset the root gives.
+ */
+class BlockCursor {
+  offset: number;
+  private data: number;
+  private index: number;
+
+  constructor(
+    private readonly file: string,
+    private readonly root: RootEntry[],
+    start: ScanStart,
+  ) {
+    this.offset = start.offset;
+    this.data = start.dataBlock;
+    this.index = start.indexBlock;
+  }
+
+  private get expectedKind(): number {
+    const r = this.root[this.index]!;
+    return this.data < r.firstDataBlock + r.count ? KIND_DATA : KIND_INDEX;
+  }
+
+  /** Describes the block expected here, for errors: `data block 3 at offset 196632`. */
+  where(): string {
+    const kind = this.expectedKind;
+    return describe(kind, kind === KIND_DATA ? this.data : this.index, this.offset);
+  }
+
+  corrupt(detail: string, cause?: unknown): ExcError {
+    return corruptFile(this.file, this.where(), detail, cause);
+  }
+
+  /** Decodes and checks the header of the block expected here. */
+  header(bytes: Buffer): BlockHeader {
+    let h: BlockHeader;
+    try {
+      h = readBlockHeader(bytes);
+    } catch (err) {
+      if (err instanceof FormatError) throw this.corrupt(err.message, err);
+      throw err;
+    }
+    const kind = this.expectedKind;
+    const number = kind === KIND_DATA ? this.data : this.index;
+    if (h.kind !== kind || h.number !== number) {
+      throw this.corrupt(`found ${describe(h.kind, h.number, this.offset)} instead`);
+    }
+    if (kind === KIND_INDEX) {
+      const r = this.root[this.index]!;
+      if (
+        r.offset !== this.offset ||
+        r.length !== BLOCK_HEADER_SIZE + h.storedLength ||
+        r.count !== h.count
+      ) {
+        throw this.corrupt('position, length or count differs from the root');
+      }
+    }
+    return h;
+  }
+
+  /** Moves past the block just read (`length` bytes). */
+  next(length: number): void {
+    if (this.expectedKind === KIND_DATA) this.data++;
+    else this.index++;
+    this.offset += length;
+  }
+}
+
+interface StoredBlock {
+  header: BlockHeader;
+  /** As stored (maybe deflated), checksum verified. */
+  payload: Buffer;
+  /** Where it starts in the file, for errors. */
+  offset: number;
+}
+
+/** Inflates (on the thread pool) and decodes a verified data block; damage is CORRUPT_FILE naming it. */
+async function decodeBlock(file: string, block: StoredBlock): Promise<BlockEntry[]> {
+  const { header, payload } = block;
+  try {
+    let raw = payload;
+    if (header.codec === CODEC_DEFLATE) {
+      try {
+        // maxOutputLength: damage can never make us inflate more than the header promised. chunkSize:
+        // one pass on the thread pool instead of one per 16 KiB (the default), which doubled the cost.
+        const size = Math.max(64, header.rawLength);
+        raw = await inflateRaw(payload, { maxOutputLength: size, chunkSize: size });
+      } catch (err) {
+        throw new FormatError(`cannot inflate: ${(err as Error).message}`);
+      }
+      if (raw.length !== header.rawLength) {
+        throw new FormatError(`inflates to ${raw.length} bytes, expected ${header.rawLength}`);
+      }
+    }
+    return decodeDataBlock(raw, header.count);
+  } catch (err) {
+    if (err instanceof FormatError) {
+      throw corruptFile(file, describe(KIND_DATA, header.number, block.offset), err.message, err);
+    }
+    throw err;
+  }
+}
+
+function describe(kind: number, number: number, offset: number): string {
+  const name =
+    kind === KIND_DATA
+      ? 'data block'
+      : kind === KIND_INDEX
+        ? 'index block'
+        : `block of kind 0x${kind.toString(16)}`;
+  return `${name} ${number} at offset ${offset}`;
+}
+
+/** Index of the first element satisfying a predicate that is false then true along the array. */
+function firstIndex<T>(items: readonly T[], pred: (item: T) => boolean): number {
+  let lo = 0;
+  let hi = items.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (pred(items[mid]!)) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+/** Checks the footer against the file's layout and numbers the root's data blocks. */
+function checkFooter(file: string, f: Footer, footerStart: number): RootEntry[] {
+  const fail = (detail: string): ExcError => corruptFile(file, 'footer', detail);
+  if (f.entryCount === 0) {
+    if (f.dataBlocks !== 0 || f.root.length !== 0 || footerStart !== 0) throw fail('no entries, yet blocks');
+    return [];
+  }
+  if (f.root.length === 0 || f.dataBlocks === 0) throw fail(`${f.entryCount} entries, yet no blocks`);
+  if (f.entryCount < f.dataBlocks) throw fail(`${f.entryCount} entries cannot fill ${f.dataBlocks} blocks`);
+  const root: RootEntry[] = [];
+  let blocks = 0;
+  let end = 0;
+  for (const [j, r] of f.root.entries()) {
+    if (r.count < 1 || r.offset < end + r.count * MIN_DATA_BLOCK)
+      throw fail(`index block ${j} covers no room for its blocks`);
+    if (r.length < BLOCK_HEADER_SIZE + r.count * MIN_INDEX_RECORD)
+      throw fail(`index block ${j} is too short for its records`);
+    if (j > 0 && compareKeys(root[j - 1]!.lastKey, r.lastKey) > 0)
+      throw fail(`index block ${j} is out of order`);
+    root.push({ ...r, firstDataBlock: blocks });
+    blocks += r.count;
+    end = r.offset + r.length;
+  }
+  if (end !== footerStart)
+    throw fail(`the last index block ends at ${end}, the footer starts at ${footerStart}`);
+  if (blocks !== f.dataBlocks)
+    throw fail(`the root covers ${blocks} data blocks, the footer says ${f.dataBlocks}`);
+  if (compareKeys(f.lastKey!, root[root.length - 1]!.lastKey) !== 0)
+    throw fail('the last key differs from the index');
+  if (compareKeys(f.firstKey!, f.lastKey!) > 0) throw fail('the first key is after the last key');
+  return root;
+}

@@ -1,0 +1,354 @@
+/**
+ * The streaming RFile writer (format in codec.ts). Entries go in, in order; encoded blocks come out as
+ * a byte stream that the object store writes under a temporary name or as a multipart upload, so a file
+ * appears under its name only once complete. Memory: the current data block, the current index block,
+ * the root, and with compression up to {@link COMPRESSION_DEPTH} blocks being deflated on the thread
+ * pool while the next ones are encoded.
+ */
+import { promisify } from 'node:util';
+import { deflateRaw as deflateRawCallback } from 'node:zlib';
+import { ExcError } from '../../errors.js';
+import { batchesOf, type BatchSource, type EntrySource } from '../batches.js';
+import { formatKey, isValidTimestamp, type Entry, type Key } from '../key.js';
+import type { ObjectStore } from '../object-store.js';
+import { entryOrder } from '../order.js';
+import { BlockEntry } from './block-entry.js';
+import {
+  BLOCK_HEADER_SIZE,
+  CODEC_DEFLATE,
+  CODEC_NONE,
+  crc32,
+  encodeFooter,
+  encodeKeyRecord,
+  entrySize,
+  indexRecordSize,
+  KIND_DATA,
+  KIND_INDEX,
+  MAX_BLOCK_BYTES,
+  writeBlockHeader,
+  writeEntry,
+  writeIndexRecord,
+  type EncodedIndexRecord,
+} from './codec.js';
+
+const deflateRaw = promisify(deflateRawCallback);
+
+export type Compression = 'none' | 'deflate';
+
+export interface RFileWriteOptions {
+  /** Target uncompressed size of a data block. Default 64 KiB. A single larger entry gets a block of its own. */
+  blockSize?: number;
+  /** Target size of an index block. Default 64 KiB (about 1,500 data blocks, ~100 MB of data). */
+  indexBlockSize?: number;
+  /** Default 'none'. With 'deflate', a block that does not shrink is stored uncompressed. */
+  compression?: Compression;
+  signal?: AbortSignal;
+}
+
+export interface FileSummary {
+  entries: number;
+  /** Bytes. */
+  size: number;
+  firstKey: Key | null;
+  lastKey: Key | null;
+  /** Data blocks. */
+  blocks: number;
+}
+
+export const DEFAULT_BLOCK_SIZE = 64 * 1024;
+export const DEFAULT_INDEX_BLOCK_SIZE = 64 * 1024;
+/** zlib level 1: most of the size reduction of level 6 at a fraction of the CPU (see bench/README.md). */
+export const DEFLATE_LEVEL = 1;
+/** Blocks being deflated at once, on the thread pool, while the next block is encoded. */
+const COMPRESSION_DEPTH = 2;
+
+/**
+ * Writes a file of `entries` (sorted by compareEntries; out-of-order input is rejected with BAD_REQUEST
+ * and nothing is written under `name`).
+ */
+export async function writeRFile(
+  store: ObjectStore,
+  name: string,
+  entries: EntrySource,
+  options: RFileWriteOptions = {},
+): Promise<FileSummary> {
+  return writeRFileBatches(store, name, batchesOf(entries), options);
+}
+
+/** {@link writeRFile} for entries already in batches (the merge's output). */
+export async function writeRFileBatches(
+  store: ObjectStore,
+  name: string,
+  batches: BatchSource,
+  options: RFileWriteOptions = {},
+): Promise<FileSummary> {
+  const encoder = new RFileEncoder(`${store.url}/${name}`, options);
+  const { size } = await store.write(name, encoder.encode(batches, options.signal), {
+    signal: options.signal,
+  });
+  return encoder.summary(size);
+}
+
+interface PendingBlock {
+  done: Promise<{ chunks: Buffer[]; length: number }>;
+  count: number;
+  lastKey: Buffer;
+}
+
+/** Turns sorted entries into the bytes of one file. Single use. */
+export class RFileEncoder {
+  private readonly blockSize: number;
+  private readonly indexBlockSize: number;
+  private readonly codec: number;
+
+  private block: Buffer;
+  private pos = BLOCK_HEADER_SIZE;
+  private count = 0;
+  private last: Entry | null = null;
+  private firstKey: Key | null = null;
+  private sealedDataBlocks = 0;
+
+  private index: Buffer;
+  private indexPos = BLOCK_HEADER_SIZE;
+  private indexCount = 0;
+  private indexLastKey: Buffer | null = null;
+  private readonly root: EncodedIndexRecord[] = [];
+
+  private readonly pending: PendingBlock[] = [];
+  private out: Buffer[] = [];
+  private placedDataBlocks = 0;
+
+  /** Entries accepted so far. */
+  entries = 0;
+  /** Bytes produced so far. */
+  offset = 0;
+
+  constructor(
+    /** For error messages. */
+    private readonly file: string,
+    options: RFileWriteOptions = {},
+  ) {
+    this.blockSize = positive(options.blockSize ?? DEFAULT_BLOCK_SIZE, 'blockSize');
+    this.indexBlockSize = positive(options.indexBlockSize ?? DEFAULT_INDEX_BLOCK_SIZE, 'indexBlockSize');
+    const compression: unknown = options.compression ?? 'none';
+    if (compression !== 'none' && compression !== 'deflate') {
+      throw new ExcError(
+        'BAD_REQUEST',
+        `compression must be 'none' or 'deflate', got ${JSON.stringify(compression)}`,
+      );
+    }
+    this.codec = compression === 'deflate' ? CODEC_DEFLATE : CODEC_NONE;
+    this.block = Buffer.allocUnsafe(BLOCK_HEADER_SIZE + this.blockSize);
+    this.index = Buffer.allocUnsafe(BLOCK_HEADER_SIZE + this.indexBlockSize + 1024);
+  }
+
+  /** The file's bytes, as the batches are consumed. */
+  async *encode(batches: BatchSource, signal?: AbortSignal): AsyncGenerator<Buffer> {
+    for await (const batch of batches) {
+      signal?.throwIfAborted();
+      for (let i = 0; i < batch.length; i++) this.add(batch[i]!);
+      while (this.pending.length > COMPRESSION_DEPTH) await this.placeOldestPending();
+      if (this.out.length > 0) yield* this.takeOutput();
+    }
+    signal?.throwIfAborted();
+    if (this.count > 0) this.sealDataBlock();
+    while (this.pending.length > 0) await this.placeOldestPending();
+    if (this.indexCount > 0) this.sealIndexBlock();
+    const footer = encodeFooter({
+      entryCount: this.entries,
+      dataBlocks: this.placedDataBlocks,
+      firstKey: this.firstKey ? encodeKeyRecord(this.firstKey) : null,
+      lastKey: this.last ? encodeKeyRecord(this.last.key) : null,
+      root: this.root,
+    });
+    this.out.push(footer);
+    this.offset += footer.length;
+    yield* this.takeOutput();
+  }
+
+  summary(size: number): FileSummary {
+    if (size !== this.offset) {
+      throw new ExcError(
+        'INTERNAL',
+        `writing ${this.file}: the store wrote ${size} bytes, the encoder produced ${this.offset}`,
+      );
+    }
+    return {
+      entries: this.entries,
+      size,
+      firstKey: this.firstKey,
+      lastKey: this.last ? copyKey(this.last.key) : null,
+      blocks: this.placedDataBlocks,
+    };
+  }
+
+  add(e: Entry): void {
+    const isBlockEntry = e instanceof BlockEntry;
+    if (!isBlockEntry) this.validate(e);
+    if (this.last !== null && entryOrder(this.last, e) > 0) {
+      throw new ExcError(
+        'BAD_REQUEST',
+        `writing ${this.file}: entries out of order: ${formatKey(e.key)} after ${formatKey(this.last.key)} (entry ${this.entries}); entries must be sorted by key, and by value when keys are equal`,
+        { details: { file: this.file } },
+      );
+    }
+    const size = isBlockEntry ? e.end - e.start : entrySize(e.key, e.value.length);
+    if (size > MAX_BLOCK_BYTES) {
+      throw new ExcError(
+        'BAD_REQUEST',
+        `writing ${this.file}: entry ${formatKey(e.key)} is larger than ${MAX_BLOCK_BYTES} bytes`,
+      );
+    }
+    if (this.count > 0 && this.pos - BLOCK_HEADER_SIZE + size > this.blockSize) this.sealDataBlock();
+    if (this.pos + size > this.block.length) this.block = grow(this.block, this.pos, this.pos + size);
+    if (isBlockEntry) {
+      // Same format version: the encoded bytes are the encoding.
+      this.pos += e.block.copy(this.block, this.pos, e.start, e.end);
+    } else {
+      this.pos = writeEntry(this.block, this.pos, e.key, e.value);
+    }
+    if (this.entries === 0) this.firstKey = copyKey(e.key);
+    this.count++;
+    this.entries++;
+    this.last = e;
+  }
+
+  private validate(e: Entry): void {
+    const k = e.key;
+    const ok =
+      Buffer.isBuffer(k.row) &&
+      Buffer.isBuffer(k.family) &&
+      Buffer.isBuffer(k.qualifier) &&
+      Buffer.isBuffer(e.value) &&
+      typeof k.deleted === 'boolean' &&
+      isValidTimestamp(k.timestamp);
+    if (!ok) {
+      throw new ExcError(
+        'BAD_REQUEST',
+        `writing ${this.file}: entry ${this.entries} is malformed (fields must be Buffers, the timestamp an integer in [0, 2^53 - 1], deleted a boolean)`,
+        { details: { file: this.file } },
+      );
+    }
+  }
+
+  private sealDataBlock(): void {
+    const rawLength = this.pos - BLOCK_HEADER_SIZE;
+    const number = this.sealedDataBlocks++;
+    const count = this.count;
+    const lastKey = encodeKeyRecord(this.last!.key);
+    const block = this.block;
+    const payload = block.subarray(BLOCK_HEADER_SIZE, this.pos);
+    if (this.codec === CODEC_NONE) {
+      writeBlockHeader(block, 0, {
+        kind: KIND_DATA,
+        codec: CODEC_NONE,
+        number,
+        storedLength: rawLength,
+        rawLength,
+        count,
+        payloadCrc: crc32(payload),
+      });
+      this.placeDataBlock([block.subarray(0, this.pos)], BLOCK_HEADER_SIZE + rawLength, count, lastKey);
+    } else {
+      // chunkSize: the whole block in one pass on the thread pool (the default 16 KiB takes several).
+      const options = { level: DEFLATE_LEVEL, chunkSize: Math.max(64, rawLength + 1024) };
+      const done = deflateRaw(payload, options).then((compressed) => {
+        // A block that does not shrink is stored as is: never pay inflate for nothing.
+        const useDeflate = compressed.length < rawLength;
+        const stored = useDeflate ? compressed : payload;
+        const header = Buffer.allocUnsafe(BLOCK_HEADER_SIZE);
+        writeBlockHeader(header, 0, {
+          kind: KIND_DATA,
+          codec: useDeflate ? CODEC_DEFLATE : CODEC_NONE,
+          number,
+          storedLength: stored.length,
+          rawLength,
+          count,
+          payloadCrc: crc32(stored),
+        });
+        return { chunks: [header, stored], length: BLOCK_HEADER_SIZE + stored.length };
+      });
+      // Awaited in order by placeOldestPending; until then a failure must not be an unhandled rejection.
+      done.catch(() => undefined);
+      this.pending.push({ done, count, lastKey });
+    }
+    this.block = Buffer.allocUnsafe(BLOCK_HEADER_SIZE + this.blockSize);
+    this.pos = BLOCK_HEADER_SIZE;
+    this.count = 0;
+  }
+
+  private async placeOldestPending(): Promise<void> {
+    const p = this.pending.shift()!;
+    const { chunks, length } = await p.done;
+    this.placeDataBlock(chunks, length, p.count, p.lastKey);
+  }
+
+  /** Gives a finished data block its offset and its record in the current index block. */
+  private placeDataBlock(chunks: Buffer[], length: number, count: number, lastKey: Buffer): void {
+    const record = { offset: this.offset, length, count, lastKey };
+    this.out.push(...chunks);
+    this.offset += length;
+    this.placedDataBlocks++;
+    const size = indexRecordSize(record);
+    if (this.indexPos + size > this.index.length)
+      this.index = grow(this.index, this.indexPos, this.indexPos + size);
+    this.indexPos = writeIndexRecord(this.index, this.indexPos, record);
+    this.indexCount++;
+    this.indexLastKey = lastKey;
+    if (this.indexPos - BLOCK_HEADER_SIZE >= this.indexBlockSize) this.sealIndexBlock();
+  }
+
+  private sealIndexBlock(): void {
+    const rawLength = this.indexPos - BLOCK_HEADER_SIZE;
+    writeBlockHeader(this.index, 0, {
+      kind: KIND_INDEX,
+      codec: CODEC_NONE,
+      number: this.root.length,
+      storedLength: rawLength,
+      rawLength,
+      count: this.indexCount,
+      payloadCrc: crc32(this.index.subarray(BLOCK_HEADER_SIZE, this.indexPos)),
+    });
+    this.root.push({
+      offset: this.offset,
+      length: this.indexPos,
+      count: this.indexCount,
+      lastKey: this.indexLastKey!,
+    });
+    this.out.push(this.index.subarray(0, this.indexPos));
+    this.offset += this.indexPos;
+    this.index = Buffer.allocUnsafe(BLOCK_HEADER_SIZE + this.indexBlockSize + 1024);
+    this.indexPos = BLOCK_HEADER_SIZE;
+    this.indexCount = 0;
+  }
+
+  private takeOutput(): Buffer[] {
+    const out = this.out;
+    this.out = [];
+    return out;
+  }
+}
+
+function positive(n: number, what: string): number {
+  if (!Number.isSafeInteger(n) || n < 1 || n > MAX_BLOCK_BYTES) {
+    throw new ExcError('BAD_REQUEST', `${what} must be an integer in [1, ${MAX_BLOCK_BYTES}], got ${n}`);
+  }
+  return n;
+}
+
+function grow(buf: Buffer, used: number, needed: number): Buffer {
+  const bigger = Buffer.allocUnsafe(Math.max(needed, buf.length * 2));
+  buf.copy(bigger, 0, 0, used);
+  return bigger;
+}
+
+/** A key that owns its bytes (does not keep a whole block alive). */
+export function copyKey(k: Key): Key {
+  return {
+    row: Buffer.from(k.row),
+    family: Buffer.from(k.family),
+    qualifier: Buffer.from(k.qualifier),
+    timestamp: k.timestamp,
+    deleted: k.deleted,
+  };
+}
