@@ -53,16 +53,12 @@ export class CommitQueue {
    * Queues a submission for the next group commit. Its mutations are validated here, so a malformed one
    * fails only its own caller; `validated` skips that for mutations already checked by the API schema.
    */
-  submit(submission: Submission & { validated?: boolean }): Promise<MutationResult[]> {
+  async submit(submission: Submission & { validated?: boolean }): Promise<MutationResult[]> {
     if (!submission.validated) {
-      try {
-        submission = {
-          ...submission,
-          mutations: submission.mutations.map((m, i) => parseInput(mutationSchema, m, `mutations.${i}`)),
-        };
-      } catch (err) {
-        return Promise.reject(err as Error);
-      }
+      submission = {
+        ...submission,
+        mutations: submission.mutations.map((m, i) => parseInput(mutationSchema, m, `mutations.${i}`)),
+      };
     }
     return new Promise((resolve, reject) => {
       this.pending.push({ ...submission, resolve, reject });
