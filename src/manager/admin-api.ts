@@ -2,7 +2,7 @@
  * The manager's operator API: queues (create, list, info, delete), compactors, compactions (list, cancel,
  * release parked jobs) and user compactions of tables. This is what `excompact admin` talks to.
  */
-import { ulid } from 'ulid';
+import { ulid } from '../ids.js';
 import { z } from 'zod';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';

@@ -33,11 +33,13 @@ interface Pending extends Submission {
 export type AppliedListener = (changes: { written: Set<string>; removed: Set<string> }) => void;
 
 const MAX_BATCH_MUTATIONS = 2_000;
+const MAX_IN_FLIGHT = 2;
 
 export class CommitQueue {
   private pending: Pending[] = [];
   private scheduled = false;
-  private inFlight = false;
+  /** Batches handed to the writer and not yet settled (at most {@link MAX_IN_FLIGHT}). */
+  private inFlight = 0;
   private readonly listeners = new Set<AppliedListener>();
   /** Statistics for /status and the benchmark. */
   readonly stats = { batches: 0, mutations: 0 };
@@ -76,9 +78,10 @@ export class CommitQueue {
 
   private flush(): void {
     this.scheduled = false;
-    // One batch at a time: while the writer makes one durable, the next one fills up (pipelined group
-    // commit). When it is done, whatever arrived meanwhile goes out at once.
-    if (this.inFlight || this.pending.length === 0) return;
+    // Pipelined group commit: while the writer makes one batch durable, the next is already queued at the
+    // writer (so it starts the moment the first is done) and a third fills up here. The writer applies
+    // batches in order, so each sees the effects of the one before.
+    if (this.inFlight >= MAX_IN_FLIGHT || this.pending.length === 0) return;
     const batch: Pending[] = [];
     let size = 0;
     while (
@@ -110,7 +113,7 @@ export class CommitQueue {
       this.flush();
       return;
     }
-    this.inFlight = true;
+    this.inFlight++;
     this.writer
       .apply(accepted.flatMap((s) => s.mutations))
       .then(
@@ -122,7 +125,7 @@ export class CommitQueue {
         },
       )
       .finally(() => {
-        this.inFlight = false;
+        this.inFlight--;
         this.flush();
       });
   }

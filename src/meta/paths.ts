@@ -6,7 +6,7 @@
  *   tables/<tableId>/I<ulid>.rf   written by an ingest
  *   tables/<tableId>/C<ulid>.rf   the output of a compaction
  */
-import { ulid } from 'ulid';
+import { ulid } from '../ids.js';
 
 export const TABLES_PREFIX = 'tables/';
 

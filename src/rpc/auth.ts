@@ -13,7 +13,8 @@
  * nonce was not seen before within the window: a captured request cannot be replayed, neither inside the
  * window (nonce) nor after it (date).
  */
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { randomPooled } from '../ids.js';
 import { ExcError } from '../errors.js';
 
 export const AUTH_SCHEME = 'EXC-HMAC-SHA256';
@@ -55,7 +56,7 @@ function mac(key: Buffer, text: string): string {
 /** Headers that authenticate one request. Sign again for every attempt: nonces are single-use. */
 export function signRequest(key: Buffer, input: SignInput): Record<string, string> {
   const date = String(input.now ?? Date.now());
-  const nonce = input.nonce ?? randomBytes(16).toString('base64url');
+  const nonce = input.nonce ?? randomPooled(16).toString('base64url');
   return {
     [DATE_HEADER]: date,
     [NONCE_HEADER]: nonce,

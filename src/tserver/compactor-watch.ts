@@ -22,6 +22,10 @@ export class CompactorWatch {
   private readonly holders = new Map<string, Map<string, ReservationRef>>();
   /** Compactors seen gone (kept briefly, to catch reservations recorded just after the death). */
   private readonly dead = new Map<string, number>();
+  /** When each compactor's watch was last set by a successful `exists`. */
+  private readonly armedAt = new Map<string, number>();
+  /** When the session last lost its connection: watches set before it are not trusted alone. */
+  private lastSuspendedAt = 0;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -34,6 +38,9 @@ export class CompactorWatch {
   start(): void {
     this.timer = setInterval(() => void this.sweep(), this.sweepEveryMs);
     this.timer.unref();
+    this.session.on('suspended', () => {
+      this.lastSuspendedAt = Date.now();
+    });
   }
 
   stop(): void {
@@ -45,9 +52,26 @@ export class CompactorWatch {
    */
   async checkAndWatch(compactor: string): Promise<boolean> {
     if (this.dead.has(compactor)) return false;
+    const armed = Date.now();
     const stat = await this.session.exists(compactor, this.watcher);
-    if (!stat) this.markDead(compactor);
-    return stat !== null;
+    if (!stat) {
+      this.markDead(compactor);
+      return false;
+    }
+    this.armedAt.set(compactor, armed);
+    return true;
+  }
+
+  /**
+   * Whether the compactor is alive as far as its watch can tell, without asking ZooKeeper: its watch was
+   * set by a successful `exists` and the session has stayed connected since. ZooKeeper then delivers the
+   * node's deletion before any later answer, so a compactor that died has already been reported (give or
+   * take the notification's transit). Otherwise ask with {@link checkAndWatch}.
+   */
+  knownAlive(compactor: string): boolean {
+    if (this.dead.has(compactor)) return false;
+    const armed = this.armedAt.get(compactor);
+    return armed !== undefined && armed > this.lastSuspendedAt && this.session.state === 'connected';
   }
 
   /** Records a reservation of a (checked) compactor. If it died meanwhile, it is reported at once. */
@@ -64,6 +88,8 @@ export class CompactorWatch {
   remove(compactor: string, ecid: string): void {
     const refs = this.holders.get(compactor);
     refs?.delete(ecid);
+    // The watch stays set in ZooKeeper until it fires, so `armedAt` stays too: the compactor's next
+    // reservation needs no round trip.
     if (refs?.size === 0) this.holders.delete(compactor);
   }
 
@@ -77,8 +103,10 @@ export class CompactorWatch {
     if (event.type === 'deleted') {
       this.markDead(event.path);
       this.report(event.path);
-    } else if (this.holders.has(event.path)) {
+    } else {
       // Data changed or created: the watch is spent; re-arm it while we still care.
+      this.armedAt.delete(event.path);
+      if (!this.holders.has(event.path)) return;
       void this.checkAndWatch(event.path).then((alive) => {
         if (!alive) this.report(event.path);
       });
@@ -86,6 +114,7 @@ export class CompactorWatch {
   };
 
   private markDead(compactor: string): void {
+    this.armedAt.delete(compactor);
     this.dead.set(compactor, Date.now());
     // Forget deaths older than a minute: compactor paths are never reused (sequential nodes).
     for (const [path, at] of this.dead) if (Date.now() - at > 60_000) this.dead.delete(path);

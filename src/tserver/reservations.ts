@@ -12,7 +12,7 @@
  *   requeues. Commit and cancel are both conditional on the reservation, so exactly one of them wins.
  * - failures survive cancels: after `maxAttempts` failed attempts on the same inputs the job is parked.
  */
-import { ulid } from 'ulid';
+import { ulid } from '../ids.js';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { delRow } from '../meta/keys.js';
@@ -94,7 +94,7 @@ export class Reservations {
     }
     const tablet = await hosting.get(req.tablet);
     // Checked (and watched) before anything is recorded: a compactor that dies from here on is seen.
-    if (!(await watch.checkAndWatch(req.compactor))) {
+    if (!watch.knownAlive(req.compactor) && !(await watch.checkAndWatch(req.compactor))) {
       throw new ExcError('COMPACTOR_GONE', `compactor ${req.compactor} has no live node`, {
         details: { compactor: req.compactor },
       });
@@ -141,7 +141,7 @@ export class Reservations {
       watch.add(req.compactor, { tablet: tablet.row, ecid });
       tablet.lastProgressAt.set(ecid, Date.now());
       this.stats.reserved++;
-      this.deps.log.info(
+      this.deps.log.debug(
         { tablet: tablet.row, ecid, compactor: req.compactor, files: job.files.length, kind: job.kind },
         'reserved',
       );
@@ -175,8 +175,9 @@ export class Reservations {
           },
         );
       }
-      // A zombie (paused past its session, then resumed) has lost its node: it can never commit.
-      if (!(await watch.checkAndWatch(r.compactor))) {
+      // A zombie (paused past its session, then resumed) has lost its node: it can never commit. The watch
+      // on its node answers without a round trip when it can vouch for it (see CompactorWatch.knownAlive).
+      if (!watch.knownAlive(r.compactor) && !(await watch.checkAndWatch(r.compactor))) {
         this.stats.rejectedCommits++;
         await this.cancelLocked(tablet, req.ecid, 'compactor-gone');
         throw new ExcError(
