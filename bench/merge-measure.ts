@@ -1,0 +1,86 @@
+/** Timing, memory and formatting helpers of the merge benchmark. */
+import { spawn } from 'node:child_process';
+import { openSync, closeSync, readFileSync } from 'node:fs';
+
+/** Runs `fn` `rounds` times and returns the fastest time in ms (the least disturbed by other work). */
+export async function best(rounds: number, fn: () => Promise<unknown>): Promise<number> {
+  return (await bestWithCpu(rounds, fn)).ms;
+}
+
+/**
+ * Like {@link best}, with the CPU time this process (all its threads) spent in that fastest run: what a
+ * compactor costs in cores, whatever else (a server, other work) shares the machine.
+ */
+export async function bestWithCpu(
+  rounds: number,
+  fn: () => Promise<unknown>,
+): Promise<{ ms: number; cpuMs: number }> {
+  let fastest = { ms: Infinity, cpuMs: Infinity };
+  for (let i = 0; i < rounds; i++) {
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    await fn();
+    const ms = performance.now() - t0;
+    const cpu = process.cpuUsage(cpu0);
+    if (ms < fastest.ms) fastest = { ms, cpuMs: (cpu.user + cpu.system) / 1000 };
+  }
+  return fastest;
+}
+
+/** Runs a command with its output sent to /dev/null; resolves when it exits 0. */
+export async function runCommand(
+  command: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<void> {
+  const devNull = openSync('/dev/null', 'w');
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn(command, args, {
+        stdio: ['ignore', devNull, 'inherit'],
+        env: { ...process.env, ...env },
+      });
+      child.once('error', reject);
+      child.once('exit', (code, signal) =>
+        code === 0 ? resolve() : reject(new Error(`${command} exited with ${code ?? signal}`)),
+      );
+    });
+  } finally {
+    closeSync(devNull);
+  }
+}
+
+/** Peak resident set size of this process so far (VmHWM), in bytes; null where /proc is missing. */
+export function peakRss(): number | null {
+  try {
+    const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'));
+    return m ? Number(m[1]) * 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+export const MB = 1_000_000;
+
+export function fmtInt(n: number): string {
+  return Math.round(n).toLocaleString('en-US');
+}
+
+export function fmtMb(bytes: number): string {
+  return (bytes / MB).toLocaleString('en-US', { maximumFractionDigits: 1, minimumFractionDigits: 1 });
+}
+
+export function fmtRatio(r: number): string {
+  return `${r.toFixed(2)}×`;
+}
+
+/** A plain-text table with aligned columns (numbers right-aligned). */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]): string =>
+    cells
+      .map((c, i) => (i === 0 || i === cells.length - 1 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}

@@ -1,0 +1,320 @@
+import { readdirSync } from 'node:fs';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  compactFiles,
+  LocalObjectStore,
+  makeEntry,
+  MemoryObjectStore,
+  openObjectStore,
+  RFileReader,
+  scanFiles,
+  writeRFile,
+  type CompactionProgress,
+  type Entry,
+  type IteratorSettings,
+  type ObjectStore,
+} from '../../src/storage/index.js';
+import { tempDir, uniqueName, useS3 } from '../support/index.js';
+import { modelScan, show } from './model.js';
+
+const SCAN: IteratorSettings = { versions: 1, nowMs: 1_000, filters: [], dropDeletes: true };
+const PARTIAL: IteratorSettings = { ...SCAN, dropDeletes: false };
+
+async function collect(it: AsyncIterable<Entry>): Promise<Entry[]> {
+  const out: Entry[] = [];
+  for await (const e of it) out.push(e);
+  return out;
+}
+
+/** `n` entries of file `f`: rows interleaved across files, some deletes, a few versions per cell. */
+function* fileEntries(f: number, n: number, files: number): Generator<Entry> {
+  for (let i = 0; i < n; i++) {
+    const row = `row${String(i * files + f).padStart(8, '0')}`;
+    yield makeEntry(row, 'cf', 'cq', 500 + (i % 3), `value-${f}-${i}`, i % 11 === 0);
+  }
+}
+
+async function writeInputs(
+  store: ObjectStore,
+  files: number,
+  n: number,
+  prefix = 'in',
+): Promise<{ names: string[]; entries: Entry[] }> {
+  const names: string[] = [];
+  const entries: Entry[] = [];
+  for (let f = 0; f < files; f++) {
+    const name = `${prefix}/f${f}.rf`;
+    const list = [...fileEntries(f, n, files)];
+    await writeRFile(store, name, list, { blockSize: 2048 });
+    names.push(name);
+    entries.push(...list);
+  }
+  return { names, entries };
+}
+
+const dirs: { cleanup: () => void }[] = [];
+afterAll(() => dirs.forEach((d) => d.cleanup()));
+function localStore(): { store: LocalObjectStore; root: string } {
+  const d = tempDir('compact');
+  dirs.push(d);
+  return { store: new LocalObjectStore(d.path), root: d.path };
+}
+
+function filesUnder(root: string): string[] {
+  return (
+    readdirSync(root, { recursive: true, withFileTypes: true }) as {
+      name: string;
+      isFile(): boolean;
+      parentPath: string;
+    }[]
+  )
+    .filter((e) => e.isFile())
+    .map((e) => `${e.parentPath.slice(root.length + 1)}/${e.name}`.replace(/^\//, ''))
+    .sort();
+}
+
+describe('compactFiles', () => {
+  it('merges the inputs through the stack into one file, and reports what it did', async () => {
+    const { store } = localStore();
+    const { names, entries } = await writeInputs(store, 4, 3_000);
+    const progress: CompactionProgress[] = [];
+    const result = await compactFiles({
+      store,
+      inputs: names,
+      output: 'out/c.rf',
+      settings: PARTIAL,
+      onProgress: (p) => progress.push(p),
+      progressEveryMs: 0,
+    });
+    const expected = modelScan(entries, PARTIAL);
+    expect(result).toMatchObject({ empty: false, entriesRead: 12_000, entriesWritten: expected.length });
+    const sizes = await Promise.all(names.map(async (n) => (await store.stat(n))!.size));
+    // Every byte of every input, plus the footers that `open` read first.
+    expect(result.bytesRead).toBeGreaterThanOrEqual(sizes.reduce((a, b) => a + b, 0));
+    expect(result.bytesRead).toBeLessThanOrEqual(sizes.reduce((a, b) => a + b, 0) + names.length * 64 * 1024);
+    expect(result.bytesWritten).toBe((await store.stat('out/c.rf'))!.size);
+    expect(result.output).toMatchObject({ entries: expected.length, size: result.bytesWritten });
+    const reader = await RFileReader.open(store, 'out/c.rf');
+    expect(show(await collect(reader.scan()))).toEqual(show(expected));
+    // Progress: more than the final report, never going backwards, ending at the result.
+    expect(progress.length).toBeGreaterThan(2);
+    for (let i = 1; i < progress.length; i++)
+      expect(progress[i]!.entriesRead).toBeGreaterThanOrEqual(progress[i - 1]!.entriesRead);
+    expect(progress[progress.length - 1]).toEqual({
+      entriesRead: result.entriesRead,
+      entriesWritten: result.entriesWritten,
+      bytesRead: result.bytesRead,
+      bytesWritten: result.bytesWritten,
+    });
+  });
+
+  it('writes no file when nothing survives the stack', async () => {
+    const store = new MemoryObjectStore();
+    await writeRFile(store, 'a.rf', [makeEntry('r', 'f', 'q', 1, 'v')]);
+    await writeRFile(store, 'b.rf', [makeEntry('r', 'f', 'q', 2, '', true)]);
+    const result = await compactFiles({ store, inputs: ['a.rf', 'b.rf'], output: 'c.rf', settings: SCAN });
+    expect(result).toMatchObject({
+      empty: true,
+      output: null,
+      entriesRead: 2,
+      entriesWritten: 0,
+      bytesWritten: 0,
+    });
+    expect(await store.stat('c.rf')).toBeNull();
+    // The same inputs in a partial compaction keep the marker: a file is written.
+    expect(
+      (await compactFiles({ store, inputs: ['b.rf'], output: 'd.rf', settings: PARTIAL })).output?.entries,
+    ).toBe(1);
+  });
+
+  it('a merge that drops everything still reports progress and hears an abort', async () => {
+    const store = new MemoryObjectStore();
+    const entries = Array.from({ length: 300_000 }, (_, i) =>
+      makeEntry(`r${String(i).padStart(7, '0')}`, 'f', 'q', 1, 'old'),
+    );
+    await writeRFile(store, 'old.rf', entries);
+    const aged = { ...SCAN, ttlMs: 10 };
+    let calls = 0;
+    const result = await compactFiles({
+      store,
+      inputs: ['old.rf'],
+      output: 'x.rf',
+      settings: aged,
+      progressEveryMs: 0,
+      onProgress: () => calls++,
+    });
+    expect(result.empty).toBe(true);
+    expect(calls).toBeGreaterThan(3);
+    const controller = new AbortController();
+    const run = compactFiles({
+      store,
+      inputs: ['old.rf'],
+      output: 'x.rf',
+      settings: aged,
+      signal: controller.signal,
+      progressEveryMs: 0,
+      onProgress: (p) =>
+        p.entriesRead > 0 && p.entriesRead < 300_000 && controller.abort(new Error('stop now')),
+    });
+    await expect(run).rejects.toThrow('stop now');
+  });
+
+  it('abort - stops promptly and leaves no file under the output name, nor any temporary file', async () => {
+    const { store, root } = localStore();
+    const { names } = await writeInputs(store, 3, 40_000);
+    const before = filesUnder(root);
+    const controller = new AbortController();
+    const started = Date.now();
+    const run = compactFiles({
+      store,
+      inputs: names,
+      output: 'out/aborted.rf',
+      settings: SCAN,
+      signal: controller.signal,
+      progressEveryMs: 0,
+      onProgress: (p) => p.entriesWritten > 20_000 && controller.abort(new Error('cancelled by test')),
+    });
+    await expect(run).rejects.toThrow('cancelled by test');
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(await store.stat('out/aborted.rf')).toBeNull();
+    expect(filesUnder(root)).toEqual(before);
+  });
+
+  it('a corrupt input rejects with CORRUPT_FILE naming the file and block, and leaves no output', async () => {
+    const store = new MemoryObjectStore();
+    const { names } = await writeInputs(store, 3, 2_000);
+    const bytes = store.bytes(names[1]!);
+    bytes[10_000] = bytes[10_000]! ^ 0x40;
+    store.put(names[1]!, bytes);
+    const err = await compactFiles({ store, inputs: names, output: 'c.rf', settings: SCAN }).catch(
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ code: 'CORRUPT_FILE' });
+    expect((err as Error).message).toMatch(
+      /in\/f1\.rf, data block \d+ at offset \d+: payload checksum mismatch/,
+    );
+    expect(await store.stat('c.rf')).toBeNull();
+  });
+
+  it('bad requests are refused before anything is read', async () => {
+    const untouchable = new Proxy({} as ObjectStore, {
+      get: (_, prop) =>
+        prop === 'url'
+          ? 'memory://untouchable'
+          : () => Promise.reject(new Error(`store.${String(prop)} called`)),
+    });
+    const go = (inputs: string[], output: string, settings: unknown) =>
+      compactFiles({ store: untouchable, inputs, output, settings: settings as IteratorSettings });
+    const refused = async (promise: Promise<unknown>, code: string, text = ''): Promise<void> => {
+      const err = await promise.then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(err).toMatchObject({ code });
+      expect((err as Error).message).toContain(text);
+    };
+    await refused(go(['a.rf', 'a.rf'], 'c.rf', SCAN), 'BAD_REQUEST', 'twice');
+    await refused(go(['a.rf'], 'a.rf', SCAN), 'BAD_REQUEST', 'also an input');
+    await refused(go(['../a.rf'], 'c.rf', SCAN), 'INVALID_NAME');
+    await refused(go(['a.rf'], 'c.rf', { ...SCAN, versions: 0 }), 'BAD_REQUEST', 'versions');
+    await refused(
+      go(['a.rf'], 'c.rf', { ...SCAN, filters: [{ name: 'eval', options: 'x' }] }),
+      'BAD_REQUEST',
+      'unknown filter "eval"',
+    );
+  });
+
+  it('deflate output - smaller, and reads back the same entries', async () => {
+    const store = new MemoryObjectStore();
+    const { names } = await writeInputs(store, 2, 5_000);
+    const plain = await compactFiles({ store, inputs: names, output: 'p.rf', settings: SCAN });
+    const packed = await compactFiles({
+      store,
+      inputs: names,
+      output: 'd.rf',
+      settings: SCAN,
+      compression: 'deflate',
+    });
+    expect(packed.bytesWritten).toBeLessThan(plain.bytesWritten * 0.7);
+    const read = async (name: string) => show(await collect((await RFileReader.open(store, name)).scan()));
+    expect(await read('d.rf')).toEqual(await read('p.rf'));
+  });
+});
+
+describe('scanFiles', () => {
+  it('reads a row range of several files through the stack', async () => {
+    const { store } = localStore();
+    const { names, entries } = await writeInputs(store, 3, 1_000);
+    const range = {
+      startRow: Buffer.from('row00000100'),
+      startInclusive: false,
+      endRow: Buffer.from('row00000200'),
+      endInclusive: true,
+    };
+    const got = await collect(scanFiles({ store, files: names, range, settings: SCAN }));
+    expect(got).toHaveLength(modelScan(entries, SCAN, range).length);
+    expect(show(got)).toEqual(show(modelScan(entries, SCAN, range)));
+    // The start is exclusive, the end inclusive.
+    expect(
+      got.every((e) => e.key.row.toString() > 'row00000100' && e.key.row.toString() <= 'row00000200'),
+    ).toBe(true);
+  });
+
+  it('refuses bad settings at once', () => {
+    expect(() =>
+      scanFiles({ store: new MemoryObjectStore(), files: [], settings: { ...SCAN, versions: -1 } }),
+    ).toThrow(/versions/);
+  });
+});
+
+describe('compactFiles on S3', () => {
+  const s3 = useS3();
+  const open = (): ObjectStore =>
+    openObjectStore(
+      {
+        store: `s3://${s3().bucket}/${uniqueName('c-')}`,
+        s3Endpoint: s3().endpoint,
+        s3AccessKeyId: s3().accessKeyId,
+        s3SecretAccessKey: s3().secretAccessKey,
+        s3ForcePathStyle: true,
+      },
+      undefined,
+      { partSize: 5 * 1024 * 1024, retry: { attempts: 3, baseMs: 5 } },
+    );
+
+  it('end to end - inputs read from S3, output written to S3 in parts, equal to the model', async () => {
+    const store = open();
+    try {
+      const { names, entries } = await writeInputs(store, 3, 45_000);
+      const result = await compactFiles({ store, inputs: names, output: 'out/c.rf', settings: PARTIAL });
+      expect(result.bytesWritten).toBeGreaterThan(5 * 1024 * 1024);
+      const got = await collect(scanFiles({ store, files: ['out/c.rf'], settings: PARTIAL }));
+      expect(show(got)).toEqual(show(modelScan(entries, PARTIAL)));
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('abort - leaves no object under the output name', async () => {
+    const store = open();
+    try {
+      const { names } = await writeInputs(store, 2, 100_000);
+      const controller = new AbortController();
+      await expect(
+        compactFiles({
+          store,
+          inputs: names,
+          output: 'out/aborted.rf',
+          settings: SCAN,
+          signal: controller.signal,
+          progressEveryMs: 0,
+          // Past the first part: a multipart upload is in progress when the abort comes.
+          onProgress: (p) => p.bytesWritten > 5.5 * 1024 * 1024 && controller.abort(new Error('cancelled')),
+        }),
+      ).rejects.toThrow('cancelled');
+      expect(await store.stat('out/aborted.rf')).toBeNull();
+    } finally {
+      await store.close();
+    }
+  });
+});

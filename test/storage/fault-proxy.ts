@@ -1,0 +1,143 @@
+/**
+ * An HTTP proxy in front of the S3 server that injects faults into chosen requests, deterministically:
+ * an error status with an S3 error body (503 SlowDown, 500 InternalError, 403 AccessDenied...), a
+ * connection reset, or a response body cut after some bytes. Requests are forwarded untouched otherwise
+ * (the Host header included, so signatures stay valid), and every request is recorded.
+ *
+ *   const proxy = await FaultProxy.start(s3Port);
+ *   proxy.inject({ kind: 'status', status: 503, code: 'SlowDown' }, { times: 2, method: 'PUT' });
+ */
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+
+export type Fault =
+  | { kind: 'status'; status: number; code: string }
+  | { kind: 'reset' }
+  | { kind: 'cut-body'; afterBytes: number };
+
+export interface RecordedRequest {
+  method: string;
+  url: string;
+  range: string | undefined;
+  fault: Fault['kind'] | null;
+}
+
+interface Rule {
+  fault: Fault;
+  remaining: number;
+  method?: string;
+  urlIncludes?: string;
+}
+
+export class FaultProxy {
+  readonly requests: RecordedRequest[] = [];
+  private readonly rules: Rule[] = [];
+  private readonly sockets = new Set<Socket>();
+
+  private constructor(
+    private readonly server: Server,
+    private readonly targetPort: number,
+    readonly port: number,
+  ) {}
+
+  static async start(targetPort: number): Promise<FaultProxy> {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const proxy = new FaultProxy(server, targetPort, (server.address() as { port: number }).port);
+    server.on('request', (req: IncomingMessage, res: ServerResponse) => proxy.handle(req, res));
+    server.on('connection', (s: Socket) => {
+      proxy.sockets.add(s);
+      s.once('close', () => proxy.sockets.delete(s));
+    });
+    return proxy;
+  }
+
+  get endpoint(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** The next `times` requests that match (method, a substring of the URL) get `fault`. */
+  inject(fault: Fault, options: { times?: number; method?: string; urlIncludes?: string } = {}): void {
+    this.rules.push({
+      fault,
+      remaining: options.times ?? 1,
+      method: options.method,
+      urlIncludes: options.urlIncludes,
+    });
+  }
+
+  clear(): void {
+    this.rules.length = 0;
+    this.requests.length = 0;
+  }
+
+  count(method: string, urlIncludes = ''): number {
+    return this.requests.filter((r) => r.method === method && r.url.includes(urlIncludes)).length;
+  }
+
+  async stop(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private take(req: IncomingMessage): Fault | null {
+    for (const rule of this.rules) {
+      if (rule.remaining <= 0) continue;
+      if (rule.method !== undefined && rule.method !== req.method) continue;
+      if (rule.urlIncludes !== undefined && !req.url?.includes(rule.urlIncludes)) continue;
+      rule.remaining--;
+      return rule.fault;
+    }
+    return null;
+  }
+
+  private handle(req: IncomingMessage, res: ServerResponse): void {
+    const fault = this.take(req);
+    const range = req.headers.range;
+    this.requests.push({ method: req.method ?? '', url: req.url ?? '', range, fault: fault?.kind ?? null });
+    if (fault?.kind === 'status') {
+      // Read the request body first, as a server would, so the client sees an answer and not a broken pipe.
+      req.resume();
+      req.once('end', () => {
+        const body = `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${fault.code}</Code><Message>injected by the test proxy</Message><RequestId>0</RequestId></Error>`;
+        res.writeHead(fault.status, {
+          'content-type': 'application/xml',
+          'content-length': Buffer.byteLength(body),
+        });
+        res.end(req.method === 'HEAD' ? undefined : body);
+      });
+      return;
+    }
+    if (fault?.kind === 'reset') {
+      req.resume();
+      req.once('end', () => req.socket.destroy());
+      return;
+    }
+    const upstream = request(
+      { host: '127.0.0.1', port: this.targetPort, method: req.method, path: req.url, headers: req.headers },
+      (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        if (fault?.kind !== 'cut-body') {
+          up.pipe(res);
+          return;
+        }
+        let sent = 0;
+        up.on('data', (chunk: Buffer) => {
+          if (sent >= fault.afterBytes) return;
+          const part = chunk.subarray(0, fault.afterBytes - sent);
+          sent += part.length;
+          res.write(part);
+          if (sent >= fault.afterBytes) {
+            // Let the bytes reach the client, then drop the connection mid-body.
+            setTimeout(() => {
+              up.destroy();
+              req.socket.destroy();
+            }, 20);
+          }
+        });
+      },
+    );
+    upstream.on('error', () => req.socket.destroy());
+    req.pipe(upstream);
+  }
+}

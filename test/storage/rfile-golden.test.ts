@@ -1,0 +1,74 @@
+/**
+ * Golden files pin the RFile format: writing these entries must produce exactly the checked-in bytes,
+ * and reading the checked-in bytes must give back the entries. A format change shows up here as a diff;
+ * if it is intended, bump FORMAT_VERSION and regenerate with `EXC_UPDATE_GOLDEN=1 npx vitest run
+ * test/storage/rfile-golden.test.ts`. (The deflate fixture also pins zlib's output at level 1: a Node
+ * upgrade that changes zlib may change those bytes without any format change; the read test is the one
+ * that guards compatibility.)
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import {
+  FORMAT_VERSION,
+  makeEntry,
+  MAX_TIMESTAMP,
+  MemoryObjectStore,
+  RFileReader,
+  writeRFile,
+  type Compression,
+  type Entry,
+} from '../../src/storage/index.js';
+import { show } from './model.js';
+
+const FIXTURES = new URL('../fixtures/storage/', import.meta.url);
+
+/** Deletes, empty fields, binary bytes, a 2-byte varint length, the largest timestamp. */
+const ENTRIES: Entry[] = [
+  makeEntry('', '', '', 0),
+  makeEntry(Buffer.from([0x00]), 'cf', 'q', 7, 'zero row'),
+  makeEntry('apple', 'cf', 'color', MAX_TIMESTAMP, 'red'),
+  makeEntry('apple', 'cf', 'color', 1_700_000_000_000, '', true),
+  makeEntry('apple', 'cf', 'color', 1_600_000_000_000, 'green'),
+  makeEntry('apple', 'cf', 'size', 5, 'x'.repeat(200)),
+  makeEntry('banana', 'cf', 'color', 3, 'yellow'),
+  makeEntry('banana', 'cg', '', 3, Buffer.from([0xff, 0x00, 0x80])),
+  makeEntry('cherry', 'cf', 'color', 9, '', true),
+  makeEntry('cherry', 'cf', 'color', 9, 'dark red'),
+  makeEntry('cherry', 'cf', 'color', 9, 'red'),
+  makeEntry(Buffer.from([0xff, 0xfe]), Buffer.from([0xff]), Buffer.from([0x01]), 2 ** 32, 'last'),
+];
+
+const OPTIONS = { blockSize: 96, indexBlockSize: 64 };
+
+for (const compression of ['none', 'deflate'] as Compression[]) {
+  describe(`rfile golden - ${compression}`, () => {
+    const fixture = new URL(`golden-${compression}.rf`, FIXTURES);
+
+    it('writing the golden entries produces exactly the golden bytes', async () => {
+      const store = new MemoryObjectStore();
+      const summary = await writeRFile(store, 'golden.rf', ENTRIES, { ...OPTIONS, compression });
+      const bytes = store.bytes('golden.rf');
+      if (process.env.EXC_UPDATE_GOLDEN === '1') {
+        mkdirSync(FIXTURES, { recursive: true });
+        writeFileSync(fixture, bytes);
+      }
+      expect(existsSync(fixture), `${fixture.pathname} is missing; EXC_UPDATE_GOLDEN=1 writes it`).toBe(true);
+      expect(summary.blocks).toBeGreaterThan(3);
+      expect(bytes.toString('hex')).toBe(readFileSync(fixture).toString('hex'));
+    });
+
+    it('reading the golden bytes gives back the golden entries', async () => {
+      const store = new MemoryObjectStore();
+      store.put('golden.rf', readFileSync(fixture));
+      const reader = await RFileReader.open(store, 'golden.rf');
+      expect(reader.summary.entries).toBe(ENTRIES.length);
+      const read: Entry[] = [];
+      for await (const e of reader.scan()) read.push(e);
+      expect(show(read)).toEqual(show(ENTRIES));
+      // The version in the tail, and the magic.
+      const bytes = readFileSync(fixture);
+      expect(bytes.readUInt16BE(bytes.length - 12)).toBe(FORMAT_VERSION);
+      expect(bytes.subarray(bytes.length - 8).toString('latin1')).toBe('EXCRFILE');
+    });
+  });
+}
