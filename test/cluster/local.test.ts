@@ -1,0 +1,57 @@
+/**
+ * `npm start` (`excompact local`): the whole local cluster starts, compacts the demo workload across both
+ * queues, prints its summary, and stops cleanly; a killed supervisor leaves nothing behind.
+ */
+import { describe, expect, it } from 'vitest';
+import { fourLetterWord, freePort } from '../../src/zk/embedded.js';
+import { tempDir, useProcesses, waitFor, type ManagedProcess } from '../support/index.js';
+
+async function zkAnswers(port: number): Promise<boolean> {
+  return fourLetterWord(port, 'ruok', 500).then(
+    (answer) => answer === 'imok',
+    () => false,
+  );
+}
+
+async function httpAnswers(url: string): Promise<boolean> {
+  return fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1_000) }).then(
+    () => true,
+    () => false,
+  );
+}
+
+describe('npm start (excompact local)', () => {
+  const procs = useProcesses();
+
+  async function startLocal(): Promise<{ proc: ManagedProcess; zkPort: number; managerUrl: string; dir: ReturnType<typeof tempDir> }> {
+    const dir = tempDir('local');
+    const zkPort = await freePort();
+    const proc = await procs.start('local', ['local', '--data-dir', dir.path, '--zk-port', String(zkPort), '--summary-every', '500'], {
+      env: { EXC_SECRET: undefined, EXC_ZK: undefined, EXC_LOG_LEVEL: 'info' },
+    });
+    await proc.waitForLog((l) => /excompact local: ready/.test(l.msg ?? ''), 60_000);
+    const managerUrl = /manager +(http:\/\/\S+)/.exec(proc.lines.map((l) => l.msg).join('\n'))![1]!;
+    return { proc, zkPort, managerUrl, dir };
+  }
+
+  it('runs a manager, two tablet servers, two queues with two compactors each; compactions happen on both queues; Ctrl-C stops it all', async () => {
+    const { proc, zkPort, managerUrl, dir } = await startLocal();
+    expect(proc.lines.map((l) => l.msg).join('\n')).toMatch(/tserver-1[\s\S]*tserver-2[\s\S]*compactors +2 for small, 2 for large/);
+    // The summary reports completed compactions for both queues.
+    await proc.waitForLog((l) => /^large +\d+ +\d+ +[1-9]\d* +2$/.test(l.msg ?? ''), 60_000);
+    await proc.waitForLog((l) => /^small +\d+ +\d+ +[1-9]\d* +2$/.test(l.msg ?? ''), 60_000);
+
+    expect(await proc.terminate(60_000)).toEqual({ code: 0, signal: null });
+    expect(proc.lines.some((l) => l.msg === 'excompact local: stopped')).toBe(true);
+    expect(await zkAnswers(zkPort)).toBe(false);
+    expect(await httpAnswers(managerUrl)).toBe(false);
+    dir.cleanup();
+  });
+
+  it('a SIGKILLed supervisor leaves no process behind', async () => {
+    const { proc, zkPort, managerUrl, dir } = await startLocal();
+    proc.kill();
+    await waitFor(async () => !(await zkAnswers(zkPort)) && !(await httpAnswers(managerUrl)), 'ZooKeeper and the manager to go', 15_000, 200);
+    dir.cleanup();
+  });
+});
