@@ -20,7 +20,7 @@ import { EventEmitter } from 'node:events';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { MetaClient } from '../meta/client.js';
-import { createRegistry, metricsEndpoint } from '../metrics.js';
+import { counterOf, createRegistry, gaugeOf, metricsEndpoint } from '../metrics.js';
 import { advertisedHost } from '../net.js';
 import type { ReservedJob } from '../queue/protocol.js';
 import { PeerClients } from '../rpc/peers.js';
@@ -96,6 +96,7 @@ export class Compactor extends EventEmitter<Events> {
   };
   private statusUrl: string | undefined;
   private closing: Promise<void> | undefined;
+  private readonly registry = createRegistry('compactor');
 
   constructor(private readonly options: CompactorOptions) {
     super();
@@ -112,8 +113,16 @@ export class Compactor extends EventEmitter<Events> {
       maxBodyBytes: options.rpcMaxBodyBytes,
       maxSkewMs: options.rpcMaxSkewMs,
       health: () => ({ ok: this.stateValue === 'running', state: this.stateValue }),
-      metrics: metricsEndpoint(createRegistry('compactor')),
+      metrics: metricsEndpoint(this.registry),
     });
+    counterOf(
+      this.registry,
+      'excompact_compactor_jobs_total',
+      'Jobs by outcome: committed, discarded, failed, released, abandoned',
+      () => ({ ...this.outcomes }),
+      'outcome',
+    );
+    gaugeOf(this.registry, 'excompact_compactor_running_jobs', 'Jobs running now', () => this.running.size);
     this.server.route('GET', '/status', {}, () => this.status());
   }
 

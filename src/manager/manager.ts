@@ -14,7 +14,7 @@ import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { MetaStore } from '../meta/store.js';
 import { WorkerWriter } from '../meta/writer.js';
-import { createRegistry, metricsEndpoint } from '../metrics.js';
+import { counterOf, createRegistry, gaugeOf, metricsEndpoint } from '../metrics.js';
 import { advertisedHost } from '../net.js';
 import { readQueueMap } from '../queue/registry.js';
 import { PeerClients } from '../rpc/peers.js';
@@ -87,6 +87,40 @@ export class Manager extends EventEmitter<Events> {
       }),
       metrics: metricsEndpoint(registry),
     });
+    counterOf(
+      registry,
+      'excompact_manager_commit_batches_total',
+      'Group commits of the metadata store',
+      () => this.active?.commits.stats.batches,
+    );
+    counterOf(
+      registry,
+      'excompact_manager_mutations_total',
+      'Conditional mutations applied or rejected',
+      () => this.active?.commits.stats.mutations,
+    );
+    counterOf(
+      registry,
+      'excompact_manager_gc_deleted_files_total',
+      'Files deleted by the garbage collector',
+      () => this.active?.gc?.stats.deleted,
+    );
+    gaugeOf(
+      registry,
+      'excompact_manager_live_tservers',
+      'Live tablet servers',
+      () => this.active?.live.all.size,
+    );
+    gaugeOf(
+      registry,
+      'excompact_manager_waiting_compactors',
+      'Compactors waiting for work, by queue id',
+      () => this.active?.work.waiting(),
+      'queue',
+    );
+    gaugeOf(registry, 'excompact_manager_active', '1 when this manager is the active one', () =>
+      this.stateValue === 'active' ? 1 : 0,
+    );
     this.peers = new PeerClients({
       secret: options.secret,
       timeoutMs: options.rpcTimeoutMs,

@@ -12,7 +12,7 @@ import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { MetaClient } from '../meta/client.js';
 import type { Location } from '../meta/tablet.js';
-import { createRegistry, metricsEndpoint } from '../metrics.js';
+import { counterOf, createRegistry, gaugeOf, metricsEndpoint } from '../metrics.js';
 import { advertisedHost } from '../net.js';
 import { QueueResolver } from '../queue/resolver.js';
 import { RpcServer } from '../rpc/server.js';
@@ -70,6 +70,7 @@ export class TabletServer extends EventEmitter<Events> {
     | undefined;
   private address: { host: string; port: number } | undefined;
   private closing: Promise<void> | undefined;
+  private readonly registry = createRegistry('tserver');
 
   constructor(private readonly options: TserverOptions) {
     super();
@@ -81,8 +82,37 @@ export class TabletServer extends EventEmitter<Events> {
       maxBodyBytes: options.rpcMaxBodyBytes,
       maxSkewMs: options.rpcMaxSkewMs,
       health: () => ({ ok: this.stateValue === 'serving', state: this.stateValue }),
-      metrics: metricsEndpoint(createRegistry('tserver')),
+      metrics: metricsEndpoint(this.registry),
     });
+    const r = this.registry;
+    counterOf(
+      r,
+      'excompact_tserver_reservations_total',
+      'Reservation events: reserved, committed, cancelled, rejectedCommits, noWork',
+      () => {
+        const s = this.parts?.reservations.stats;
+        return (
+          s && {
+            reserved: s.reserved,
+            committed: s.committed,
+            cancelled: s.cancelled,
+            rejectedCommits: s.rejectedCommits,
+            noWork: s.noWork,
+          }
+        );
+      },
+    );
+    counterOf(
+      r,
+      'excompact_tserver_ingested_entries_total',
+      'Entries ingested',
+      () => this.parts?.data.stats.ingestedEntries,
+    );
+    counterOf(r, 'excompact_tserver_scans_total', 'Scans served', () => this.parts?.data.stats.scans);
+    gaugeOf(r, 'excompact_tserver_tablets', 'Tablets hosted', () => this.parts?.hosting.count);
+    gaugeOf(r, 'excompact_tserver_running_compactions', 'Reservations on hosted tablets', () =>
+      this.parts?.hosting.all().reduce((n, t) => n + t.meta.reservations.size, 0),
+    );
   }
 
   get state(): TserverState {

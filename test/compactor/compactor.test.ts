@@ -110,7 +110,7 @@ describe('compactor', () => {
 
   it('end to end - two compactors keep up with many small files; files per tablet fall as the planner says; the scan is exact', async () => {
     const s = await setup(cluster(), { splits: ['r032', 'r064'] });
-    await cluster().startCompactor('q', { name: 'c1' });
+    const c1 = await cluster().startCompactor('q', { name: 'c1' });
     await cluster().startCompactor('q', { name: 'c2' });
     for (let i = 0; i < 24; i++) await ingest(s, batch(60, 'r', i % 5 === 4 ? 4 : 0));
 
@@ -123,6 +123,19 @@ describe('compactor', () => {
       expect(files.length).toBeLessThan(8);
     }
     expect(await scanLines(s.client, 't')).toEqual(s.model.expected());
+
+    // What happened is visible to Prometheus.
+    const tserver = procs.procs
+      .find((p) => p.name === 'tserver')!
+      .lines.find((l) => l.msg === 'tablet server ready')!.name as string;
+    const tserverMetrics = await (await fetch(`http://${tserver}/metrics`)).text();
+    const committed = Number(
+      /excompact_tserver_reservations_total\{kind="committed"[^}]*\} (\d+)/.exec(tserverMetrics)?.[1],
+    );
+    expect(committed).toBeGreaterThan(0);
+    const status = c1.lines.find((l) => l.msg === 'compactor ready')!.status as string;
+    const compactorMetrics = await (await fetch(`${status}/metrics`)).text();
+    expect(compactorMetrics).toMatch(/excompact_compactor_jobs_total\{outcome="committed"[^}]*\} \d+/);
   });
 
   it('kill -9 mid-job - another compactor completes the job; the scan is exact', async () => {
