@@ -23,12 +23,21 @@ async function httpAnswers(url: string): Promise<boolean> {
 describe('npm start (excompact local)', () => {
   const procs = useProcesses();
 
-  async function startLocal(): Promise<{ proc: ManagedProcess; zkPort: number; managerUrl: string; dir: ReturnType<typeof tempDir> }> {
+  async function startLocal(): Promise<{
+    proc: ManagedProcess;
+    zkPort: number;
+    managerUrl: string;
+    dir: ReturnType<typeof tempDir>;
+  }> {
     const dir = tempDir('local');
     const zkPort = await freePort();
-    const proc = await procs.start('local', ['local', '--data-dir', dir.path, '--zk-port', String(zkPort), '--summary-every', '500'], {
-      env: { EXC_SECRET: undefined, EXC_ZK: undefined, EXC_LOG_LEVEL: 'info' },
-    });
+    const proc = await procs.start(
+      'local',
+      ['local', '--data-dir', dir.path, '--zk-port', String(zkPort), '--summary-every', '500'],
+      {
+        env: { EXC_SECRET: undefined, EXC_ZK: undefined, EXC_LOG_LEVEL: 'info' },
+      },
+    );
     await proc.waitForLog((l) => /excompact local: ready/.test(l.msg ?? ''), 60_000);
     const managerUrl = /manager +(http:\/\/\S+)/.exec(proc.lines.map((l) => l.msg).join('\n'))![1]!;
     return { proc, zkPort, managerUrl, dir };
@@ -36,7 +45,9 @@ describe('npm start (excompact local)', () => {
 
   it('runs a manager, two tablet servers, two queues with two compactors each; compactions happen on both queues; Ctrl-C stops it all', async () => {
     const { proc, zkPort, managerUrl, dir } = await startLocal();
-    expect(proc.lines.map((l) => l.msg).join('\n')).toMatch(/tserver-1[\s\S]*tserver-2[\s\S]*compactors +2 for small, 2 for large/);
+    expect(proc.lines.map((l) => l.msg).join('\n')).toMatch(
+      /tserver-1[\s\S]*tserver-2[\s\S]*compactors +2 for small, 2 for large/,
+    );
     // The summary reports completed compactions for both queues.
     await proc.waitForLog((l) => /^large +\d+ +\d+ +[1-9]\d* +2$/.test(l.msg ?? ''), 60_000);
     await proc.waitForLog((l) => /^small +\d+ +\d+ +[1-9]\d* +2$/.test(l.msg ?? ''), 60_000);
@@ -51,7 +62,12 @@ describe('npm start (excompact local)', () => {
   it('a SIGKILLed supervisor leaves no process behind', async () => {
     const { proc, zkPort, managerUrl, dir } = await startLocal();
     proc.kill();
-    await waitFor(async () => !(await zkAnswers(zkPort)) && !(await httpAnswers(managerUrl)), 'ZooKeeper and the manager to go', 15_000, 200);
+    await waitFor(
+      async () => !(await zkAnswers(zkPort)) && !(await httpAnswers(managerUrl)),
+      'ZooKeeper and the manager to go',
+      15_000,
+      200,
+    );
     dir.cleanup();
   });
 });
