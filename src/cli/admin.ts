@@ -369,6 +369,7 @@ function registerTables(admin: Command): void {
     .command('list')
     .description('List tables.')
     .option('--json', 'print JSON')
+    .addHelpText('after', examples(['excompact admin table list', 'excompact admin table list --json']))
     .action(
       action(async (opts: JsonFlag, cmd: Command) => {
         const { tables } = await withCluster(cmd, (c) =>
@@ -396,6 +397,10 @@ function registerTables(admin: Command): void {
     .description('Show a table: its settings and tablets with hosts, files and bytes.')
     .argument('<name>')
     .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      examples(['excompact admin table info events', 'excompact admin table info events --json']),
+    )
     .action(
       action(async (name: string, opts: JsonFlag, cmd: Command) => {
         const info = await withCluster(cmd, (c) =>
@@ -418,7 +423,7 @@ function registerTables(admin: Command): void {
             bytes(t.files.reduce((s, f) => s + f.size, 0)),
             t.files.reduce((s, f) => s + f.entries, 0),
             t.reservations.length,
-            t.failures.filter((f) => f.parked).length,
+            t.failures.filter((f) => f.attempts >= info.table.config.maxAttempts).length,
           ]),
         );
       }),
@@ -458,6 +463,7 @@ ${examples(['excompact admin table config events queues=small:64M,large ratio=2'
     .command('delete')
     .description('Delete a table: its tablets are unloaded, its files collected, its compactions cancelled.')
     .argument('<name>')
+    .addHelpText('after', examples(['excompact admin table delete events']))
     .action(
       action(async (name: string, _opts: unknown, cmd: Command) => {
         await withCluster(cmd, (c) => c.meta.call('DELETE', `/v1/tables/${encodeURIComponent(name)}`));

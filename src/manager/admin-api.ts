@@ -8,7 +8,7 @@ import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { parseQueueRow, queueEntryTablet, queuePrefix } from '../meta/keys.js';
 import type { MetaStore } from '../meta/store.js';
-import { compactCol, failedCol, type TabletMeta } from '../meta/tablet.js';
+import { compactCol, failedCol, isParked, type TabletMeta } from '../meta/tablet.js';
 import type { CompactorView, ParkedCompaction, RunningCompaction, TableInfo } from '../meta/views.js';
 import { createQueue, deleteQueue, listQueues, resolveQueue, type QueueInfo } from '../queue/registry.js';
 import type { PeerClients } from '../rpc/peers.js';
@@ -186,8 +186,9 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
       const released: { tablet: string; id: string }[] = [];
       for (const t of allTablets(p)) {
         if (tableId && t.tableId !== tableId) continue;
+        const maxAttempts = p.tables.getById(t.tableId)?.config.maxAttempts ?? 3;
         for (const [key, f] of t.failures) {
-          if (!f.parked) continue;
+          if (!isParked(f, maxAttempts)) continue;
           if (body.id && key !== body.id && f.lastEcid !== body.id) continue;
           const [result] = await p.commits.submit({
             mutations: [
@@ -311,9 +312,10 @@ function parkedCompactions(
 ): ParkedCompaction[] {
   const queueNames = new Map(queues.map((q) => [q.id, q.name]));
   const out: ParkedCompaction[] = [];
+  const maxAttempts = new Map(p.tables.list().map((t) => [t.id, t.config.maxAttempts]));
   for (const t of allTablets(p)) {
     for (const [id, f] of t.failures) {
-      if (!f.parked) continue;
+      if (!isParked(f, maxAttempts.get(t.tableId) ?? 3)) continue;
       out.push({
         id,
         tablet: t.row,

@@ -97,6 +97,15 @@ export const failureSchema = z.object({
 });
 export type Failure = z.infer<typeof failureSchema>;
 
+/**
+ * Whether a job is parked: it failed as often as the table allows. Decided against the table's current
+ * `maxAttempts`, so raising the setting releases parked jobs (the stored `parked` flag records what held
+ * when the last attempt failed).
+ */
+export function isParked(failure: Failure, maxAttempts: number): boolean {
+  return failure.attempts >= maxAttempts;
+}
+
 export interface TabletMeta {
   row: string;
   tableId: string;

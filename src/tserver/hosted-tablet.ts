@@ -8,7 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import { Mutex } from '../mutex.js';
-import { COL_LOC, locationValue, type Location, type TabletMeta } from '../meta/tablet.js';
+import { COL_LOC, isParked, locationValue, type Location, type TabletMeta } from '../meta/tablet.js';
 import type { Condition } from '../meta/types.js';
 import type { TableConfig } from '../meta/table-config.js';
 import { plan, type PlannedJob } from '../queue/planner.js';
@@ -51,10 +51,11 @@ export class HostedTablet {
     return out;
   }
 
-  /** Files of parked jobs. */
-  parkedFiles(): Set<string> {
+  /** Files of parked jobs, by the table's current `maxAttempts`. */
+  parkedFiles(maxAttempts: number): Set<string> {
     const out = new Set<string>();
-    for (const f of this.meta.failures.values()) if (f.parked) for (const name of f.inputs) out.add(name);
+    for (const f of this.meta.failures.values())
+      if (isParked(f, maxAttempts)) for (const name of f.inputs) out.add(name);
     return out;
   }
 
@@ -76,7 +77,7 @@ export class HostedTablet {
     return plan({
       files: [...files].map(([name, f]) => ({ name, size: f.size })),
       reserved: overrides.reserved ?? this.reservedFiles(),
-      parked: this.parkedFiles(),
+      parked: this.parkedFiles(config.maxAttempts),
       config,
       userCompactionId: this.pendingUserCompaction(),
     });

@@ -23,7 +23,7 @@ async function httpAnswers(url: string): Promise<boolean> {
 describe('npm start (excompact local)', () => {
   const procs = useProcesses();
 
-  async function startLocal(): Promise<{
+  async function startLocal(extra: string[] = []): Promise<{
     proc: ManagedProcess;
     zkPort: number;
     managerUrl: string;
@@ -33,7 +33,7 @@ describe('npm start (excompact local)', () => {
     const zkPort = await freePort();
     const proc = await procs.start(
       'local',
-      ['local', '--data-dir', dir.path, '--zk-port', String(zkPort), '--summary-every', '500'],
+      ['local', '--data-dir', dir.path, '--zk-port', String(zkPort), '--summary-every', '500', ...extra],
       {
         env: { EXC_SECRET: undefined, EXC_ZK: undefined, EXC_LOG_LEVEL: 'info' },
       },
@@ -59,9 +59,14 @@ describe('npm start (excompact local)', () => {
     dir.cleanup();
   });
 
-  it('a SIGKILLed supervisor leaves no process behind', async () => {
-    const { proc, zkPort, managerUrl, dir } = await startLocal();
+  it('--s3 keeps the files in an embedded S3 server; a SIGKILLed supervisor leaves no process behind', async () => {
+    const { proc, zkPort, managerUrl, dir } = await startLocal(['--s3']);
+    const storeLine = proc.lines.map((l) => l.msg ?? '').find((m) => m.includes('object store'))!;
+    expect(storeLine).toMatch(/s3:\/\/excompact\/data \(embedded S3 server at http:\/\/127\.0\.0\.1:\d+\)/);
+    const s3 = /at (http:\/\/\S+)\)/.exec(storeLine)![1]!;
+    await proc.waitForLog((l) => /^small +\d+ +\d+ +[1-9]\d* +2$/.test(l.msg ?? ''), 60_000);
     proc.kill();
+    await waitFor(async () => !(await httpAnswers(s3)), 'the S3 server to go', 15_000, 200);
     await waitFor(
       async () => !(await zkAnswers(zkPort)) && !(await httpAnswers(managerUrl)),
       'ZooKeeper and the manager to go',

@@ -136,6 +136,12 @@ describe('compactor', () => {
     const status = c1.lines.find((l) => l.msg === 'compactor ready')!.status as string;
     const compactorMetrics = await (await fetch(`${status}/metrics`)).text();
     expect(compactorMetrics).toMatch(/excompact_compactor_jobs_total\{outcome="committed"[^}]*\} \d+/);
+    // The compactor's own status endpoint (signed) says what it did.
+    const own = await cluster()
+      .client(status)
+      .get<{ state: string; queue: string; outcomes: { committed: number } }>('/v1/status');
+    expect(own).toMatchObject({ state: 'running', queue: 'q' });
+    await expect(fetch(`${status}/v1/status`).then((r) => r.status)).resolves.toBe(401);
   });
 
   it('kill -9 mid-job - another compactor completes the job; the scan is exact', async () => {

@@ -11,7 +11,7 @@ import type { ExcClient } from '../../src/client/client.js';
 import type { MetaClient } from '../../src/meta/client.js';
 import { parseQueueRow, queueEntryTablet } from '../../src/meta/keys.js';
 import { tableConfigSchema } from '../../src/meta/table-config.js';
-import { parseTablet, type TabletMeta } from '../../src/meta/tablet.js';
+import { isParked, parseTablet, type TabletMeta } from '../../src/meta/tablet.js';
 import type { TableInfo } from '../../src/meta/views.js';
 import { plan, queueDemand } from '../../src/queue/planner.js';
 import { listQueues } from '../../src/queue/registry.js';
@@ -64,7 +64,9 @@ export async function checkInvariants(
     const config = configs.get(t.tableId);
     if (!config) return new Map();
     const reserved = new Set([...t.reservations.values()].flatMap((r) => r.inputs));
-    const parked = new Set([...t.failures.values()].filter((f) => f.parked).flatMap((f) => f.inputs));
+    const parked = new Set(
+      [...t.failures.values()].filter((f) => isParked(f, config.maxAttempts)).flatMap((f) => f.inputs),
+    );
     const userCompactionId = [...t.userCompactions.keys()][0];
     const jobs = plan({
       files: [...t.files].map(([name, f]) => ({ name, size: f.size })),

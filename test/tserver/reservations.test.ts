@@ -382,6 +382,20 @@ describe('reservations', () => {
     const job = (await c.reserve(tablet))!;
     expect(job.inputs.some((input) => failure!.inputs.includes(input.name))).toBe(false);
     expect(job.inputs).toHaveLength(3);
+    await c.commit(job, await c.compact(job));
+
+    // Raising maxAttempts releases the parked job: its files are selected again.
+    await s.meta.call('POST', '/v1/tables/TABLE1/config', { config: { maxAttempts: 5 } });
+    const released = await waitFor(
+      async () => {
+        const entries = await queueRows(s.meta, s.queue);
+        return entries.length > 0 && ((await c.reserve(tablet)) ?? undefined);
+      },
+      10_000,
+      'the released job to be queued',
+    );
+    expect(released.inputs.some((input) => failure!.inputs.includes(input.name))).toBe(true);
+    expect(released.attempt).toBe(2);
     await c.close();
   });
 
