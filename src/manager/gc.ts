@@ -28,6 +28,8 @@ import { readTablets } from './tables.js';
 export interface GcObjectStore {
   list(prefix: string): AsyncIterable<{ name: string; size: number; modifiedMs: number }>;
   delete(name: string): Promise<void>;
+  /** Stores whose writes leave temporary files behind on a crash (the local store) clean them up. */
+  sweepTemporaries?(prefix: string, olderThanMs: number): Promise<number>;
 }
 
 export interface GcInput {
@@ -128,6 +130,10 @@ export class GarbageCollector {
     // read has its `~del` row written in the same mutation, so the last read sees it and its grace period
     // applies (a sweep would otherwise delete a just-replaced input by its old modification time).
     const objects = sweep ? await this.listObjects() : undefined;
+    if (sweep && this.objects.sweepTemporaries) {
+      const removed = await this.objects.sweepTemporaries(TABLES_PREFIX, this.options.graceMs);
+      if (removed > 0) this.log.info({ removed }, 'removed temporary files of unfinished writes');
+    }
     const referenced = this.readReferences();
     const deletions = this.readDeletions();
     const plan = planGc({ now: Date.now(), graceMs: this.options.graceMs, referenced, deletions, objects });

@@ -185,6 +185,40 @@ export class LocalObjectStore implements ObjectStore {
     }
   }
 
+  /**
+   * Deletes the temporary files of writes that never finished (a crashed process) under `prefix`, when
+   * last modified longer than `olderThanMs` ago. A write in progress keeps its file's modification time
+   * recent, so it is never touched. Resolves with the number deleted.
+   */
+  async sweepTemporaries(prefix: string, olderThanMs: number): Promise<number> {
+    checkPrefix(prefix);
+    const slash = prefix.lastIndexOf('/');
+    const start = slash < 0 ? this.root : join(this.root, ...prefix.slice(0, slash).split('/'));
+    let deleted = 0;
+    const visit = async (dirPath: string): Promise<void> => {
+      let dir;
+      try {
+        dir = await opendir(dirPath);
+      } catch (err) {
+        if (isMissing(err)) return;
+        throw fsError(err, 'list', prefix);
+      }
+      for await (const entry of dir) {
+        const path = join(dirPath, entry.name);
+        if (entry.isDirectory() && !entry.name.startsWith('.')) await visit(path);
+        else if (entry.isFile() && /^\..+\.[0-9a-f]{12}\.tmp$/.test(entry.name)) {
+          const info = await stat(path).catch(() => null);
+          if (info && Date.now() - info.mtimeMs >= olderThanMs) {
+            await unlink(path).catch(() => undefined);
+            deleted++;
+          }
+        }
+      }
+    };
+    await visit(start);
+    return deleted;
+  }
+
   async delete(name: string): Promise<void> {
     const path = this.pathOf(name);
     try {

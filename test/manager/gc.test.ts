@@ -1,8 +1,10 @@
 /**
- * Garbage collection with real processes: replaced inputs, abandoned outputs and crash leftovers are
- * collected after the grace period; referenced files never are; a scan that still reads a replaced file
+ * Garbage collection with real processes: replaced inputs, abandoned outputs and crash leftovers (even
+ * half-written temporary files) are collected after the grace period; referenced files never are; a scan that still reads a replaced file
  * finishes.
  */
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ExcClient } from '../../src/client/client.js';
 import { silentLogger } from '../../src/log.js';
@@ -41,6 +43,10 @@ describe('garbage collection', () => {
     await quitter.compact(abandoned);
     await quitter.close();
     const leftover = `tables/${table.id}/Ileftover.rf`;
+    // A write that crashed half way leaves a hidden temporary file (the local store's atomic writes).
+    const tempFile = join(cluster().storePath, 'tables', table.id, '.Icrashed.rf.0123456789ab.tmp');
+    mkdirSync(dirname(tempFile), { recursive: true });
+    writeFileSync(tempFile, 'half a file');
     await writeRFile(store, leftover, [
       {
         key: {
@@ -79,6 +85,7 @@ describe('garbage collection', () => {
     // Inside the grace period nothing is deleted, and the old scan reads on.
     await meta.call('POST', '/v1/gc/run');
     for (const f of [...inputs, abandoned.output, leftover]) expect(await store.stat(f), f).not.toBeNull();
+    expect(existsSync(tempFile)).toBe(true);
     let read = 1;
     while (!(await oldScan.next()).done) read++;
     expect(read).toBe(60);
@@ -87,6 +94,7 @@ describe('garbage collection', () => {
     await new Promise((r) => setTimeout(r, GRACE_MS + 200));
     await meta.call('POST', '/v1/gc/run');
     for (const f of [...inputs, abandoned.output, leftover]) expect(await store.stat(f), f).toBeNull();
+    expect(existsSync(tempFile)).toBe(false);
     const tabletNow = parseTablet(tablet, await meta.row(tablet));
     expect([...tabletNow.files.keys()]).toEqual([job.output]);
     expect(await store.stat(job.output)).not.toBeNull();

@@ -1,0 +1,92 @@
+/**
+ * The tablet server's watch on compactor nodes, against a real ZooKeeper: deaths are reported by the
+ * watch, by the sweep when a watch was lost, and at once for a compactor that died before its
+ * reservation was recorded; "known alive" is never claimed without a watch the session could keep.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/log.js';
+import { CompactorWatch, type ReservationRef } from '../../src/tserver/compactor-watch.js';
+import { ZkSession, createProtected } from '../../src/zk/index.js';
+import { startProxy, uniqueName, useZooKeeper, waitFor, type TcpProxy } from '../support/index.js';
+
+describe('compactor watch', () => {
+  const zk = useZooKeeper();
+  const sessions: ZkSession[] = [];
+  const watches: CompactorWatch[] = [];
+  const proxies: TcpProxy[] = [];
+  afterEach(async () => {
+    for (const w of watches.splice(0)) w.stop();
+    await Promise.all(sessions.splice(0).map((s) => s.close()));
+    await Promise.all(proxies.splice(0).map((p) => p.stop()));
+  });
+
+  async function session(connectString = zk().connectString): Promise<ZkSession> {
+    const s = await ZkSession.connect({ connectString, sessionTimeoutMs: 4_000 });
+    sessions.push(s);
+    return s;
+  }
+
+  async function compactor(): Promise<{ session: ZkSession; path: string }> {
+    const s = await session();
+    const parent = `/${uniqueName('q')}`;
+    await s.ensurePath(parent);
+    return { session: s, path: (await createProtected(s, parent, 'c-', '{}')).path };
+  }
+
+  function watcher(s: ZkSession, sweepEveryMs = 60_000): { watch: CompactorWatch; gone: ReservationRef[][] } {
+    const gone: ReservationRef[][] = [];
+    const watch = new CompactorWatch(s, (_c, refs) => gone.push(refs), silentLogger(), sweepEveryMs);
+    watch.start();
+    watches.push(watch);
+    return { watch, gone };
+  }
+
+  it('reports every reservation of a compactor whose node is deleted', async () => {
+    const c = await compactor();
+    const { watch, gone } = watcher(await session());
+    expect(await watch.checkAndWatch(c.path)).toBe(true);
+    watch.add(c.path, { tablet: 't1', ecid: 'e1' });
+    watch.add(c.path, { tablet: 't2', ecid: 'e2' });
+    await c.session.close();
+    await waitFor(async () => gone.length === 1, 'the death to be reported', 5_000);
+    expect(gone[0]!.map((r) => r.ecid).sort()).toEqual(['e1', 'e2']);
+    expect(watch.knownAlive(c.path)).toBe(false);
+  });
+
+  it('the sweep catches a death whose watch was lost', async () => {
+    const c = await compactor();
+    const { watch, gone } = watcher(await session(), 200);
+    watch.add(c.path, { tablet: 't', ecid: 'e' }); // recorded without a watch, as after a lost one
+    await c.session.close();
+    await waitFor(async () => gone.length === 1, 'the sweep to report the death', 5_000);
+  });
+
+  it('a compactor that died before its reservation was recorded is reported as soon as it is', async () => {
+    const c = await compactor();
+    const { watch, gone } = watcher(await session());
+    expect(await watch.checkAndWatch(c.path)).toBe(true);
+    await c.session.close();
+    await waitFor(async () => !watch.knownAlive(c.path), 'the watch to fire', 5_000);
+    expect(gone).toEqual([]);
+    watch.add(c.path, { tablet: 't', ecid: 'late' });
+    expect(gone).toEqual([[{ tablet: 't', ecid: 'late' }]]);
+    expect(await watch.checkAndWatch(c.path)).toBe(false);
+  });
+
+  it('knownAlive needs a watch set since the last disconnection', async () => {
+    const c = await compactor();
+    const proxy = await startProxy(zk().port);
+    proxies.push(proxy);
+    const s = await session(proxy.address);
+    const { watch } = watcher(s);
+    expect(watch.knownAlive(c.path)).toBe(false); // never checked
+    expect(await watch.checkAndWatch(c.path)).toBe(true);
+    expect(watch.knownAlive(c.path)).toBe(true);
+    const reconnected = new Promise<void>((r) => s.once('reconnected', r));
+    proxy.dropConnections();
+    await reconnected;
+    expect(watch.knownAlive(c.path)).toBe(false); // the session was suspended since
+    expect(await watch.checkAndWatch(c.path)).toBe(true);
+    expect(watch.knownAlive(c.path)).toBe(true);
+  });
+});
