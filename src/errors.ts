@@ -66,6 +66,8 @@ export const ERROR_CODES = {
   NO_WORK: { status: 404, retriable: false },
   RESERVATION_GONE: { status: 409, retriable: false },
   COMPACTOR_GONE: { status: 409, retriable: false },
+  /** A change was sent but not confirmed (its answer was lost); it may or may not have been applied. */
+  OUTCOME_UNKNOWN: { status: 503, retriable: true },
 } as const satisfies Record<string, CodeInfo>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

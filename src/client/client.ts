@@ -91,8 +91,13 @@ export class ExcClient {
       const batch = pending.get(tablet);
       if (!batch || batch.length === 0) return;
       pending.delete(tablet);
-      await this.onTablet(table, tablet, (server) =>
-        this.peers.get(server).post('/v1/ingest', { tablet, entries: batch }),
+      await this.onTablet(
+        table,
+        tablet,
+        (server) => this.peers.get(server).post('/v1/ingest', { tablet, entries: batch }),
+        {
+          idempotent: false,
+        },
       );
       written += batch.length;
     };
@@ -121,18 +126,22 @@ export class ExcClient {
       if (end && tPrev && Buffer.compare(tPrev, end) >= 0) break; // this and later tablets after it
       let afterRow: string | undefined;
       for (;;) {
-        const page = await this.onTablet(table, t.tablet, (server) =>
-          this.peers.get(server).post<{ entries: WireEntry[]; nextRow: string | null }>(
-            '/v1/scan',
-            {
-              tablet: t.tablet,
-              ...(start ? { startRow: start.toString('base64') } : {}),
-              ...(end ? { endRow: end.toString('base64'), endInclusive: true } : {}),
-              ...(afterRow ? { afterRow } : {}),
-              limit: Math.min(5_000, Number.isFinite(remaining) ? remaining : 5_000),
-            },
-            { idempotent: true },
-          ),
+        const page = await this.onTablet(
+          table,
+          t.tablet,
+          (server) =>
+            this.peers.get(server).post<{ entries: WireEntry[]; nextRow: string | null }>(
+              '/v1/scan',
+              {
+                tablet: t.tablet,
+                ...(start ? { startRow: start.toString('base64') } : {}),
+                ...(end ? { endRow: end.toString('base64'), endInclusive: true } : {}),
+                ...(afterRow ? { afterRow } : {}),
+                limit: Math.min(5_000, Number.isFinite(remaining) ? remaining : 5_000),
+              },
+              { idempotent: true },
+            ),
+          { idempotent: true },
         );
         for (const w of page.entries) {
           if (remaining <= 0) return;
@@ -156,7 +165,12 @@ export class ExcClient {
    * Runs `call` against the server hosting `tablet`, following the tablet when it moves: on NOT_SERVING or
    * an unreachable server the locations are refreshed and the call repeated.
    */
-  private async onTablet<T>(table: string, tablet: string, call: (server: string) => Promise<T>): Promise<T> {
+  private async onTablet<T>(
+    table: string,
+    tablet: string,
+    call: (server: string) => Promise<T>,
+    options: { idempotent: boolean },
+  ): Promise<T> {
     const deadline = Date.now() + (this.options.moveTimeoutMs ?? 30_000);
     let tablets = this.tabletCache.get(table) ?? (await this.tablets(table));
     for (let attempt = 0; ; attempt++) {
@@ -166,10 +180,14 @@ export class ExcClient {
         try {
           return await call(view.loc.server);
         } catch (err) {
-          const moved =
+          // Worth another try: the tablet moved, or its server cannot serve it right now. A write is
+          // repeated only when it certainly was not applied.
+          const again =
             err instanceof ExcError &&
-            (err.code === 'NOT_SERVING' || (err.code === 'UNAVAILABLE' && err.details.sent === false));
-          if (!moved || Date.now() > deadline) throw err;
+            (err.code === 'NOT_SERVING' ||
+              (err.code === 'UNAVAILABLE' &&
+                (options.idempotent || err.details.sent === false || err.details.notApplied === true)));
+          if (!again || Date.now() > deadline) throw err;
         }
       } else if (Date.now() > deadline) {
         throw new ExcError('UNAVAILABLE', `tablet ${tablet} of ${table} is not hosted by any tablet server`, {

@@ -30,6 +30,7 @@ import type { ObjectStore } from '../storage/index.js';
 import { ZkLayout, ZkSession, digestAuthFromSecret } from '../zk/index.js';
 import { runJob, type JobOutcome, type RunningJob } from './job-runner.js';
 import { Registration } from './registration.js';
+import { ulid } from '../ids.js';
 
 export const EXIT_QUEUE_DELETED = 4;
 export const COMPACTOR_VERSION = '0.1.0';
@@ -140,6 +141,7 @@ export class Compactor extends EventEmitter<Events> {
     this.statusUrl = `http://${advertisedHost(this.options, bound.host)}:${bound.port}`;
     this.generationReady = this.connect();
     const first = await this.generationReady;
+    if (this.stateValue !== 'starting') return; // stopped meanwhile (SIGTERM, or the queue was deleted)
     this.transition('running');
     this.log.info(
       { compactor: first.registration.path, queueId: first.registration.queue.id, status: this.statusUrl },
@@ -176,6 +178,7 @@ export class Compactor extends EventEmitter<Events> {
       registration.once('nodeLost', () => this.onLost(generation, 'compactor node deleted'));
       registration.once('queueDeleted', () => this.onQueueDeleted());
       this.generation = generation;
+      await registration.watch();
       this.log.info({ compactor: registration.path, session: session.sessionId }, 'compactor registered');
       return generation;
     } catch (err) {
@@ -246,6 +249,19 @@ export class Compactor extends EventEmitter<Events> {
           continue;
         }
         misses = 0;
+        if (this.stopTakingWork.signal.aborted) {
+          // Stopping: reserved just as the shutdown began. Give it back at once rather than run it.
+          await this.peers
+            .get(found.server)
+            .post(
+              '/v1/release',
+              { tablet: job.tablet, ecid: job.ecid, compactor: generation.registration.path },
+              { attempts: 2 },
+            )
+            .catch(() => undefined);
+          this.outcomes.released++;
+          break;
+        }
         const outcome = await runJob(
           {
             compactor: generation.registration.path,
@@ -295,29 +311,44 @@ export class Compactor extends EventEmitter<Events> {
   }
 
   /** Reserves on the tablet's host; null on a miss (no work left, tablet moved, entry gone). */
+  /**
+   * Reserves on the tablet's host; null on a miss (no work left, tablet moved, entry gone). The request
+   * carries an id: when its answer is lost (timeout, connection cut), it is sent again with the same id
+   * and returns the reservation it made, so none is left behind that this compactor does not know of.
+   */
   private async reserve(generation: Generation, tablet: string, server: string): Promise<ReservedJob | null> {
     const { registration } = generation;
-    try {
-      const { job } = await this.peers
-        .get(server)
-        .post<{ job: ReservedJob | null }>(
-          '/v1/reserve',
-          { tablet, queueId: registration.queue.id, compactor: registration.path },
-          { attempts: 1 },
-        );
-      return job;
-    } catch (err) {
-      if (
-        err instanceof ExcError &&
-        ['NOT_SERVING', 'CONFLICT', 'UNAVAILABLE', 'UNKNOWN_TABLE'].includes(err.code)
-      )
-        return null;
-      if (err instanceof ExcError && err.code === 'COMPACTOR_GONE') {
-        // The tablet server cannot see our node: our session is (being) lost.
-        this.onLost(generation, 'a tablet server reports our node gone');
-        return null;
+    const body = { tablet, queueId: registration.queue.id, compactor: registration.path, requestId: ulid() };
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const { job } = await this.peers
+          .get(server)
+          .post<{ job: ReservedJob | null }>('/v1/reserve', body, { attempts: 1 });
+        return job;
+      } catch (err) {
+        const code = err instanceof ExcError ? err.code : undefined;
+        const unknown =
+          code === 'TIMEOUT' ||
+          code === 'OUTCOME_UNKNOWN' ||
+          (code === 'UNAVAILABLE' && (err as ExcError).details.sent !== false);
+        if (unknown && attempt < 5 && !generation.abort.signal.aborted) {
+          await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 2_000 }));
+          continue;
+        }
+        if (
+          code &&
+          ['NOT_SERVING', 'CONFLICT', 'UNAVAILABLE', 'UNKNOWN_TABLE', 'TIMEOUT', 'OUTCOME_UNKNOWN'].includes(
+            code,
+          )
+        )
+          return null;
+        if (code === 'COMPACTOR_GONE') {
+          // The tablet server cannot see our node: our session is (being) lost.
+          this.onLost(generation, 'a tablet server reports our node gone');
+          return null;
+        }
+        throw err;
       }
-      throw err;
     }
   }
 

@@ -14,7 +14,7 @@
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { MetaClient } from '../meta/client.js';
-import { COL_LOC, locationSchema } from '../meta/tablet.js';
+import { COL_LOC, ecompCol, fileCol, locationSchema } from '../meta/tablet.js';
 import type { PeerClients } from '../rpc/peers.js';
 import { backoffDelay, sleep } from '../retry.js';
 import {
@@ -86,6 +86,15 @@ export async function runJob(
       .post('/v1/progress', { ...owned, progress: running.progress }, { attempts: 1, timeoutMs: 5_000 })
       .catch((err: unknown) => {
         if (err instanceof ExcError && err.code === 'RESERVATION_GONE') running.stop('cancelled');
+        // The tablet moved (its server died or handed it over): report to its new host from now on.
+        else if (err instanceof ExcError && (err.code === 'NOT_SERVING' || err.code === 'UNAVAILABLE')) {
+          currentHost(deps.meta, job.tablet).then(
+            (server) => {
+              if (server) running.server = server;
+            },
+            () => undefined,
+          );
+        }
       });
   };
   const ticker = setInterval(sendProgress, deps.progressEveryMs);
@@ -145,15 +154,13 @@ async function commit(
   stopped: () => StopReason | undefined,
 ): Promise<JobOutcome> {
   const { job } = running;
-  const body = {
-    tablet: job.tablet,
-    ecid: job.ecid,
-    compactor: deps.compactor,
-    output:
-      result.empty || !result.output ? null : { size: result.output.size, entries: result.output.entries },
-  };
+  const output =
+    result.empty || !result.output ? null : { size: result.output.size, entries: result.output.entries };
+  const body = { tablet: job.tablet, ecid: job.ecid, compactor: deps.compactor, output };
   const deadline = Date.now() + (deps.commitDeadlineMs ?? 60_000);
-  for (let attempt = 0; ; attempt++) {
+  let unknownOutcome = false;
+  let lastError: unknown;
+  for (let attempt = 0; Date.now() <= deadline; attempt++) {
     const reason = stopped();
     if (!deps.sessionLive() || (reason && reason !== 'release')) {
       log.info({ reason: reason ?? 'session-lost' }, 'not committing: the reservation is being cancelled');
@@ -167,21 +174,69 @@ async function commit(
       );
       return 'committed';
     } catch (err) {
-      if (err instanceof ExcError && err.code === 'RESERVATION_GONE') {
-        log.info({ err: err.message }, 'commit rejected: the reservation was cancelled; result discarded');
+      const code = err instanceof ExcError ? err.code : undefined;
+      if (code === 'RESERVATION_GONE') {
+        // After an attempt whose answer was lost, "gone" may mean that attempt committed: the store says.
+        if (
+          unknownOutcome &&
+          (await committedInStore(deps.meta, job.tablet, job, output).catch(() => false))
+        ) {
+          log.info('compaction committed (confirmed from the metadata store after a lost answer)');
+          return 'committed';
+        }
+        log.info(
+          { err: (err as ExcError).message },
+          'commit rejected: the reservation was cancelled; result discarded',
+        );
         return 'discarded';
       }
-      const moved =
-        err instanceof ExcError &&
-        (err.code === 'NOT_SERVING' || err.code === 'UNAVAILABLE' || err.code === 'TIMEOUT');
-      if (!moved || Date.now() > deadline) {
-        log.warn({ err: describeError(err) }, 'commit failed');
-        return 'failed';
+      if (code === 'BAD_REQUEST') {
+        lastError = err;
+        break;
       }
+      // Anything else may pass: the tablet moved, its server restarted, the manager failed over.
+      if (
+        code === 'TIMEOUT' ||
+        code === 'OUTCOME_UNKNOWN' ||
+        (code === 'UNAVAILABLE' && (err as ExcError).details.sent !== false)
+      ) {
+        unknownOutcome = true;
+      }
+      lastError = err;
+      log.debug({ err: describeError(err), attempt }, 'commit not done yet; trying again');
       await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 2_000 }));
       running.server = (await currentHost(deps.meta, job.tablet).catch(() => undefined)) ?? running.server;
     }
   }
+  // Giving up: end the reservation with the error, rather than leave it to the stall detector.
+  log.warn({ err: describeError(lastError) }, 'commit failed');
+  await deps.peers
+    .get(running.server)
+    .post(
+      '/v1/fail',
+      {
+        tablet: job.tablet,
+        ecid: job.ecid,
+        compactor: deps.compactor,
+        error: `commit failed: ${describeError(lastError)}`.slice(0, 4_000),
+      },
+      { attempts: 3, timeoutMs: 5_000 },
+    )
+    .catch((e: unknown) => log.warn({ err: describeError(e) }, 'could not report the failed commit'));
+  return 'failed';
+}
+
+/** Whether the metadata store shows the job committed: its inputs replaced by its output. */
+async function committedInStore(
+  meta: MetaClient,
+  tablet: string,
+  job: ReservedJob,
+  output: { size: number } | null,
+): Promise<boolean> {
+  const cols = await meta.row(tablet);
+  if (cols.has(ecompCol(job.ecid))) return false;
+  if (job.inputs.some((i) => cols.has(fileCol(i.name)))) return false;
+  return output === null || cols.has(fileCol(job.output));
 }
 
 async function currentHost(meta: MetaClient, tablet: string): Promise<string | undefined> {

@@ -50,12 +50,14 @@ export class Registration extends EventEmitter<Events> {
     const queue = await resolveQueue(session, layout, queueName);
     const data: CompactorInfo = { host: hostname(), pid: process.pid, started: Date.now(), ...info };
     const { path } = await createProtected(session, layout.queueNode(queue.id), 'c-', JSON.stringify(data));
-    const registration = new Registration(session, queue, path, layout, log);
-    await registration.watch();
-    return registration;
+    return new Registration(session, queue, path, layout, log);
   }
 
-  private async watch(): Promise<void> {
+  /**
+   * Starts watching the queue's node and our own. Call once the listeners are attached: if either node is
+   * already gone the event fires at once.
+   */
+  async watch(): Promise<void> {
     const queueNode = this.layout.queueNode(this.queue.id);
     const queueStat = await this.session.exists(queueNode, this.onQueueNode);
     if (!queueStat) {

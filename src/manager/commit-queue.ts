@@ -29,8 +29,15 @@ interface Pending extends Submission {
   reject: (err: unknown) => void;
 }
 
-/** Called after each batch with the rows that applied mutations wrote (puts) and removed (to wake waiters). */
-export type AppliedListener = (changes: { written: Set<string>; removed: Set<string> }) => void;
+/**
+ * Called after each batch with the rows that applied mutations wrote (puts) and removed, and the rows that
+ * got a new `loc` (a tablet just hosted) — to wake compactors waiting for work.
+ */
+export type AppliedListener = (changes: {
+  written: Set<string>;
+  removed: Set<string>;
+  hosted: Set<string>;
+}) => void;
 
 const MAX_BATCH_MUTATIONS = 2_000;
 const MAX_IN_FLIGHT = 2;
@@ -135,12 +142,16 @@ export class CommitQueue {
     this.stats.mutations += results.length;
     const written = new Set<string>();
     const removed = new Set<string>();
+    const hosted = new Set<string>();
     let offset = 0;
     for (const sub of accepted) {
       const mine = results.slice(offset, offset + sub.mutations.length);
       sub.mutations.forEach((m, i) => {
         if (!mine[i]?.applied) return;
-        for (const p of m.puts ?? []) written.add(p.row);
+        for (const p of m.puts ?? []) {
+          written.add(p.row);
+          if (p.col === 'loc') hosted.add(p.row);
+        }
         for (const d of m.deletes ?? []) removed.add(d.row);
         for (const r of m.deleteRows ?? []) removed.add(r);
       });
@@ -148,6 +159,6 @@ export class CommitQueue {
       sub.resolve(mine);
     }
     if (written.size > 0 || removed.size > 0)
-      for (const listener of this.listeners) listener({ written, removed });
+      for (const listener of this.listeners) listener({ written, removed, hosted });
   }
 }

@@ -7,6 +7,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { describeError } from '../errors.js';
+import { backoffDelay, sleep } from '../retry.js';
 import type { Logger } from '../log.js';
 import type { ZkLayout, ZkSession, ZkWatchEvent } from '../zk/index.js';
 
@@ -30,9 +31,21 @@ export class LiveTservers extends EventEmitter<Events> {
     super();
   }
 
-  /** Reads the current set and keeps it current. */
+  /**
+   * Reads the current set and keeps it current. Resolves only after one read succeeded: a manager that
+   * believed no tablet server alive would take every tablet away from every server.
+   */
   async start(): Promise<void> {
-    await this.refresh();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.readOnce();
+        break;
+      } catch (err) {
+        if (!this.session.isLive) throw err;
+        this.log.warn({ err: describeError(err), attempt }, 'could not read live tablet servers yet');
+        await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 2_000 }));
+      }
+    }
     this.timer = setInterval(() => void this.refresh(), this.refreshEveryMs);
     this.timer.unref();
   }

@@ -283,13 +283,12 @@ export class Tables {
       if (!page.next) break;
       page = this.store.scan({ prefix: '~cq:', limit: 10_000, after: page.next });
     }
+    for (let i = 0; i < entries.length; i += 1_000) {
+      await this.commits.submit({ mutations: [{ deleteRows: entries.slice(i, i + 1_000) }] });
+    }
     const name = this.store.get(tableRow(tableId), 'name');
     await this.commits.submit({
-      mutations: [
-        {
-          deleteRows: [...entries, tableRow(tableId), ...(name ? [tableNameRow(name)] : [])],
-        },
-      ],
+      mutations: [{ deleteRows: [tableRow(tableId), ...(name ? [tableNameRow(name)] : [])] }],
     });
   }
 }

@@ -11,7 +11,7 @@
  */
 import type { MetaStore } from '../meta/store.js';
 import { parseQueueRow, queueEntryTablet, queuePrefix, QUEUE_ID_RE } from '../meta/keys.js';
-import { COL_LOC, locationSchema, type Location } from '../meta/tablet.js';
+import { COL_LOC, QUEUED_PREFIX, locationSchema, type Location } from '../meta/tablet.js';
 import type { CommitQueue } from './commit-queue.js';
 
 export interface FoundWork {
@@ -37,7 +37,10 @@ export class WorkFinder {
     private readonly store: MetaStore,
     commits: CommitQueue,
   ) {
-    commits.onApplied(({ written }) => this.onWritten(written));
+    commits.onApplied(({ written, hosted }) => {
+      this.onWritten(written);
+      this.onHosted(hosted);
+    });
   }
 
   async next(
@@ -110,6 +113,24 @@ export class WorkFinder {
     });
   }
 
+  /**
+   * A tablet that was just (re)hosted may have entries that compactors skipped while it was not: wake a
+   * waiter for each queue it has work in.
+   */
+  private onHosted(tablets: Set<string>): void {
+    if (tablets.size === 0 || this.waiters.size === 0) return;
+    const perQueue = new Map<string, number>();
+    for (const tablet of tablets) {
+      for (const col of this.store.row(tablet).keys()) {
+        if (col.startsWith(QUEUED_PREFIX)) {
+          const queueId = col.slice(QUEUED_PREFIX.length);
+          perQueue.set(queueId, (perQueue.get(queueId) ?? 0) + 1);
+        }
+      }
+    }
+    this.wake(perQueue);
+  }
+
   private onWritten(rows: Set<string>): void {
     // One wake-up per new entry: waking every idle compactor for one job would only make them race.
     const perQueue = new Map<string, number>();
@@ -119,6 +140,11 @@ export class WorkFinder {
       if (!QUEUE_ID_RE.test(queueId)) continue;
       perQueue.set(queueId, (perQueue.get(queueId) ?? 0) + 1);
     }
+    this.wake(perQueue);
+  }
+
+  /** Wakes `count` waiters of each queue (the longest waiting first). */
+  private wake(perQueue: Map<string, number>): void {
     for (const [queueId, count] of perQueue) {
       const set = this.waiters.get(queueId);
       if (!set) continue;

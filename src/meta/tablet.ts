@@ -59,6 +59,8 @@ export const reservationSchema = z.object({
   /** True when the inputs are all of the tablet's files: delete markers may be dropped. */
   allFiles: z.boolean(),
   userCompactionId: z.string().optional(),
+  /** The compactor's name for the reserve request that made it (a repeated request finds it). */
+  requestId: z.string().optional(),
   /** What the iterator stack keeps, fixed when reserved (so retries of a job are deterministic). */
   settings: z.object({
     versions: z.number().int().min(1),

@@ -8,6 +8,8 @@ export interface ReserveRequest {
   tablet: string;
   queueId: string;
   compactor: string;
+  /** Names this attempt: repeating a reserve with the same id returns the reservation it made. */
+  requestId?: string;
 }
 
 export interface ReservedJob {

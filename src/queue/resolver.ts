@@ -4,6 +4,7 @@
  * read once per id.
  */
 import { describeError } from '../errors.js';
+import { backoffDelay, sleep } from '../retry.js';
 import type { Logger } from '../log.js';
 import type { ZkLayout, ZkSession, ZkWatchEvent } from '../zk/index.js';
 import { readQueueMap, readQueueSettings, type QueueInfo } from './registry.js';
@@ -15,19 +16,38 @@ export class QueueResolver {
   private again = false;
   private stopped = false;
   private readonly listeners = new Set<(removed: QueueInfo[]) => void>();
+  private readonly addedListeners = new Set<(added: QueueInfo[]) => void>();
+  private initialized = false;
+  private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly session: ZkSession,
     private readonly layout: ZkLayout,
     private readonly log: Logger,
+    private readonly refreshEveryMs = 10_000,
   ) {}
 
+  /** Reads the queues (retrying until one read succeeds) and keeps them current. */
   async start(): Promise<void> {
-    await this.refresh();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.readOnce();
+        break;
+      } catch (err) {
+        if (!this.session.isLive) throw err;
+        this.log.warn({ err: describeError(err), attempt }, 'could not read the queues yet');
+        await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 2_000 }));
+      }
+    }
+    // The watch is re-armed by every successful read; a read that failed left none, so re-read
+    // periodically too.
+    this.timer = setInterval(() => void this.refresh(), this.refreshEveryMs);
+    this.timer.unref();
   }
 
   stop(): void {
     this.stopped = true;
+    clearInterval(this.timer);
   }
 
   /** The queue named `name`, if it exists. */
@@ -43,6 +63,11 @@ export class QueueResolver {
   /** Called with the queues that disappeared on each change. */
   onRemoved(listener: (removed: QueueInfo[]) => void): void {
     this.listeners.add(listener);
+  }
+
+  /** Called with the queues that appeared on each change (tablets routing to them must queue work). */
+  onAdded(listener: (added: QueueInfo[]) => void): void {
+    this.addedListeners.add(listener);
   }
 
   private readonly onMapChanged = (_event: ZkWatchEvent): void => {
@@ -82,10 +107,18 @@ export class QueueResolver {
       next.set(name, { name, id, bins });
     }
     const removed = [...this.byName.values()].filter((q) => next.get(q.name)?.id !== q.id);
+    const added = this.initialized
+      ? [...next.values()].filter((q) => this.byName.get(q.name)?.id !== q.id)
+      : [];
     this.byName = next;
+    this.initialized = true;
     if (removed.length > 0) {
       this.log.info({ removed: removed.map((q) => q.name) }, 'queues removed');
       for (const listener of this.listeners) listener(removed);
+    }
+    if (added.length > 0) {
+      this.log.info({ added: added.map((q) => q.name) }, 'queues added');
+      for (const listener of this.addedListeners) listener(added);
     }
   }
 }

@@ -77,7 +77,14 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
   server.route(
     'POST',
     '/reserve',
-    { body: z.object({ tablet, queueId: z.string().regex(/^[0-9a-z]{4}$/), compactor }) },
+    {
+      body: z.object({
+        tablet,
+        queueId: z.string().regex(/^[0-9a-z]{4}$/),
+        compactor,
+        requestId: ecid.optional(),
+      }),
+    },
     async ({ body }) => ({ job: await reservations.reserve(body) }),
   );
 

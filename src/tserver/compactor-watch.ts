@@ -1,16 +1,17 @@
 /**
  * Watching the compactors that hold reservations on this server's tablets.
  *
- * One exists-watch per compactor node (not per reservation); when the node is deleted every reservation of
- * that compactor is cancelled at once. The watch is set by the same `exists` call that checks the
- * compactor is alive at reservation time, so there is no window in which a death goes unseen; a compactor
- * that dies before its reservation is recorded is remembered as dead and its reservation cancelled as soon
- * as it is. A periodic sweep re-checks every watched compactor, as the backstop for a watch lost during a
- * disconnection (ZooKeeper cannot report a create-and-delete that happened meanwhile).
+ * One watch per compactor node (not per reservation); when the node is deleted every reservation of that
+ * compactor is reported at once. The watch is set by the same call that checks the compactor is alive at
+ * reservation time (`getData` with a watcher: it registers nothing for a node that does not exist, so dead
+ * compactors leave no watches behind), so there is no window in which a death goes unseen; a compactor that
+ * dies before its reservation is recorded is remembered as dead and reported as soon as it is. `sweep`
+ * re-checks a list of reservations — the reconciler passes every reservation of the hosted tablets — as the
+ * backstop for a watch lost during a disconnection and for a cancellation that failed.
  */
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { ZkSession, ZkWatchEvent } from '../zk/index.js';
+import { isZkCode, type ZkSession, type ZkWatchEvent } from '../zk/index.js';
 
 export interface ReservationRef {
   tablet: string;
@@ -22,39 +23,36 @@ export class CompactorWatch {
   private readonly holders = new Map<string, Map<string, ReservationRef>>();
   /** Compactors seen gone (kept briefly, to catch reservations recorded just after the death). */
   private readonly dead = new Map<string, number>();
-  /** When each compactor's watch was last set by a successful `exists`. */
+  /** When each compactor's watch was last set by a successful check. */
   private readonly armedAt = new Map<string, number>();
   /** When the session last lost its connection: watches set before it are not trusted alone. */
   private lastSuspendedAt = 0;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly onSuspended = (): void => {
+    this.lastSuspendedAt = Date.now();
+  };
 
   constructor(
     private readonly session: ZkSession,
     private readonly onGone: (compactor: string, refs: ReservationRef[]) => void,
     private readonly log: Logger,
-    private readonly sweepEveryMs = 5_000,
   ) {}
 
   start(): void {
-    this.timer = setInterval(() => void this.sweep(), this.sweepEveryMs);
-    this.timer.unref();
-    this.session.on('suspended', () => {
-      this.lastSuspendedAt = Date.now();
-    });
+    this.session.on('suspended', this.onSuspended);
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    this.session.off('suspended', this.onSuspended);
   }
 
-  /**
-   * Checks that the compactor is alive and watches it. Resolves false when its node does not exist.
-   */
+  /** Checks that the compactor is alive and watches it. Resolves false when its node does not exist. */
   async checkAndWatch(compactor: string): Promise<boolean> {
     if (this.dead.has(compactor)) return false;
     const armed = Date.now();
-    const stat = await this.session.exists(compactor, this.watcher);
-    if (!stat) {
+    try {
+      await this.session.get(compactor, this.watcher);
+    } catch (err) {
+      if (!isZkCode(err, 'ZK_NO_NODE')) throw err;
       this.markDead(compactor);
       return false;
     }
@@ -64,7 +62,7 @@ export class CompactorWatch {
 
   /**
    * Whether the compactor is alive as far as its watch can tell, without asking ZooKeeper: its watch was
-   * set by a successful `exists` and the session has stayed connected since. ZooKeeper then delivers the
+   * set by a successful check and the session has stayed connected since. ZooKeeper then delivers the
    * node's deletion before any later answer, so a compactor that died has already been reported (give or
    * take the notification's transit). Otherwise ask with {@link checkAndWatch}.
    */
@@ -103,14 +101,21 @@ export class CompactorWatch {
     if (event.type === 'deleted') {
       this.markDead(event.path);
       this.report(event.path);
-    } else {
-      // Data changed or created: the watch is spent; re-arm it while we still care.
-      this.armedAt.delete(event.path);
-      if (!this.holders.has(event.path)) return;
-      void this.checkAndWatch(event.path).then((alive) => {
-        if (!alive) this.report(event.path);
-      });
+      return;
     }
+    // Data changed: the watch is spent; re-arm it while we still care.
+    this.armedAt.delete(event.path);
+    if (!this.holders.has(event.path)) return;
+    this.checkAndWatch(event.path).then(
+      (alive) => {
+        if (!alive) this.report(event.path);
+      },
+      (err: unknown) =>
+        this.log.debug(
+          { compactor: event.path, err: describeError(err) },
+          'could not re-arm a compactor watch',
+        ),
+    );
   };
 
   private markDead(compactor: string): void {
@@ -128,11 +133,24 @@ export class CompactorWatch {
     this.onGone(compactor, [...refs.values()]);
   }
 
-  /** Re-checks every watched compactor (and re-arms its watch). */
-  async sweep(): Promise<void> {
-    for (const compactor of this.watched) {
+  /**
+   * Re-checks the compactors of `reservations` that the watch cannot vouch for, records every reservation
+   * (so a later death is reported), and reports the reservations of dead compactors — again on every sweep
+   * until they are gone.
+   */
+  async sweep(reservations: Iterable<[compactor: string, ref: ReservationRef]>): Promise<void> {
+    const byCompactor = new Map<string, ReservationRef[]>();
+    for (const [compactor, ref] of reservations)
+      byCompactor.set(compactor, [...(byCompactor.get(compactor) ?? []), ref]);
+    for (const [compactor, refs] of byCompactor) {
       try {
-        if (!(await this.checkAndWatch(compactor))) this.report(compactor);
+        if (this.knownAlive(compactor) || (await this.checkAndWatch(compactor))) {
+          for (const ref of refs) this.add(compactor, ref);
+          continue;
+        }
+        this.log.info({ compactor, reservations: refs.length }, 'sweep: compactor gone');
+        for (const ref of refs) this.remove(compactor, ref.ecid);
+        this.onGone(compactor, refs);
       } catch (err) {
         this.log.debug({ compactor, err: describeError(err) }, 'compactor sweep check failed');
       }

@@ -71,6 +71,8 @@ export class DataPath {
     private readonly hosting: Hosting,
     private readonly store: ObjectStore,
     private readonly configs: TableConfigs,
+    /** Throws when this server may not serve reads now (its ZooKeeper session is in doubt). */
+    private readonly assertServing: () => void = () => undefined,
   ) {}
 
   async ingest(body: unknown): Promise<{ file: string; entries: number }> {
@@ -128,6 +130,9 @@ export class DataPath {
 
   async scan(body: unknown): Promise<{ entries: WireEntry[]; nextRow: string | null }> {
     const req = parseInput(scanSchema, body, 'body');
+    // A server cut off from ZooKeeper may already have lost its tablets to another server, which may
+    // have taken writes since: do not answer reads from what may be an old copy.
+    this.assertServing();
     const tablet = await this.hosting.get(req.tablet);
     const settings = await this.configs.get(tablet.meta.tableId);
     const filters = req.filters === undefined ? [] : validateFilters(req.filters);

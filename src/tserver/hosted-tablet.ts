@@ -4,7 +4,9 @@
  *
  * Because every change to a hosted tablet goes through this server (all its mutations are conditional on
  * `loc` naming this server and session), the in-memory copy is exact: changes are computed from it and
- * applied to it once the metadata store has accepted them.
+ * applied to it once the metadata store has accepted them. When the outcome of a change is unknown (its
+ * answer was lost), the copy is marked `stale` and read again from the store before anything else is done
+ * with the tablet.
  */
 import { createHash } from 'node:crypto';
 import { Mutex } from '../mutex.js';
@@ -22,9 +24,13 @@ export class HostedTablet {
   readonly lastProgressAt = new Map<string, number>();
   readonly lastPersistedProgressAt = new Map<string, number>();
   readonly lastProgress = new Map<string, { entriesRead: number; bytesRead: number }>();
+  /** The in-memory copy may differ from the store (a change's outcome was unknown): read it again first. */
+  stale = false;
+  /** Its queue entries could not be planned (table settings unavailable): plan again soon. */
+  replanNeeded = false;
 
   constructor(
-    readonly meta: TabletMeta,
+    public meta: TabletMeta,
     readonly me: Location,
   ) {}
 
@@ -54,8 +60,9 @@ export class HostedTablet {
   /** Files of parked jobs, by the table's current `maxAttempts`. */
   parkedFiles(maxAttempts: number): Set<string> {
     const out = new Set<string>();
-    for (const f of this.meta.failures.values())
+    for (const f of this.meta.failures.values()) {
       if (isParked(f, maxAttempts)) for (const name of f.inputs) out.add(name);
+    }
     return out;
   }
 
@@ -68,18 +75,23 @@ export class HostedTablet {
     return oldest?.[0];
   }
 
-  /** What this tablet wants compacted now, given `overrides` of its state (for what-if planning). */
-  plan(
-    config: TableConfig,
-    overrides: { files?: Map<string, { size: number }>; reserved?: Set<string> } = {},
-  ): PlannedJob[] {
-    const files = overrides.files ?? this.meta.files;
+  /**
+   * What this tablet wants compacted now. A user compaction whose job (all the files) failed too often is
+   * parked like any other job: it is not planned again until released, and system work goes on.
+   */
+  plan(config: TableConfig): PlannedJob[] {
+    const files = [...this.meta.files].map(([name, f]) => ({ name, size: f.size }));
+    let userCompactionId = this.pendingUserCompaction();
+    if (userCompactionId !== undefined) {
+      const failure = this.meta.failures.get(failureKey(files.map((f) => f.name)));
+      if (failure && isParked(failure, config.maxAttempts)) userCompactionId = undefined;
+    }
     return plan({
-      files: [...files].map(([name, f]) => ({ name, size: f.size })),
-      reserved: overrides.reserved ?? this.reservedFiles(),
+      files,
+      reserved: this.reservedFiles(),
       parked: this.parkedFiles(config.maxAttempts),
       config,
-      userCompactionId: this.pendingUserCompaction(),
+      ...(userCompactionId === undefined ? {} : { userCompactionId }),
     });
   }
 }

@@ -4,6 +4,10 @@
  *
  * Loading reads the tablet's files and reservations, watches each reservation's compactor and cancels the
  * reservations whose compactor is already gone, then plans and queues its work.
+ *
+ * A change whose outcome is unknown (the manager's answer was lost: a timeout, a connection cut after the
+ * request went out) may or may not have been applied. The tablet is then read again from the store before
+ * anything else happens to it, so the in-memory copy never drifts from what the store holds.
  */
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -17,10 +21,11 @@ import {
   type Location,
   type TabletMeta,
 } from '../meta/tablet.js';
-import type { Cell, Condition, Mutation } from '../meta/types.js';
+import type { Cell, Condition, Mutation, MutationResult } from '../meta/types.js';
 import { queueDemand, type PlannedJob } from '../queue/planner.js';
 import { queueUpdate } from '../queue/entries.js';
 import type { QueueResolver } from '../queue/resolver.js';
+import { backoffDelay, sleep } from '../retry.js';
 import type { CompactorWatch } from './compactor-watch.js';
 import { HostedTablet } from './hosted-tablet.js';
 import type { TableConfigs } from './table-configs.js';
@@ -48,6 +53,16 @@ export interface HostingDeps {
   onFenced: (err: ExcError) => void;
   /** Called with the reservations of a loaded tablet whose compactor is already gone. */
   cancelOrphan: (tablet: HostedTablet, ecid: string) => Promise<void>;
+  /** How long to keep trying to read a tablet back after an unknown outcome (default 30 s). */
+  resyncForMs?: number;
+}
+
+/** Errors with which the manager (or the way to it) says a mutation was certainly not applied. */
+export function notApplied(err: unknown): boolean {
+  if (!(err instanceof ExcError)) return false;
+  if (['FENCED', 'BAD_REQUEST', 'NOT_MANAGER', 'UNAUTHENTICATED', 'PAYLOAD_TOO_LARGE'].includes(err.code))
+    return true;
+  return err.code === 'UNAVAILABLE' && err.details.sent === false;
 }
 
 export class Hosting {
@@ -64,10 +79,16 @@ export class Hosting {
     return [...this.tablets.values()];
   }
 
-  /** The hosted tablet, or NOT_SERVING naming where it is hosted now (when known). */
+  /**
+   * The hosted tablet, read back from the store first if it is stale; NOT_SERVING naming where it is
+   * hosted now (when known) if it is not hosted here.
+   */
   async get(row: string): Promise<HostedTablet> {
     const tablet = this.tablets.get(row);
-    if (tablet && tablet.state === 'hosted') return tablet;
+    if (tablet && tablet.state === 'hosted') {
+      if (tablet.stale) await tablet.mutex.run(() => this.resync(tablet));
+      if (tablet.state === 'hosted') return tablet;
+    }
     let location: string | null = null;
     try {
       const cols = await this.deps.meta.row(row);
@@ -97,25 +118,32 @@ export class Hosting {
   }
 
   private async doLoad(row: string): Promise<void> {
-    const { me, meta, log } = this.deps;
-    const cols = await meta.row(row);
-    if (cols.size === 0) throw new ExcError('NOT_FOUND', `no tablet ${row}`);
-    const current = parseTablet(row, cols);
+    const { me, log } = this.deps;
+    let current = parseTablet(row, await this.readRow(row));
     const mine = locationValue(me);
     if (current.loc && locationValue(current.loc) === mine) {
       // Ours already (a load request repeated after we took it).
     } else if (current.future && locationValue(current.future) === mine && !current.loc) {
-      const [result] = await this.mutate([
-        {
-          conditions: [
-            { op: 'equals', row, col: COL_FUTURE, value: mine },
-            { op: 'absent', row, col: COL_LOC },
-          ],
-          puts: [{ row, col: COL_LOC, value: mine }],
-          deletes: [{ row, col: COL_FUTURE }],
-        },
-      ]);
-      if (!result?.applied)
+      let applied: boolean;
+      try {
+        const [result] = await this.mutate([
+          {
+            conditions: [
+              { op: 'equals', row, col: COL_FUTURE, value: mine },
+              { op: 'absent', row, col: COL_LOC },
+            ],
+            puts: [{ row, col: COL_LOC, value: mine }],
+            deletes: [{ row, col: COL_FUTURE }],
+          },
+        ]);
+        applied = result?.applied === true;
+      } catch (err) {
+        if (notApplied(err)) throw err;
+        // The answer was lost: the tablet is ours if the store says so.
+        current = parseTablet(row, await this.readRow(row));
+        applied = current.loc !== undefined && locationValue(current.loc) === mine;
+      }
+      if (!applied)
         throw new ExcError('CONFLICT', `tablet ${row} changed while loading; the manager will retry`);
       current.loc = me;
       delete current.future;
@@ -131,12 +159,14 @@ export class Hosting {
       'tablet loaded',
     );
 
-    // Reservations made under the previous host: keep those whose compactor lives, cancel the others.
+    // Reservations made under the previous host: keep those whose compactor lives, cancel the others (the
+    // reconciler retries a cancellation that fails now). Their progress clock starts now: their reports
+    // went to the previous host.
     for (const [ecid, r] of current.reservations) {
+      tablet.lastProgressAt.set(ecid, Date.now());
       const alive = await this.deps.watch.checkAndWatch(r.compactor).catch(() => true);
-      if (alive) {
-        this.deps.watch.add(r.compactor, { tablet: row, ecid });
-      } else {
+      this.deps.watch.add(r.compactor, { tablet: row, ecid });
+      if (!alive) {
         log.info(
           { tablet: row, ecid, compactor: r.compactor },
           'reservation of a dead compactor found on load',
@@ -164,21 +194,60 @@ export class Hosting {
     });
   }
 
-  /** Re-reads a tablet's row (user compactions, released failures written by the manager) and re-plans. */
+  /**
+   * Re-reads a tablet's row for what the manager writes there (user compactions, released failures) and
+   * re-plans. A tablet still loading is refreshed once loaded, so a notification never falls in between.
+   */
   async refresh(row: string): Promise<void> {
+    await this.loading.get(row)?.catch(() => undefined);
     const tablet = this.tablets.get(row);
     if (!tablet) return;
     await tablet.mutex.run(async () => {
       if (tablet.state !== 'hosted') return;
-      const fresh = parseTablet(row, await this.deps.meta.row(row));
-      if (!fresh.loc || locationValue(fresh.loc) !== locationValue(this.deps.me)) {
-        this.drop(tablet, 'location changed');
-        return;
+      if (tablet.stale) {
+        await this.resync(tablet);
+      } else {
+        const fresh = parseTablet(row, await this.deps.meta.row(row));
+        if (!fresh.loc || locationValue(fresh.loc) !== locationValue(this.deps.me)) {
+          this.drop(tablet, 'location changed');
+          return;
+        }
+        tablet.meta.userCompactions = fresh.userCompactions;
+        tablet.meta.failures = fresh.failures;
       }
-      tablet.meta.userCompactions = fresh.userCompactions;
-      tablet.meta.failures = fresh.failures;
-      await this.change(tablet, { replan: true });
+      if (tablet.state === 'hosted') await this.change(tablet, { replan: true });
     });
+  }
+
+  /**
+   * Reads a tablet back from the store after a change with an unknown outcome (inside its mutex). Keeps
+   * trying while the manager does not answer; a tablet that is no longer ours is dropped. On failure the
+   * tablet stays stale and the error is thrown; the next use tries again.
+   */
+  async resync(tablet: HostedTablet): Promise<void> {
+    if (tablet.state !== 'hosted') return;
+    const fresh = parseTablet(tablet.row, await this.readRow(tablet.row));
+    if (!fresh.loc || locationValue(fresh.loc) !== locationValue(this.deps.me)) {
+      this.drop(tablet, 'location changed');
+      return;
+    }
+    const { watch } = this.deps;
+    for (const [ecid, r] of tablet.meta.reservations) {
+      if (fresh.reservations.has(ecid)) continue;
+      watch.remove(r.compactor, ecid);
+      tablet.forgetProgress(ecid);
+    }
+    for (const [ecid, r] of fresh.reservations) {
+      if (tablet.meta.reservations.has(ecid)) continue;
+      watch.add(r.compactor, { tablet: tablet.row, ecid });
+      tablet.lastProgressAt.set(ecid, Date.now());
+    }
+    tablet.meta = fresh;
+    tablet.stale = false;
+    this.deps.log.info(
+      { tablet: tablet.row, files: fresh.files.size, reservations: fresh.reservations.size },
+      'tablet read back from the store',
+    );
   }
 
   /** Stops serving a tablet locally (it was lost or unloaded). */
@@ -194,13 +263,16 @@ export class Hosting {
    * Applies a change to a hosted tablet: call inside `tablet.mutex`. Adds the `loc` condition, and with
    * `replan` the queue-entry update computed from the tablet as it will be. Resolves true when applied,
    * false when one of the change's own conditions failed; a lost location drops the tablet and rejects
-   * with NOT_SERVING.
+   * with NOT_SERVING; an unknown outcome reads the tablet back and rejects with OUTCOME_UNKNOWN (the
+   * caller can look at the tablet to learn what happened).
    */
   async change(tablet: HostedTablet, change: TabletChange): Promise<boolean> {
-    if (tablet.state !== 'hosted')
+    if (tablet.stale) await this.resync(tablet);
+    if (tablet.state !== 'hosted') {
       throw new ExcError('NOT_SERVING', `tablet ${tablet.row} is not hosted here`, {
         details: { tablet: tablet.row },
       });
+    }
     const mutation: Mutation = {
       conditions: [tablet.locCondition(), ...(change.conditions ?? [])],
       puts: [...(change.puts ?? [])],
@@ -221,19 +293,56 @@ export class Hosting {
           mutation.deletes!.push({ row: tablet.row, col: compactCol(id) });
         }
       }
-      const jobs = await this.planFor(tablet, preview);
-      const update = queueUpdate(tablet.meta, tablet.meta.queued, queueDemand(jobs), (name) =>
-        this.deps.queues.byQueueName(name),
-      );
-      mutation.puts!.push(...update.puts);
-      mutation.deletes!.push(...update.deletes);
-      mutation.deleteRows!.push(...update.deleteRows);
-      queued = update.queued;
+      let jobs: PlannedJob[] | undefined;
+      try {
+        jobs = await this.planFor(tablet, preview);
+      } catch (err) {
+        // Without the table's settings the queue entries cannot be planned; leave them as they are
+        // (removing them would strand the tablet's work) and plan again soon.
+        this.deps.log.warn(
+          { tablet: tablet.row, err: describeError(err) },
+          'could not plan: queue entries left as they are',
+        );
+        tablet.replanNeeded = true;
+      }
+      if (jobs) {
+        const update = queueUpdate(tablet.meta, tablet.meta.queued, queueDemand(jobs), (name) =>
+          this.deps.queues.byQueueName(name),
+        );
+        mutation.puts!.push(...update.puts);
+        mutation.deletes!.push(...update.deletes);
+        mutation.deleteRows!.push(...update.deleteRows);
+        queued = update.queued;
+      }
     }
     if (mutation.puts!.length === 0 && mutation.deletes!.length === 0 && mutation.deleteRows!.length === 0) {
       return true;
     }
-    const [result] = await this.mutate([mutation]);
+    let result: MutationResult | undefined;
+    try {
+      [result] = await this.mutate([mutation]);
+    } catch (err) {
+      if (notApplied(err)) throw err;
+      tablet.stale = true;
+      this.deps.log.warn(
+        { tablet: tablet.row, err: describeError(err) },
+        'outcome of a change unknown: reading the tablet back',
+      );
+      await this.resync(tablet).catch((e: unknown) =>
+        this.deps.log.warn(
+          { tablet: tablet.row, err: describeError(e) },
+          'could not read the tablet back yet',
+        ),
+      );
+      throw new ExcError(
+        'OUTCOME_UNKNOWN',
+        `the metadata store did not confirm a change of ${tablet.row}: ${describeError(err)}`,
+        {
+          cause: err,
+          details: { tablet: tablet.row },
+        },
+      );
+    }
     if (!result) throw new ExcError('INTERNAL', 'no result for a mutation');
     if (!result.applied) {
       if (result.failed.index === 0) {
@@ -246,16 +355,40 @@ export class Hosting {
     }
     change.apply?.(tablet.meta);
     for (const id of finishedUser) tablet.meta.userCompactions.delete(id);
-    if (queued) tablet.meta.queued = queued;
+    if (queued) {
+      tablet.meta.queued = queued;
+      if (change.replan) tablet.replanNeeded = false;
+    }
     return true;
   }
 
-  /** The jobs a tablet (in the given state) wants, with its table's current settings. */
+  /**
+   * The jobs a tablet (in the given state) wants, with its table's settings; none for a table that is
+   * gone or being deleted. Throws when the settings cannot be read.
+   */
   async planFor(tablet: HostedTablet, meta: TabletMeta = tablet.meta): Promise<PlannedJob[]> {
-    const settings = await this.deps.configs.get(tablet.meta.tableId).catch(() => undefined);
-    if (!settings || settings.state !== 'online') return [];
-    const view = new HostedTablet(meta, tablet.me);
-    return view.plan(settings.config);
+    let settings;
+    try {
+      settings = await this.deps.configs.get(tablet.meta.tableId);
+    } catch (err) {
+      if (err instanceof ExcError && err.code === 'UNKNOWN_TABLE') return [];
+      throw err;
+    }
+    if (settings.state !== 'online') return [];
+    return new HostedTablet(meta, tablet.me).plan(settings.config);
+  }
+
+  /** A tablet's row from the store, retried while the manager does not answer. */
+  private async readRow(row: string): Promise<Map<string, string>> {
+    const deadline = Date.now() + (this.deps.resyncForMs ?? 30_000);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.deps.meta.row(row);
+      } catch (err) {
+        if (Date.now() > deadline) throw err;
+        await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 2_000 }));
+      }
+    }
   }
 
   private async mutate(mutations: Mutation[]) {

@@ -4,24 +4,28 @@
  * - reserve: the compactor's node must exist (checked and watched in one call); the job is computed now
  *   from the tablet's current files (late binding); the reservation and the tablet's new queue entries are
  *   one conditional mutation. Concurrent reservations never share a file: the tablet's mutex serialises
- *   them and the planner never selects reserved files.
+ *   them and the planner never selects reserved files. A compactor names each attempt (`requestId`), so a
+ *   reserve whose answer was lost can be repeated and gets the same reservation back.
  * - commit: one conditional mutation — the reservation still exists (as recorded), the inputs are still
  *   files of the tablet, `loc` is this server — replaces the inputs by the output, deletes the reservation
  *   and marks the inputs for deletion. A compactor whose node is gone cannot commit (zombie).
  * - cancel: one conditional mutation on the reservation removes it, marks its output for deletion and
  *   requeues. Commit and cancel are both conditional on the reservation, so exactly one of them wins.
  * - failures survive cancels: after `maxAttempts` failed attempts on the same inputs the job is parked.
+ *
+ * When the metadata store does not confirm a change (OUTCOME_UNKNOWN), the tablet has been read back, and
+ * each operation decides from what the store holds whether it happened.
  */
-import { ulid } from '../ids.js';
 import { ExcError, describeError } from '../errors.js';
+import { ulid } from '../ids.js';
 import type { Logger } from '../log.js';
 import { delRow } from '../meta/keys.js';
 import { newFileName } from '../meta/paths.js';
 import {
+  compactCol,
   ecompCol,
   failedCol,
   fileCol,
-  compactCol,
   progressCol,
   type Failure,
   type Progress,
@@ -45,6 +49,8 @@ export interface ReservationsDeps {
   layout: ZkLayout;
   /** Queue name → id (undefined for a queue that does not exist). */
   queueIdOf: (name: string) => string | undefined;
+  /** Whether a queue's node still exists (a compactor that vanished with its queue did not fail). */
+  queueExists: (queueId: string) => Promise<boolean>;
   /** Whether the output object exists with this size (commit checks what it installs). */
   outputSize: (name: string) => Promise<number | null>;
   log: Logger;
@@ -53,6 +59,8 @@ export interface ReservationsDeps {
   /** Cancel a reservation with no progress for this long (0 disables). */
   stallTimeoutMs?: number;
 }
+
+const isUnknown = (err: unknown): boolean => err instanceof ExcError && err.code === 'OUTCOME_UNKNOWN';
 
 export class Reservations {
   private stallTimer: NodeJS.Timeout | undefined;
@@ -100,6 +108,11 @@ export class Reservations {
       });
     }
     return tablet.mutex.run(async () => {
+      if (tablet.stale) await hosting.resync(tablet);
+      // A repeated request (its first answer was lost) gets the reservation it made.
+      const earlier = this.byRequest(tablet, req);
+      if (earlier) return earlier;
+
       const settings = await configs.get(tablet.meta.tableId);
       const jobs = await hosting.planFor(tablet);
       const job = jobs.find((j) => j.queue !== undefined && this.deps.queueIdOf(j.queue) === req.queueId);
@@ -122,6 +135,7 @@ export class Reservations {
         reservedAt: Date.now(),
         allFiles: job.allFiles,
         ...(job.userCompactionId ? { userCompactionId: job.userCompactionId } : {}),
+        ...(req.requestId ? { requestId: req.requestId } : {}),
         settings: {
           versions: settings.config.versions,
           ...(settings.config.ttlMs === undefined ? {} : { ttlMs: settings.config.ttlMs }),
@@ -130,12 +144,19 @@ export class Reservations {
           dropDeletes: job.allFiles,
         },
       };
-      const applied = await hosting.change(tablet, {
-        conditions: job.files.map((f) => ({ op: 'present' as const, row: tablet.row, col: fileCol(f) })),
-        puts: [{ row: tablet.row, col: ecompCol(ecid), value: JSON.stringify(reservation) }],
-        apply: (meta) => meta.reservations.set(ecid, reservation),
-        replan: true,
-      });
+      let applied: boolean;
+      try {
+        applied = await hosting.change(tablet, {
+          conditions: job.files.map((f) => ({ op: 'present' as const, row: tablet.row, col: fileCol(f) })),
+          puts: [{ row: tablet.row, col: ecompCol(ecid), value: JSON.stringify(reservation) }],
+          apply: (meta) => meta.reservations.set(ecid, reservation),
+          replan: true,
+        });
+      } catch (err) {
+        // Read back: if the reservation was made, it is now in the tablet (and watched).
+        if (isUnknown(err) && !tablet.stale && tablet.meta.reservations.has(ecid)) applied = true;
+        else throw err;
+      }
       if (!applied)
         throw new ExcError('CONFLICT', `tablet ${tablet.row} changed during the reservation; try again`);
       watch.add(req.compactor, { tablet: tablet.row, ecid });
@@ -145,25 +166,39 @@ export class Reservations {
         { tablet: tablet.row, ecid, compactor: req.compactor, files: job.files.length, kind: job.kind },
         'reserved',
       );
-      return {
-        ecid,
-        tablet: tablet.row,
-        tableId: tablet.meta.tableId,
-        queueId: req.queueId,
-        kind: job.kind,
-        attempt: reservation.attempt,
-        inputs: job.files.map((name) => ({ name, ...tablet.meta.files.get(name)! })),
-        output: reservation.output,
-        settings: reservation.settings,
-        keepDeletes: !job.allFiles,
-      };
+      return this.describe(tablet, ecid, reservation);
     });
+  }
+
+  private byRequest(tablet: HostedTablet, req: ReserveRequest): ReservedJob | undefined {
+    if (!req.requestId) return undefined;
+    for (const [ecid, r] of tablet.meta.reservations) {
+      if (r.requestId === req.requestId && r.compactor === req.compactor)
+        return this.describe(tablet, ecid, r);
+    }
+    return undefined;
+  }
+
+  private describe(tablet: HostedTablet, ecid: string, r: Reservation): ReservedJob {
+    return {
+      ecid,
+      tablet: tablet.row,
+      tableId: tablet.meta.tableId,
+      queueId: r.queueId,
+      kind: r.kind,
+      attempt: r.attempt,
+      inputs: r.inputs.map((name) => ({ name, ...(tablet.meta.files.get(name) ?? { size: 0, entries: 0 }) })),
+      output: r.output,
+      settings: r.settings,
+      keepDeletes: !r.allFiles,
+    };
   }
 
   async commit(req: CommitRequest): Promise<void> {
     const { hosting, watch } = this.deps;
     const tablet = await hosting.get(req.tablet);
     await tablet.mutex.run(async () => {
+      if (tablet.stale) await hosting.resync(tablet);
       const r = tablet.meta.reservations.get(req.ecid);
       if (!r || r.compactor !== req.compactor) {
         this.stats.rejectedCommits++;
@@ -175,9 +210,11 @@ export class Reservations {
           },
         );
       }
+      const zombie = async (): Promise<boolean> =>
+        !watch.knownAlive(r.compactor) && !(await watch.checkAndWatch(r.compactor));
       // A zombie (paused past its session, then resumed) has lost its node: it can never commit. The watch
       // on its node answers without a round trip when it can vouch for it (see CompactorWatch.knownAlive).
-      if (!watch.knownAlive(r.compactor) && !(await watch.checkAndWatch(r.compactor))) {
+      if (await zombie()) {
         this.stats.rejectedCommits++;
         await this.cancelLocked(tablet, req.ecid, 'compactor-gone');
         throw new ExcError(
@@ -196,36 +233,61 @@ export class Reservations {
             `output ${r.output} is ${size === null ? 'missing' : `${size} bytes`}, not ${req.output.size}`,
           );
         }
+        // Checking the output took a round trip: look at the compactor again right before committing.
+        if (!watch.knownAlive(r.compactor) && (await zombie())) {
+          this.stats.rejectedCommits++;
+          await this.cancelLocked(tablet, req.ecid, 'compactor-gone');
+          throw new ExcError(
+            'RESERVATION_GONE',
+            `compactor ${r.compactor} has no live node; reservation ${req.ecid} cancelled`,
+          );
+        }
       }
       const output = req.output;
       const now = String(Date.now());
-      const key = failureKey(r.inputs);
-      const applied = await hosting.change(tablet, {
-        conditions: [
-          { op: 'equals', row: tablet.row, col: ecompCol(req.ecid), value: JSON.stringify(r) },
-          ...r.inputs.map((f) => ({ op: 'present' as const, row: tablet.row, col: fileCol(f) })),
-        ],
-        deletes: [
-          ...r.inputs.map((f) => ({ row: tablet.row, col: fileCol(f) })),
-          { row: tablet.row, col: ecompCol(req.ecid) },
-          { row: tablet.row, col: progressCol(req.ecid) },
-          ...(tablet.meta.failures.has(key) ? [{ row: tablet.row, col: failedCol(key) }] : []),
-          ...(r.userCompactionId ? [{ row: tablet.row, col: compactCol(r.userCompactionId) }] : []),
-        ],
-        puts: [
-          ...(output ? [{ row: tablet.row, col: fileCol(r.output), value: JSON.stringify(output) }] : []),
-          ...r.inputs.map((f) => ({ row: delRow(f), col: 'at', value: now })),
-        ],
-        apply: (meta) => {
-          for (const f of r.inputs) meta.files.delete(f);
-          if (output) meta.files.set(r.output, output);
-          meta.reservations.delete(req.ecid);
-          meta.progress.delete(req.ecid);
-          meta.failures.delete(key);
-          if (r.userCompactionId) meta.userCompactions.delete(r.userCompactionId);
-        },
-        replan: true,
-      });
+      // Failure records about any of the inputs are moot once they are compacted away.
+      const moot = [...tablet.meta.failures]
+        .filter(([, f]) => f.inputs.some((i) => r.inputs.includes(i)))
+        .map(([k]) => k);
+      let applied: boolean;
+      try {
+        applied = await hosting.change(tablet, {
+          conditions: [
+            { op: 'equals', row: tablet.row, col: ecompCol(req.ecid), value: JSON.stringify(r) },
+            ...r.inputs.map((f) => ({ op: 'present' as const, row: tablet.row, col: fileCol(f) })),
+          ],
+          deletes: [
+            ...r.inputs.map((f) => ({ row: tablet.row, col: fileCol(f) })),
+            { row: tablet.row, col: ecompCol(req.ecid) },
+            { row: tablet.row, col: progressCol(req.ecid) },
+            ...moot.map((k) => ({ row: tablet.row, col: failedCol(k) })),
+            ...(r.userCompactionId ? [{ row: tablet.row, col: compactCol(r.userCompactionId) }] : []),
+          ],
+          puts: [
+            ...(output ? [{ row: tablet.row, col: fileCol(r.output), value: JSON.stringify(output) }] : []),
+            ...r.inputs.map((f) => ({ row: delRow(f), col: 'at', value: now })),
+          ],
+          apply: (meta) => {
+            for (const f of r.inputs) meta.files.delete(f);
+            if (output) meta.files.set(r.output, output);
+            meta.reservations.delete(req.ecid);
+            meta.progress.delete(req.ecid);
+            for (const k of moot) meta.failures.delete(k);
+            if (r.userCompactionId) meta.userCompactions.delete(r.userCompactionId);
+          },
+          replan: true,
+        });
+      } catch (err) {
+        if (!isUnknown(err) || tablet.stale) throw err;
+        // Read back: the commit happened if the reservation is gone and its inputs replaced.
+        const m = tablet.meta;
+        const done =
+          !m.reservations.has(req.ecid) &&
+          r.inputs.every((f) => !m.files.has(f)) &&
+          (!output || m.files.has(r.output));
+        if (!done) throw err;
+        applied = true;
+      }
       if (!applied) {
         this.stats.rejectedCommits++;
         throw new ExcError(
@@ -257,13 +319,16 @@ export class Reservations {
     reason: CancelReason,
     error?: string,
   ): Promise<boolean> {
+    if (tablet.stale) await this.deps.hosting.resync(tablet);
     const r = tablet.meta.reservations.get(ecid);
     if (!r || tablet.state !== 'hosted') return false;
+    // A compactor that vanished because its queue was deleted did not fail.
+    if (reason === 'compactor-gone' && !(await this.deps.queueExists(r.queueId).catch(() => true)))
+      reason = 'queue-deleted';
     const settings = await this.deps.configs.get(tablet.meta.tableId).catch(() => undefined);
     const key = failureKey(r.inputs);
-    const counts = COUNTS_AS_FAILURE.has(reason);
     let failure: Failure | undefined;
-    if (counts) {
+    if (COUNTS_AS_FAILURE.has(reason)) {
       const attempts = Math.max(tablet.meta.failures.get(key)?.attempts ?? 0, r.attempt) + 1;
       failure = {
         inputs: r.inputs,
@@ -275,23 +340,30 @@ export class Reservations {
         lastEcid: ecid,
       };
     }
-    const applied = await this.deps.hosting.change(tablet, {
-      conditions: [{ op: 'equals', row: tablet.row, col: ecompCol(ecid), value: JSON.stringify(r) }],
-      deletes: [
-        { row: tablet.row, col: ecompCol(ecid) },
-        { row: tablet.row, col: progressCol(ecid) },
-      ],
-      puts: [
-        { row: delRow(r.output), col: 'at', value: String(Date.now()) },
-        ...(failure ? [{ row: tablet.row, col: failedCol(key), value: JSON.stringify(failure) }] : []),
-      ],
-      apply: (meta) => {
-        meta.reservations.delete(ecid);
-        meta.progress.delete(ecid);
-        if (failure) meta.failures.set(key, failure);
-      },
-      replan: true,
-    });
+    let applied: boolean;
+    try {
+      applied = await this.deps.hosting.change(tablet, {
+        conditions: [{ op: 'equals', row: tablet.row, col: ecompCol(ecid), value: JSON.stringify(r) }],
+        deletes: [
+          { row: tablet.row, col: ecompCol(ecid) },
+          { row: tablet.row, col: progressCol(ecid) },
+        ],
+        puts: [
+          { row: delRow(r.output), col: 'at', value: String(Date.now()) },
+          ...(failure ? [{ row: tablet.row, col: failedCol(key), value: JSON.stringify(failure) }] : []),
+        ],
+        apply: (meta) => {
+          meta.reservations.delete(ecid);
+          meta.progress.delete(ecid);
+          if (failure) meta.failures.set(key, failure);
+        },
+        replan: true,
+      });
+    } catch (err) {
+      // Read back: gone is what we wanted, whoever did it.
+      if (isUnknown(err) && !tablet.stale && !tablet.meta.reservations.has(ecid)) applied = true;
+      else throw err;
+    }
     if (!applied) return false;
     this.deps.watch.remove(r.compactor, ecid);
     tablet.forgetProgress(ecid);
@@ -310,13 +382,13 @@ export class Reservations {
     return true;
   }
 
-  /** A compactor's node disappeared: cancel all its reservations here. */
+  /** A compactor's node disappeared: cancel all its reservations here (the reconciler retries failures). */
   onCompactorGone(refs: ReservationRef[]): void {
     for (const ref of refs) {
       this.cancel(ref.tablet, ref.ecid, 'compactor-gone').catch((err: unknown) =>
         this.deps.log.warn(
           { ...ref, err: describeError(err) },
-          'could not cancel the reservation of a dead compactor',
+          'could not cancel the reservation of a dead compactor yet',
         ),
       );
     }

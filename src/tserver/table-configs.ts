@@ -22,11 +22,20 @@ export class TableConfigs {
     private readonly maxAgeMs = 10_000,
   ) {}
 
-  /** The table's settings; UNKNOWN_TABLE when it does not exist. */
+  /**
+   * The table's settings; UNKNOWN_TABLE when it does not exist. When they cannot be read now, the last
+   * settings read are used (settings change rarely; stopping work because the manager is briefly away
+   * would be worse); without any, the error is thrown.
+   */
   async get(tableId: string): Promise<TableSettings> {
     const cached = this.cache.get(tableId);
     if (cached && Date.now() - cached.at < this.maxAgeMs) return cached.settings;
-    return this.reload(tableId);
+    try {
+      return await this.reload(tableId);
+    } catch (err) {
+      if (cached && !(err instanceof ExcError && err.code === 'UNKNOWN_TABLE')) return cached.settings;
+      throw err;
+    }
   }
 
   async reload(tableId: string): Promise<TableSettings> {

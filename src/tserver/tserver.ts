@@ -23,6 +23,7 @@ import { registerTserverApi } from './api.js';
 import { CompactorWatch } from './compactor-watch.js';
 import { DataPath } from './data.js';
 import { Hosting } from './hosting.js';
+import { Reconciler } from './reconciler.js';
 import { Reservations } from './reservations.js';
 import { TableConfigs } from './table-configs.js';
 
@@ -66,6 +67,7 @@ export class TabletServer extends EventEmitter<Events> {
         queues: QueueResolver;
         data: DataPath;
         me: Location;
+        reconciler: Reconciler;
       }
     | undefined;
   private address: { host: string; port: number } | undefined;
@@ -155,7 +157,6 @@ export class TabletServer extends EventEmitter<Events> {
       session,
       (_compactor, refs) => reservations.onCompactorGone(refs),
       this.log,
-      this.options.compactorSweepMs,
     );
     const hosting: Hosting = new Hosting({
       me,
@@ -175,12 +176,21 @@ export class TabletServer extends EventEmitter<Events> {
       configs,
       layout: this.layout,
       queueIdOf: (name) => queues.byQueueName(name)?.id,
+      queueExists: async (queueId) => (await session.exists(this.layout.queueNode(queueId))) !== null,
       outputSize: async (name) => (await this.options.store.stat(name))?.size ?? null,
       log: this.log,
       stallTimeoutMs: this.options.stallTimeoutMs,
     });
-    const data = new DataPath(hosting, this.options.store, configs);
-    this.parts = { hosting, reservations, watch, queues, data, me };
+    const data = new DataPath(hosting, this.options.store, configs, () => {
+      if (session.state !== 'connected') {
+        throw new ExcError(
+          'UNAVAILABLE',
+          `tablet server ${this.name} is not connected to ZooKeeper; try again`,
+        );
+      }
+    });
+    const reconciler = new Reconciler(hosting, watch, this.log, { everyMs: this.options.compactorSweepMs });
+    this.parts = { hosting, reservations, watch, queues, data, me, reconciler };
     const refreshTable = async (tableId: string): Promise<void> => {
       await configs.reload(tableId).catch(() => undefined);
       for (const t of hosting.all()) if (t.meta.tableId === tableId) await hosting.refresh(t.row);
@@ -192,6 +202,10 @@ export class TabletServer extends EventEmitter<Events> {
       session: () => session.sessionId,
       status: () => this.status(),
       refreshTable,
+    });
+    // A new queue: tablets routing to it can queue their work there now.
+    queues.onAdded(() => {
+      for (const t of hosting.all()) void hosting.refresh(t.row).catch(() => undefined);
     });
     // A deleted queue: its reservations are cancelled and the tablets requeue elsewhere.
     queues.onRemoved((removed) => {
@@ -206,6 +220,7 @@ export class TabletServer extends EventEmitter<Events> {
     });
     watch.start();
     reservations.start();
+    reconciler.start();
 
     await this.register(session);
     this.transition('serving');
@@ -277,6 +292,7 @@ export class TabletServer extends EventEmitter<Events> {
       const p = this.parts;
       const steps: [string, () => Promise<void> | void][] = [
         ['http server', () => this.server.close(500)],
+        ['reconciler', () => p?.reconciler.stop()],
         ['reservations', () => p?.reservations.stop()],
         ['compactor watch', () => p?.watch.stop()],
         ['queues', () => p?.queues.stop()],

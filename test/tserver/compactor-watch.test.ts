@@ -33,9 +33,9 @@ describe('compactor watch', () => {
     return { session: s, path: (await createProtected(s, parent, 'c-', '{}')).path };
   }
 
-  function watcher(s: ZkSession, sweepEveryMs = 60_000): { watch: CompactorWatch; gone: ReservationRef[][] } {
+  function watcher(s: ZkSession): { watch: CompactorWatch; gone: ReservationRef[][] } {
     const gone: ReservationRef[][] = [];
-    const watch = new CompactorWatch(s, (_c, refs) => gone.push(refs), silentLogger(), sweepEveryMs);
+    const watch = new CompactorWatch(s, (_c, refs) => gone.push(refs), silentLogger());
     watch.start();
     watches.push(watch);
     return { watch, gone };
@@ -53,12 +53,30 @@ describe('compactor watch', () => {
     expect(watch.knownAlive(c.path)).toBe(false);
   });
 
-  it('the sweep catches a death whose watch was lost', async () => {
+  it('a sweep catches a death whose watch was lost, and reports it again until the reservation is gone', async () => {
     const c = await compactor();
-    const { watch, gone } = watcher(await session(), 200);
-    watch.add(c.path, { tablet: 't', ecid: 'e' }); // recorded without a watch, as after a lost one
+    const { watch, gone } = watcher(await session());
+    const ref = { tablet: 't', ecid: 'e' };
+    watch.add(c.path, ref); // recorded without a watch, as after a lost one
     await c.session.close();
-    await waitFor(async () => gone.length === 1, 'the sweep to report the death', 5_000);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(gone).toEqual([]); // nothing watched it
+    await watch.sweep([[c.path, ref]]);
+    expect(gone).toEqual([[ref]]);
+    // Its cancellation failed, say: the reservation is still there at the next sweep, and reported again.
+    await watch.sweep([[c.path, ref]]);
+    expect(gone).toEqual([[ref], [ref]]);
+  });
+
+  it('a sweep records the reservations of live compactors, whose later death is then reported', async () => {
+    const c = await compactor();
+    const { watch, gone } = watcher(await session());
+    const ref = { tablet: 't', ecid: 'e' };
+    await watch.sweep([[c.path, ref]]);
+    expect(gone).toEqual([]);
+    expect(watch.knownAlive(c.path)).toBe(true);
+    await c.session.close();
+    await waitFor(async () => gone.length === 1, 'the watch to report the death', 5_000);
   });
 
   it('a compactor that died before its reservation was recorded is reported as soon as it is', async () => {

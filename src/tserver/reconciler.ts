@@ -1,0 +1,77 @@
+/**
+ * The tablet server's periodic backstop. Every round, for each hosted tablet:
+ *   - a tablet whose in-memory copy is stale (a change's outcome was unknown) is read back;
+ *   - a tablet whose queue entries could not be planned is planned again;
+ *   - every few rounds the tablet is refreshed from its row, for what the manager writes there (user
+ *     compactions, released jobs) in case its notification was lost;
+ * and every reservation of the hosted tablets is swept: a dead compactor's reservations are cancelled,
+ * again every round until that succeeds.
+ */
+import { describeError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { CompactorWatch, ReservationRef } from './compactor-watch.js';
+import type { Hosting } from './hosting.js';
+
+export interface ReconcilerOptions {
+  /** Default 5 s. */
+  everyMs?: number;
+  /** Refresh every tablet from its row every this many rounds (default 6). */
+  refreshEvery?: number;
+}
+
+export class Reconciler {
+  private timer: NodeJS.Timeout | undefined;
+  private rounds = 0;
+  private running: Promise<void> | undefined;
+
+  constructor(
+    private readonly hosting: Hosting,
+    private readonly watch: CompactorWatch,
+    private readonly log: Logger,
+    private readonly options: ReconcilerOptions = {},
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => void this.runRound(), this.options.everyMs ?? 5_000);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running?.catch(() => undefined);
+  }
+
+  /** One round now (or joins the one running). */
+  runRound(): Promise<void> {
+    this.running ??= this.round().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  private async round(): Promise<void> {
+    const refresh = ++this.rounds % (this.options.refreshEvery ?? 6) === 0;
+    const reservations: [string, ReservationRef][] = [];
+    for (const tablet of this.hosting.all()) {
+      try {
+        if (refresh) await this.hosting.refresh(tablet.row);
+        else if (tablet.stale || tablet.replanNeeded) {
+          await tablet.mutex.run(async () => {
+            if (tablet.stale) await this.hosting.resync(tablet);
+            if (tablet.state === 'hosted' && tablet.replanNeeded)
+              await this.hosting.change(tablet, { replan: true });
+          });
+        }
+      } catch (err) {
+        this.log.debug(
+          { tablet: tablet.row, err: describeError(err) },
+          'reconciling a tablet failed; next round',
+        );
+      }
+      if (tablet.state !== 'hosted') continue;
+      for (const [ecid, r] of tablet.meta.reservations)
+        reservations.push([r.compactor, { tablet: tablet.row, ecid }]);
+    }
+    await this.watch.sweep(reservations);
+  }
+}

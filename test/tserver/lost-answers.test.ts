@@ -1,0 +1,250 @@
+/**
+ * The tablet server when the metadata store's answers get lost: a change that was applied but not
+ * confirmed (a timeout, a connection cut after the request went out), table settings that cannot be
+ * read, a user compaction that keeps failing. The real Hosting and Reservations code runs against a real
+ * (in-memory) SQLite metadata store; only the transport to it is a stand-in that can lose answers, and
+ * the compactor watch is a stand-in that says every compactor lives.
+ */
+import { describe, expect, it } from 'vitest';
+import { ExcError } from '../../src/errors.js';
+import { silentLogger } from '../../src/log.js';
+import type { MetaClient } from '../../src/meta/client.js';
+import { queuePrefix } from '../../src/meta/keys.js';
+import { MetaStore } from '../../src/meta/store.js';
+import { tableConfigSchema, type TableConfigInput } from '../../src/meta/table-config.js';
+import { compactCol, failedCol, fileCol, locationValue, parseTablet } from '../../src/meta/tablet.js';
+import type { Mutation } from '../../src/meta/types.js';
+import type { QueueResolver } from '../../src/queue/resolver.js';
+import type { CompactorWatch } from '../../src/tserver/compactor-watch.js';
+import { failureKey } from '../../src/tserver/hosted-tablet.js';
+import { Hosting } from '../../src/tserver/hosting.js';
+import { Reservations } from '../../src/tserver/reservations.js';
+import type { TableConfigs } from '../../src/tserver/table-configs.js';
+import { ZkLayout } from '../../src/zk/layout.js';
+
+const me = { server: 'ts:1', session: '00000000000000aa' };
+const row = '0001<';
+const queue = { name: 'q', id: 'abcd', bins: 4 };
+const layout = new ZkLayout('/excompact');
+const compactor = (n: number) => `${layout.queueNode(queue.id)}/c-000000000${n}`;
+const file = (name: string) => ({ row, col: fileCol(name), value: JSON.stringify({ size: 10, entries: 1 }) });
+
+function world(options: { files?: string[]; config?: TableConfigInput; extra?: Mutation['puts'] } = {}) {
+  const store = new MetaStore({ path: ':memory:' });
+  store.mutate({
+    puts: [
+      { row, col: 'prev', value: 'null' },
+      { row, col: 'future', value: locationValue(me) },
+      ...(options.files ?? ['a', 'b', 'c']).map(file),
+      ...(options.extra ?? []),
+    ],
+  });
+  let loseNext = 0;
+  let configDown = false;
+  const meta = {
+    row: async (r: string) => store.row(r),
+    // Applies the mutations, then (when asked) loses the answer, as a timeout after sending would.
+    mutate: async (mutations: Mutation[]) => {
+      const results = store.applyBatch(mutations);
+      if (loseNext > 0) {
+        loseNext--;
+        throw new ExcError('TIMEOUT', 'POST /v1/meta/mutate: no answer within 10000 ms', {
+          details: { sent: true },
+        });
+      }
+      return results;
+    },
+  } as unknown as MetaClient;
+  const config = tableConfigSchema.parse({ queues: [{ queue: 'q' }], ...options.config });
+  const configs = {
+    get: async () => {
+      if (configDown) throw new ExcError('UNAVAILABLE', 'manager unreachable');
+      return { id: '0001', name: 't', state: 'online' as const, config };
+    },
+  } as unknown as TableConfigs;
+  const watch = {
+    knownAlive: () => true,
+    checkAndWatch: async () => true,
+    add() {},
+    remove() {},
+  } as unknown as CompactorWatch;
+  const queues = { byQueueName: (n: string) => (n === 'q' ? queue : undefined) } as unknown as QueueResolver;
+  const hosting = new Hosting({
+    me,
+    meta,
+    queues,
+    configs,
+    watch,
+    log: silentLogger(),
+    onFenced() {},
+    cancelOrphan: async () => {},
+    resyncForMs: 1_000,
+  });
+  const reservations = new Reservations({
+    hosting,
+    watch,
+    configs,
+    layout,
+    queueIdOf: (n) => (n === 'q' ? queue.id : undefined),
+    queueExists: async () => true,
+    outputSize: async () => 5,
+    log: silentLogger(),
+  });
+  return {
+    store,
+    hosting,
+    reservations,
+    loseNextAnswer: (n = 1) => (loseNext = n),
+    setConfigDown: (down: boolean) => (configDown = down),
+    stored: () => parseTablet(row, store.row(row)),
+    entries: () => store.scan({ prefix: queuePrefix(queue.id) }).cells.map((c) => c.row),
+  };
+}
+
+describe('tablet server - lost answers', () => {
+  it('load: a takeover whose answer was lost still hosts the tablet', async () => {
+    const w = world();
+    w.loseNextAnswer();
+    await w.hosting.load(row);
+    expect(w.stored().loc).toEqual(me);
+    expect((await w.hosting.get(row)).meta.files.size).toBe(3);
+  });
+
+  it('commit: applied but unconfirmed is reported as committed; memory and store agree', async () => {
+    const w = world();
+    await w.hosting.load(row);
+    const job = (await w.reservations.reserve({ tablet: row, queueId: queue.id, compactor: compactor(1) }))!;
+    w.loseNextAnswer();
+    await w.reservations.commit({
+      tablet: row,
+      ecid: job.ecid,
+      compactor: compactor(1),
+      output: { size: 5, entries: 1 },
+    });
+
+    const memory = (await w.hosting.get(row)).meta;
+    const stored = w.stored();
+    expect([...memory.files.keys()]).toEqual([job.output]);
+    expect([...stored.files.keys()]).toEqual([job.output]);
+    expect(memory.reservations.size).toBe(0);
+    expect(stored.reservations.size).toBe(0);
+    // A repeated commit (the compactor did not hear the answer either) is refused, and changes nothing.
+    await expect(
+      w.reservations.commit({
+        tablet: row,
+        ecid: job.ecid,
+        compactor: compactor(1),
+        output: { size: 5, entries: 1 },
+      }),
+    ).rejects.toMatchObject({
+      code: 'RESERVATION_GONE',
+    });
+    expect([...w.stored().files.keys()]).toEqual([job.output]);
+  });
+
+  it('reserve: applied but unconfirmed returns the reservation; no second one shares its files', async () => {
+    const w = world();
+    await w.hosting.load(row);
+    w.loseNextAnswer();
+    const first = await w.reservations.reserve({
+      tablet: row,
+      queueId: queue.id,
+      compactor: compactor(1),
+      requestId: '01ARZ3NDEKTSV4RRFFQ69G5FAV',
+    });
+    expect(first?.inputs.map((i) => i.name).sort()).toEqual(['a', 'b', 'c']);
+    expect(
+      await w.reservations.reserve({ tablet: row, queueId: queue.id, compactor: compactor(2) }),
+    ).toBeNull();
+    expect(w.stored().reservations.size).toBe(1);
+    // The compactor repeats the request it did not hear back from: same reservation.
+    const again = await w.reservations.reserve({
+      tablet: row,
+      queueId: queue.id,
+      compactor: compactor(1),
+      requestId: '01ARZ3NDEKTSV4RRFFQ69G5FAV',
+    });
+    expect(again?.ecid).toBe(first?.ecid);
+    expect(w.stored().reservations.size).toBe(1);
+  });
+
+  it('cancel: applied but unconfirmed is done; the tablet requeues the work', async () => {
+    const w = world();
+    await w.hosting.load(row);
+    const job = (await w.reservations.reserve({ tablet: row, queueId: queue.id, compactor: compactor(1) }))!;
+    expect(w.entries()).toEqual([]);
+    w.loseNextAnswer();
+    expect(await w.reservations.cancel(row, job.ecid, 'admin')).toBe(true);
+    expect(w.stored().reservations.size).toBe(0);
+    expect(w.entries()).toHaveLength(1);
+    const next = await w.reservations.reserve({ tablet: row, queueId: queue.id, compactor: compactor(2) });
+    expect(next?.inputs).toHaveLength(3);
+  });
+
+  it('queue entries stay when the table settings cannot be read, and are planned again once they can', async () => {
+    const w = world();
+    await w.hosting.load(row);
+    const before = w.entries();
+    expect(before).toHaveLength(1);
+    w.setConfigDown(true);
+    const tablet = await w.hosting.get(row);
+    await tablet.mutex.run(() =>
+      w.hosting.change(tablet, {
+        puts: [file('d')],
+        apply: (m) => m.files.set('d', { size: 10, entries: 1 }),
+        replan: true,
+      }),
+    );
+    expect(w.entries()).toEqual(before);
+    expect(tablet.replanNeeded).toBe(true);
+    w.setConfigDown(false);
+    await tablet.mutex.run(() => w.hosting.change(tablet, { replan: true }));
+    expect(tablet.replanNeeded).toBe(false);
+    expect(w.entries()).toHaveLength(1);
+    expect(w.entries()[0]).not.toBe(before[0]); // four files now: a higher priority
+  });
+
+  it('a user compaction that keeps failing is parked like any job, and system work goes on', async () => {
+    const files = ['a', 'b', 'c'];
+    const failure = { inputs: files, attempts: 3, lastError: 'CORRUPT_FILE', at: 1, parked: true };
+    const w = world({
+      files,
+      extra: [
+        {
+          row,
+          col: compactCol('01ARZ3NDEKTSV4RRFFQ69G5FAV'),
+          value: JSON.stringify({ requestedAt: 1, filters: [] }),
+        },
+        { row, col: failedCol(failureKey(files)), value: JSON.stringify(failure) },
+      ],
+    });
+    await w.hosting.load(row);
+    // All three files are parked, so nothing at all is planned; once one more file arrives the parked
+    // user job still is not retried, and the new file waits for company.
+    expect(
+      await w.reservations.reserve({ tablet: row, queueId: queue.id, compactor: compactor(1) }),
+    ).toBeNull();
+    const tablet = await w.hosting.get(row);
+    expect(await w.hosting.planFor(tablet)).toEqual([]);
+    // Raising maxAttempts releases it: the user job is planned again.
+    const released = world({
+      files,
+      config: { maxAttempts: 5 },
+      extra: [
+        {
+          row,
+          col: compactCol('01ARZ3NDEKTSV4RRFFQ69G5FAV'),
+          value: JSON.stringify({ requestedAt: 1, filters: [] }),
+        },
+        { row, col: failedCol(failureKey(files)), value: JSON.stringify(failure) },
+      ],
+    });
+    await released.hosting.load(row);
+    const job = await released.reservations.reserve({
+      tablet: row,
+      queueId: queue.id,
+      compactor: compactor(1),
+    });
+    expect(job?.kind).toBe('user');
+  });
+});
