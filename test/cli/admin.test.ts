@@ -251,11 +251,18 @@ describe('excompact CLI', () => {
       20_000,
     );
     slow.kill();
-
-    // A job failing once (maxAttempts=1) is parked: a corrupt input makes sure it fails.
+    // The slow compactor may have reserved the requeued job again before it died: that death counts as a
+    // failed attempt and (maxAttempts=1) parks the job. Start from a clean slate.
     const meta = await c.meta();
     const tablet = (await json<{ tablets: { tablet: string }[] }>(c, ['admin', 'table', 'info', 't']))
       .tablets[0]!.tablet;
+    await waitFor(
+      async () => parseTablet(tablet, await meta.row(tablet)).reservations.size === 0,
+      'no reservation',
+    );
+    await ok(c, ['admin', 'compactions', 'release', '--table', 't']);
+
+    // A job failing once (maxAttempts=1) is parked: a corrupt input makes sure it fails.
     const files = [...parseTablet(tablet, await meta.row(tablet)).files.keys()];
     writeFileSync(join(c.storePath, files[0]!), 'not an rfile');
     await c.startCompactor('q');
