@@ -4,6 +4,7 @@
  * `forceAfterMs`, exits at once. With EXC_EXIT_WITH_PARENT=1 the process also shuts down when its parent
  * process goes away.
  */
+import { describeError } from './errors.js';
 import type { Logger } from './log.js';
 
 export interface ShutdownOptions {
@@ -48,5 +49,22 @@ export function onShutdownSignals(
     setInterval(() => {
       if (process.ppid !== parent) handler('SIGTERM');
     }, 1_000).unref();
+  }
+}
+
+/** One step of a clean shutdown: its name (for the log) and what to do. */
+export type ShutdownStep = [name: string, step: () => unknown];
+
+/**
+ * Runs shutdown steps in order, each in its own try/catch: a step that fails is logged and the rest still
+ * run, so one stuck part never keeps the others (and the process) alive.
+ */
+export async function runShutdownSteps(log: Logger, steps: ShutdownStep[]): Promise<void> {
+  for (const [name, step] of steps) {
+    try {
+      await step();
+    } catch (err) {
+      log.warn({ step: name, err: describeError(err) }, 'shutdown step failed');
+    }
   }
 }

@@ -19,6 +19,7 @@
 import { EventEmitter } from 'node:events';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { MetaClient } from '../meta/client.js';
 import { counterOf, createRegistry, gaugeOf, metricsEndpoint } from '../metrics.js';
 import { advertisedHost } from '../net.js';
@@ -394,18 +395,12 @@ export class Compactor extends EventEmitter<Events> {
       for (const job of this.running.values())
         job.stop(options.release === false ? 'queue-deleted' : 'release');
       await withTimeout(jobs, 10_000).catch(() => this.log.warn('jobs did not stop in time'));
-      const steps: [string, () => Promise<void> | void][] = [
+      const steps: ShutdownStep[] = [
         ['zookeeper session', () => this.generation?.session.close()],
         ['status server', () => this.server.close(200)],
         ['object store', () => this.options.store.close()],
       ];
-      for (const [name, step] of steps) {
-        try {
-          await step();
-        } catch (err) {
-          this.log.warn({ step: name, err: describeError(err) }, 'shutdown step failed');
-        }
-      }
+      await runShutdownSteps(this.log, steps);
       this.transition('stopped');
     })();
     return this.closing;

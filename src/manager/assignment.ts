@@ -12,6 +12,7 @@
  * Passes run when the set of live servers changes, when asked (table created), and periodically; a load
  * request that got lost is sent again on a later pass.
  */
+import { Coalesced } from '../coalesce.js';
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { MetaStore } from '../meta/store.js';
@@ -34,9 +35,10 @@ export interface AssignerOptions {
 
 export class Assigner {
   private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private again = false;
-  private stopped = false;
+  private readonly passes = new Coalesced(
+    () => this.pass(),
+    (err) => this.log.warn({ err: describeError(err) }, 'assignment pass failed'),
+  );
   private readonly sentAt = new Map<string, number>();
   /** Statistics for /status and tests. */
   readonly stats = { passes: 0, assigned: 0, cleared: 0 };
@@ -59,34 +61,16 @@ export class Assigner {
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
     clearInterval(this.timer);
     this.live.off('changed', this.onChanged);
-    await this.running?.catch(() => undefined);
+    await this.passes.stop();
   }
 
   private readonly onChanged = (): void => void this.kick();
 
   /** Runs a pass soon; passes never overlap, and requests during a pass cause one more. */
   kick(): Promise<void> {
-    if (this.stopped) return Promise.resolve();
-    if (this.running) {
-      this.again = true;
-      return this.running;
-    }
-    this.running = (async () => {
-      do {
-        this.again = false;
-        try {
-          await this.pass();
-        } catch (err) {
-          this.log.warn({ err: describeError(err) }, 'assignment pass failed');
-        }
-      } while (this.again && !this.stopped);
-    })().finally(() => {
-      this.running = undefined;
-    });
-    return this.running;
+    return this.passes.run();
   }
 
   private async pass(): Promise<void> {

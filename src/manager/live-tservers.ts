@@ -7,7 +7,8 @@
  */
 import { EventEmitter } from 'node:events';
 import { describeError } from '../errors.js';
-import { backoffDelay, sleep } from '../retry.js';
+import { Coalesced } from '../coalesce.js';
+import { retry } from '../retry.js';
 import type { Logger } from '../log.js';
 import type { ZkLayout, ZkSession, ZkWatchEvent } from '../zk/index.js';
 
@@ -17,10 +18,11 @@ interface Events {
 
 export class LiveTservers extends EventEmitter<Events> {
   private servers = new Map<string, string>();
-  private refreshing: Promise<void> | undefined;
-  private again = false;
+  private readonly reads = new Coalesced(
+    () => this.readOnce(),
+    (err) => this.log.warn({ err: describeError(err) }, 'could not read live tablet servers'),
+  );
   private timer: NodeJS.Timeout | undefined;
-  private stopped = false;
 
   constructor(
     private readonly session: ZkSession,
@@ -36,23 +38,21 @@ export class LiveTservers extends EventEmitter<Events> {
    * believed no tablet server alive would take every tablet away from every server.
    */
   async start(): Promise<void> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await this.readOnce();
-        break;
-      } catch (err) {
-        if (!this.session.isLive) throw err;
-        this.log.warn({ err: describeError(err), attempt }, 'could not read live tablet servers yet');
-        await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 2_000 }));
-      }
-    }
+    await retry(() => this.readOnce(), {
+      attempts: Number.POSITIVE_INFINITY,
+      baseMs: 100,
+      maxMs: 2_000,
+      retryOn: () => this.session.isLive,
+      onRetry: (err, attempt) =>
+        this.log.warn({ err: describeError(err), attempt }, 'could not read live tablet servers yet'),
+    });
     this.timer = setInterval(() => void this.refresh(), this.refreshEveryMs);
     this.timer.unref();
   }
 
   stop(): void {
-    this.stopped = true;
     clearInterval(this.timer);
+    void this.reads.stop();
   }
 
   /** Session id of a live server, or undefined. */
@@ -74,24 +74,7 @@ export class LiveTservers extends EventEmitter<Events> {
 
   /** Re-reads the children; concurrent calls coalesce into one more read. */
   refresh(): Promise<void> {
-    if (this.stopped) return Promise.resolve();
-    if (this.refreshing) {
-      this.again = true;
-      return this.refreshing;
-    }
-    this.refreshing = (async () => {
-      do {
-        this.again = false;
-        try {
-          await this.readOnce();
-        } catch (err) {
-          this.log.warn({ err: describeError(err) }, 'could not read live tablet servers');
-        }
-      } while (this.again && !this.stopped);
-    })().finally(() => {
-      this.refreshing = undefined;
-    });
-    return this.refreshing;
+    return this.reads.run();
   }
 
   private async readOnce(): Promise<void> {

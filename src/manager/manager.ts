@@ -12,6 +12,7 @@ import { EventEmitter } from 'node:events';
 import { join } from 'node:path';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { MetaStore } from '../meta/store.js';
 import { WorkerWriter } from '../meta/writer.js';
 import { counterOf, createRegistry, gaugeOf, metricsEndpoint } from '../metrics.js';
@@ -307,7 +308,7 @@ export class Manager extends EventEmitter<Events> {
       this.abort.abort(new ExcError('SHUTTING_DOWN', 'manager is stopping'));
       const active = this.active;
       this.active = undefined;
-      const steps: [string, () => Promise<void> | void][] = [
+      const steps: ShutdownStep[] = [
         ['http server', () => this.server.close(500)],
         ['assignment', () => active?.assigner.stop()],
         ['garbage collector', () => active?.gc?.stop()],
@@ -316,13 +317,7 @@ export class Manager extends EventEmitter<Events> {
         ['metadata writer', () => active?.writer.close()],
         ['zookeeper session', () => this.session?.close()],
       ];
-      for (const [name, step] of steps) {
-        try {
-          await step();
-        } catch (err) {
-          this.log.warn({ step: name, err: describeError(err) }, 'shutdown step failed');
-        }
-      }
+      await runShutdownSteps(this.log, steps);
       this.transition('stopped');
     })();
     return this.closing;

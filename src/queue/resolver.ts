@@ -4,7 +4,8 @@
  * read once per id.
  */
 import { describeError } from '../errors.js';
-import { backoffDelay, sleep } from '../retry.js';
+import { Coalesced } from '../coalesce.js';
+import { retry } from '../retry.js';
 import type { Logger } from '../log.js';
 import type { ZkLayout, ZkSession, ZkWatchEvent } from '../zk/index.js';
 import { readQueueMap, readQueueSettings, type QueueInfo } from './registry.js';
@@ -12,9 +13,10 @@ import { readQueueMap, readQueueSettings, type QueueInfo } from './registry.js';
 export class QueueResolver {
   private byName = new Map<string, QueueInfo>();
   private readonly bins = new Map<string, number>();
-  private refreshing: Promise<void> | undefined;
-  private again = false;
-  private stopped = false;
+  private readonly reads = new Coalesced(
+    () => this.readOnce(),
+    (err) => this.log.warn({ err: describeError(err) }, 'could not read the queues'),
+  );
   private readonly listeners = new Set<(removed: QueueInfo[]) => void>();
   private readonly addedListeners = new Set<(added: QueueInfo[]) => void>();
   private initialized = false;
@@ -29,16 +31,14 @@ export class QueueResolver {
 
   /** Reads the queues (retrying until one read succeeds) and keeps them current. */
   async start(): Promise<void> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await this.readOnce();
-        break;
-      } catch (err) {
-        if (!this.session.isLive) throw err;
-        this.log.warn({ err: describeError(err), attempt }, 'could not read the queues yet');
-        await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 2_000 }));
-      }
-    }
+    await retry(() => this.readOnce(), {
+      attempts: Number.POSITIVE_INFINITY,
+      baseMs: 100,
+      maxMs: 2_000,
+      retryOn: () => this.session.isLive,
+      onRetry: (err, attempt) =>
+        this.log.warn({ err: describeError(err), attempt }, 'could not read the queues yet'),
+    });
     // The watch is re-armed by every successful read; a read that failed left none, so re-read
     // periodically too.
     this.timer = setInterval(() => void this.refresh(), this.refreshEveryMs);
@@ -46,8 +46,8 @@ export class QueueResolver {
   }
 
   stop(): void {
-    this.stopped = true;
     clearInterval(this.timer);
+    void this.reads.stop();
   }
 
   /** The queue named `name`, if it exists. */
@@ -75,24 +75,7 @@ export class QueueResolver {
   };
 
   refresh(): Promise<void> {
-    if (this.stopped) return Promise.resolve();
-    if (this.refreshing) {
-      this.again = true;
-      return this.refreshing;
-    }
-    this.refreshing = (async () => {
-      do {
-        this.again = false;
-        try {
-          await this.readOnce();
-        } catch (err) {
-          this.log.warn({ err: describeError(err) }, 'could not read the queues');
-        }
-      } while (this.again && !this.stopped);
-    })().finally(() => {
-      this.refreshing = undefined;
-    });
-    return this.refreshing;
+    return this.reads.run();
   }
 
   private async readOnce(): Promise<void> {

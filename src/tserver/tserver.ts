@@ -8,8 +8,9 @@
  * since they name the session) and the process exits so it can be restarted with a new one.
  */
 import { EventEmitter } from 'node:events';
-import { ExcError, describeError } from '../errors.js';
+import { ExcError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { MetaClient } from '../meta/client.js';
 import type { Location } from '../meta/tablet.js';
 import { counterOf, createRegistry, gaugeOf, metricsEndpoint } from '../metrics.js';
@@ -290,7 +291,7 @@ export class TabletServer extends EventEmitter<Events> {
     this.closing ??= (async () => {
       this.transition('stopping');
       const p = this.parts;
-      const steps: [string, () => Promise<void> | void][] = [
+      const steps: ShutdownStep[] = [
         ['http server', () => this.server.close(500)],
         ['reconciler', () => p?.reconciler.stop()],
         ['reservations', () => p?.reservations.stop()],
@@ -299,13 +300,7 @@ export class TabletServer extends EventEmitter<Events> {
         ['zookeeper session', () => this.session?.close()],
         ['object store', () => this.options.store.close()],
       ];
-      for (const [name, step] of steps) {
-        try {
-          await step();
-        } catch (err) {
-          this.log.warn({ step: name, err: describeError(err) }, 'shutdown step failed');
-        }
-      }
+      await runShutdownSteps(this.log, steps);
       this.transition('stopped');
     })();
     return this.closing;
