@@ -35,10 +35,10 @@ interface Setup {
 
 async function setup(
   cluster: TestCluster,
-  options: { splits?: string[]; config?: object } = {},
+  options: { splits?: string[]; config?: object; tserverEnv?: Record<string, string> } = {},
 ): Promise<Setup> {
   await cluster.startManager();
-  await cluster.startTserver();
+  await cluster.startTserver({ env: options.tserverEnv });
   const queue = await createQueue(await cluster.session(), cluster.layout, 'q', 4);
   const meta = await cluster.meta();
   await meta.call('POST', '/v1/tables', {
@@ -157,6 +157,29 @@ describe('compactor', () => {
     const [t] = await quiet(s);
     expect(t!.files.size).toBe(1);
     for (const r of t!.reservations.values()) expect(r.compactor).not.toBe(slowPath);
+    expect(await scanLines(s.client, 't')).toEqual(s.model.expected());
+  });
+
+  it('a compactor that makes no progress is detected: its job is cancelled as stalled and done by another', async () => {
+    const s = await setup(cluster(), { tserverEnv: { EXC_STALL_TIMEOUT_MS: '1500' } });
+    // Alive (its session is fine, it reports on time) but reading 1 byte a second: its figures never move.
+    const stuck = await cluster().startCompactor('q', {
+      name: 'stuck',
+      args: ['--throughput', '1', '--progress-every', '200'],
+    });
+    await oneJob(s, 50);
+    await stuck.waitForLog((l) => l.msg === 'compaction started');
+    const heir = await cluster().startCompactor('q', { name: 'heir' });
+    await heir.waitForLog((l) => l.msg === 'compaction committed', 20_000);
+    const tserver = procs.procs.find((p) => p.name === 'tserver')!;
+    expect(tserver.lines.some((l) => l.msg === 'reservation cancelled' && l.reason === 'stalled')).toBe(true);
+    await stuck.waitForLog(
+      (l) => /abandoned|reservation (was|is being) cancelled/.test(String(l.msg)),
+      20_000,
+    );
+    expect(stuck.lines.some((l) => l.msg === 'compaction committed')).toBe(false);
+    const [t] = await quiet(s);
+    expect(t!.files.size).toBe(1);
     expect(await scanLines(s.client, 't')).toEqual(s.model.expected());
   });
 
