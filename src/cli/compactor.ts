@@ -2,15 +2,11 @@
  * `excompact compactor <queue>` (also `compactor <queue>`): runs compactions for one queue.
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import { requireSecret } from '../config.js';
 import { Compactor, EXIT_QUEUE_DELETED } from '../compactor/compactor.js';
-import { onShutdownSignals } from '../lifecycle.js';
-import { createLogger } from '../log.js';
 import { openObjectStore } from '../storage/index.js';
 import { throttleReads } from '../compactor/throttle.js';
-import { configFrom } from './connect.js';
 import { action } from './exit.js';
-import { serverOptions, type ServerFlags } from './flags.js';
+import { closeOnSignals, serverOptions, serverSetup, type ServerFlags } from './flags.js';
 
 function positiveInt(name: string, min = 1) {
   return (value: string): number => {
@@ -73,13 +69,7 @@ Examples:
     )
     .action(
       action(async (queue: string, flags: CompactorFlags, cmd: Command) => {
-        const config = configFrom(cmd, {
-          port: flags.port,
-          bindHost: flags.bind,
-          advertiseHost: flags.advertise,
-        });
-        const secret = requireSecret(config);
-        const logger = createLogger({ name: 'compactor', level: config.logLevel });
+        const { config, secret, logger } = serverSetup(cmd, flags, 'compactor');
         const opened = openObjectStore(config, logger);
         const store = flags.throughput ? throttleReads(opened, flags.throughput) : opened;
         const compactor = new Compactor({
@@ -94,10 +84,7 @@ Examples:
           progressEveryMs: flags.progressEvery,
         });
         compactor.on('exit', (code) => process.exit(code));
-        onShutdownSignals(logger, async () => {
-          await compactor.close();
-          return 0;
-        });
+        closeOnSignals(logger, compactor);
         await compactor.start();
       }),
     );

@@ -1,4 +1,8 @@
 import type { Command } from 'commander';
+import { requireSecret, type Config, type SettingKey } from '../config.js';
+import { onShutdownSignals } from '../lifecycle.js';
+import { createLogger, type Logger } from '../log.js';
+import { configFrom } from './connect.js';
 
 /** Flags shared by every server process; each overrides its environment variable. */
 export interface ServerFlags {
@@ -12,4 +16,33 @@ export function serverOptions(command: Command): Command {
     .option('--port <port>', 'HTTP port, 0 for any free one (EXC_PORT)')
     .option('--bind <host>', 'address to listen on (EXC_BIND_HOST)')
     .option('--advertise <host>', 'host name other processes use to reach this one (EXC_ADVERTISE_HOST)');
+}
+
+/**
+ * What a server process starts from: the configuration with its flags (and `overrides`) applied, the
+ * instance secret, and a logger named after its `role`.
+ */
+export function serverSetup(
+  cmd: Command,
+  flags: ServerFlags,
+  role: string,
+  overrides: Partial<Record<SettingKey, unknown>> = {},
+): { config: Config; secret: string; logger: Logger } {
+  const config = configFrom(cmd, {
+    port: flags.port,
+    bindHost: flags.bind,
+    advertiseHost: flags.advertise,
+    ...overrides,
+  });
+  const secret = requireSecret(config);
+  const logger = createLogger({ name: role, level: config.logLevel });
+  return { config, secret, logger };
+}
+
+/** On SIGTERM or SIGINT: close the process cleanly, then exit 0. */
+export function closeOnSignals(logger: Logger, server: { close(): Promise<void> }): void {
+  onShutdownSignals(logger, async () => {
+    await server.close();
+    return 0;
+  });
 }

@@ -2,14 +2,10 @@
  * `excompact manager`: the metadata store, tablet assignment, garbage collection and the admin API.
  */
 import type { Command } from 'commander';
-import { requireSecret } from '../config.js';
-import { onShutdownSignals } from '../lifecycle.js';
-import { createLogger } from '../log.js';
 import { Manager } from '../manager/manager.js';
 import { openObjectStore } from '../storage/index.js';
-import { configFrom } from './connect.js';
 import { action, EXIT_LOST_LOCK } from './exit.js';
-import { serverOptions, type ServerFlags } from './flags.js';
+import { closeOnSignals, serverOptions, serverSetup, type ServerFlags } from './flags.js';
 
 export function registerManager(program: Command): void {
   serverOptions(
@@ -32,14 +28,7 @@ Examples:
     )
     .action(
       action(async (flags: ServerFlags & { dataDir?: string }, cmd: Command) => {
-        const config = configFrom(cmd, {
-          port: flags.port,
-          bindHost: flags.bind,
-          advertiseHost: flags.advertise,
-          dataDir: flags.dataDir,
-        });
-        const secret = requireSecret(config);
-        const logger = createLogger({ name: 'manager', level: config.logLevel });
+        const { config, secret, logger } = serverSetup(cmd, flags, 'manager', { dataDir: flags.dataDir });
         const manager = new Manager({
           ...config,
           secret,
@@ -49,10 +38,7 @@ Examples:
         manager.on('fatal', () => {
           void manager.close().finally(() => process.exit(EXIT_LOST_LOCK));
         });
-        onShutdownSignals(logger, async () => {
-          await manager.close();
-          return 0;
-        });
+        closeOnSignals(logger, manager);
         await manager.start().catch((err: unknown) => {
           // A SIGTERM while standing by aborts start(); that is a clean stop, handled above.
           if (manager.state === 'stopping' || manager.state === 'stopped') return;

@@ -2,14 +2,10 @@
  * `excompact tserver`: hosts tablets, serves ingest and scan, selects compactions, runs reservations.
  */
 import type { Command } from 'commander';
-import { requireSecret } from '../config.js';
-import { onShutdownSignals } from '../lifecycle.js';
-import { createLogger } from '../log.js';
 import { openObjectStore } from '../storage/index.js';
 import { TabletServer } from '../tserver/tserver.js';
-import { configFrom } from './connect.js';
 import { action, EXIT_LOST_LOCK } from './exit.js';
-import { serverOptions, type ServerFlags } from './flags.js';
+import { closeOnSignals, serverOptions, serverSetup, type ServerFlags } from './flags.js';
 
 export function registerTserver(program: Command): void {
   serverOptions(
@@ -28,22 +24,13 @@ Examples:
     )
     .action(
       action(async (flags: ServerFlags, cmd: Command) => {
-        const config = configFrom(cmd, {
-          port: flags.port,
-          bindHost: flags.bind,
-          advertiseHost: flags.advertise,
-        });
-        const secret = requireSecret(config);
-        const logger = createLogger({ name: 'tserver', level: config.logLevel });
+        const { config, secret, logger } = serverSetup(cmd, flags, 'tserver');
         const store = openObjectStore(config, logger);
         const tserver = new TabletServer({ ...config, secret, store, logger });
         tserver.on('fatal', () => {
           void tserver.close().finally(() => process.exit(EXIT_LOST_LOCK));
         });
-        onShutdownSignals(logger, async () => {
-          await tserver.close();
-          return 0;
-        });
+        closeOnSignals(logger, tserver);
         await tserver.start();
       }),
     );

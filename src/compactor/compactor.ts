@@ -21,14 +21,15 @@ import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { MetaClient } from '../meta/client.js';
-import { counterOf, createRegistry, gaugeOf, metricsEndpoint } from '../metrics.js';
+import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
 import { advertisedHost } from '../net.js';
 import type { ReservedJob } from '../queue/protocol.js';
 import { PeerClients } from '../rpc/peers.js';
-import { RpcServer } from '../rpc/server.js';
+import { connectZk, ProcessState, serverRpc, type ServerOptions } from '../process.js';
+import type { RpcServer } from '../rpc/server.js';
 import { backoffDelay, sleep, withTimeout } from '../retry.js';
 import type { ObjectStore } from '../storage/index.js';
-import { ZkLayout, ZkSession, digestAuthFromSecret } from '../zk/index.js';
+import { ZkLayout, type ZkSession } from '../zk/index.js';
 import { runJob, type JobOutcome, type RunningJob } from './job-runner.js';
 import { Registration } from './registration.js';
 import { ulid } from '../ids.js';
@@ -38,19 +39,9 @@ export const COMPACTOR_VERSION = '0.1.0';
 
 export type CompactorState = 'starting' | 'running' | 'reconnecting' | 'stopping' | 'stopped';
 
-export interface CompactorOptions {
+export interface CompactorOptions extends ServerOptions {
   queue: string;
-  zk: string;
-  zkRoot: string;
-  zkSessionTimeoutMs: number;
-  secret: string;
-  bindHost: string;
-  port: number;
-  advertiseHost?: string;
   store: ObjectStore;
-  rpcTimeoutMs: number;
-  rpcMaxBodyBytes: number;
-  rpcMaxSkewMs: number;
   /** Jobs at once (default 1). */
   concurrency: number;
   /** How long an idle compactor's request for work waits on the manager (default 15 s). */
@@ -59,7 +50,6 @@ export interface CompactorOptions {
   graceMs: number;
   /** Progress reports to the tablet server at most this often (default 2 s). */
   progressEveryMs: number;
-  logger: Logger;
 }
 
 /** One registration: a session, its node, and everything reserved under it. */
@@ -78,8 +68,8 @@ interface Events {
 }
 
 export class Compactor extends EventEmitter<Events> {
-  private stateValue: CompactorState = 'starting';
   private readonly log: Logger;
+  private readonly stateCell: ProcessState<CompactorState>;
   private readonly server: RpcServer;
   private readonly layout: ZkLayout;
   private readonly peers: PeerClients;
@@ -97,26 +87,25 @@ export class Compactor extends EventEmitter<Events> {
     abandoned: 0,
   };
   private statusUrl: string | undefined;
-  private closing: Promise<void> | undefined;
   private readonly registry = createRegistry('compactor');
 
   constructor(private readonly options: CompactorOptions) {
     super();
     this.log = options.logger.child({ component: 'compactor', queue: options.queue });
+    this.stateCell = new ProcessState<CompactorState>('starting', this.log, 'compactor', (s) =>
+      this.emit('state', s),
+    );
     this.layout = new ZkLayout(options.zkRoot);
     this.peers = new PeerClients({
       secret: options.secret,
       timeoutMs: options.rpcTimeoutMs,
       logger: options.logger,
     });
-    this.server = new RpcServer({
-      secret: options.secret,
-      logger: options.logger,
-      maxBodyBytes: options.rpcMaxBodyBytes,
-      maxSkewMs: options.rpcMaxSkewMs,
-      health: () => ({ ok: this.stateValue === 'running', state: this.stateValue }),
-      metrics: metricsEndpoint(this.registry),
-    });
+    this.server = serverRpc(
+      options,
+      () => ({ ok: this.state === 'running', state: this.state }),
+      this.registry,
+    );
     counterOf(
       this.registry,
       'excompact_compactor_jobs_total',
@@ -129,7 +118,7 @@ export class Compactor extends EventEmitter<Events> {
   }
 
   get state(): CompactorState {
-    return this.stateValue;
+    return this.stateCell.value;
   }
 
   /** The compactor's identity (its node path) in the current registration. */
@@ -142,8 +131,8 @@ export class Compactor extends EventEmitter<Events> {
     this.statusUrl = `http://${advertisedHost(this.options, bound.host)}:${bound.port}`;
     this.generationReady = this.connect();
     const first = await this.generationReady;
-    if (this.stateValue !== 'starting') return; // stopped meanwhile (SIGTERM, or the queue was deleted)
-    this.transition('running');
+    if (this.state !== 'starting') return; // stopped meanwhile (SIGTERM, or the queue was deleted)
+    this.stateCell.set('running');
     this.log.info(
       { compactor: first.registration.path, queueId: first.registration.queue.id, status: this.statusUrl },
       'compactor ready',
@@ -153,12 +142,7 @@ export class Compactor extends EventEmitter<Events> {
 
   /** A new session and node. Throws UNKNOWN_QUEUE when the queue does not exist. */
   private async connect(): Promise<Generation> {
-    const session = await ZkSession.connect({
-      connectString: this.options.zk,
-      sessionTimeoutMs: this.options.zkSessionTimeoutMs,
-      auth: digestAuthFromSecret(this.options.secret),
-      logger: this.options.logger,
-    });
+    const session = await connectZk(this.options);
     try {
       const registration = await Registration.register(
         session,
@@ -190,8 +174,7 @@ export class Compactor extends EventEmitter<Events> {
 
   /** The session (or our node) is gone: stop everything reserved under it and register again. */
   private onLost(generation: Generation, reason: string): void {
-    if (this.generation !== generation || this.stateValue === 'stopping' || this.stateValue === 'stopped')
-      return;
+    if (this.generation !== generation || this.stateCell.ending) return;
     this.log.warn(
       { reason, compactor: generation.registration.path },
       'registration lost: stopping its jobs and registering again',
@@ -199,14 +182,14 @@ export class Compactor extends EventEmitter<Events> {
     generation.abort.abort(new ExcError('ZK_SESSION_LOST', reason));
     for (const job of this.running.values()) job.stop('session-lost');
     this.generation = undefined;
-    this.transition('reconnecting');
+    this.stateCell.set('reconnecting');
     void generation.session.close();
     this.generationReady = (async () => {
       for (let attempt = 0; ; attempt++) {
         if (this.stopTakingWork.signal.aborted) throw new ExcError('SHUTTING_DOWN', 'compactor is stopping');
         try {
           const next = await this.connect();
-          this.transition('running');
+          this.stateCell.set('running');
           return next;
         } catch (err) {
           if (err instanceof ExcError && err.code === 'UNKNOWN_QUEUE') {
@@ -222,7 +205,7 @@ export class Compactor extends EventEmitter<Events> {
   }
 
   private onQueueDeleted(): void {
-    if (this.stateValue === 'stopping' || this.stateValue === 'stopped') return;
+    if (this.stateCell.ending) return;
     const reason = `queue ${this.options.queue} was deleted`;
     this.log.warn({ queue: this.options.queue }, `${reason}: stopping`);
     for (const job of this.running.values()) job.stop('queue-deleted');
@@ -355,7 +338,7 @@ export class Compactor extends EventEmitter<Events> {
 
   private status(): Record<string, unknown> {
     return {
-      state: this.stateValue,
+      state: this.state,
       queue: this.options.queue,
       compactor: this.path ?? null,
       session: this.generation?.session.sessionId ?? null,
@@ -373,20 +356,12 @@ export class Compactor extends EventEmitter<Events> {
     };
   }
 
-  private transition(next: CompactorState): void {
-    if (this.stateValue === next) return;
-    this.log.info({ from: this.stateValue, to: next }, 'compactor state');
-    this.stateValue = next;
-    this.emit('state', next);
-  }
-
   /**
    * Stops: no new work; running jobs get `graceMs` to finish, then are released (or just abandoned when
    * `release` is false); the session is closed so the node disappears at once. Safe to call twice.
    */
   close(options: { release?: boolean } = {}): Promise<void> {
-    this.closing ??= (async () => {
-      this.transition('stopping');
+    return this.stateCell.stopOnce(async () => {
       this.stopTakingWork.abort(new ExcError('SHUTTING_DOWN', 'compactor is stopping'));
       const jobs = Promise.allSettled(this.workers);
       if (this.running.size > 0 && this.options.graceMs > 0) {
@@ -401,8 +376,6 @@ export class Compactor extends EventEmitter<Events> {
         ['object store', () => this.options.store.close()],
       ];
       await runShutdownSteps(this.log, steps);
-      this.transition('stopped');
-    })();
-    return this.closing;
+    });
   }
 }

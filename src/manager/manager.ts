@@ -15,12 +15,13 @@ import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { MetaStore } from '../meta/store.js';
 import { WorkerWriter } from '../meta/writer.js';
-import { counterOf, createRegistry, gaugeOf, metricsEndpoint } from '../metrics.js';
+import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
 import { advertisedHost } from '../net.js';
 import { readQueueMap } from '../queue/registry.js';
 import { PeerClients } from '../rpc/peers.js';
-import { RpcServer } from '../rpc/server.js';
-import { ZkLayout, ZkSession, digestAuthFromSecret, ensureLayout } from '../zk/index.js';
+import { connectZk, ProcessState, serverRpc, type ServerOptions } from '../process.js';
+import type { RpcServer } from '../rpc/server.js';
+import { ZkLayout, ensureLayout, type ZkSession } from '../zk/index.js';
 import { registerAdminApi } from './admin-api.js';
 import { registerManagerApi, type ActiveParts } from './api.js';
 import { Assigner } from './assignment.js';
@@ -33,14 +34,7 @@ import { WorkFinder } from './work-finder.js';
 
 export type ManagerState = 'starting' | 'standby' | 'active' | 'stopping' | 'stopped';
 
-export interface ManagerOptions {
-  zk: string;
-  zkRoot: string;
-  zkSessionTimeoutMs: number;
-  secret: string;
-  bindHost: string;
-  port: number;
-  advertiseHost?: string;
+export interface ManagerOptions extends ServerOptions {
   /** Directory of the metadata store (metadata.sqlite). */
   dataDir: string;
   /** For garbage collection; without it files are never deleted. */
@@ -48,10 +42,6 @@ export interface ManagerOptions {
   gcGraceMs: number;
   gcIntervalMs: number;
   assignIntervalMs?: number;
-  rpcTimeoutMs: number;
-  rpcMaxBodyBytes: number;
-  rpcMaxSkewMs: number;
-  logger: Logger;
 }
 
 interface Events {
@@ -61,8 +51,8 @@ interface Events {
 }
 
 export class Manager extends EventEmitter<Events> {
-  private stateValue: ManagerState = 'starting';
   private readonly log: Logger;
+  private readonly stateCell: ProcessState<ManagerState>;
   private readonly server: RpcServer;
   private readonly layout: ZkLayout;
   private readonly peers: PeerClients;
@@ -70,24 +60,20 @@ export class Manager extends EventEmitter<Events> {
   private session: ZkSession | undefined;
   private active: (ActiveParts & { assigner: Assigner; writer: WorkerWriter }) | undefined;
   private address: { host: string; port: number } | undefined;
-  private closing: Promise<void> | undefined;
 
   constructor(private readonly options: ManagerOptions) {
     super();
     this.log = options.logger.child({ component: 'manager' });
+    this.stateCell = new ProcessState<ManagerState>('starting', this.log, 'manager', (s) =>
+      this.emit('state', s),
+    );
     this.layout = new ZkLayout(options.zkRoot);
     const registry = createRegistry('manager');
-    this.server = new RpcServer({
-      secret: options.secret,
-      logger: options.logger,
-      maxBodyBytes: options.rpcMaxBodyBytes,
-      maxSkewMs: options.rpcMaxSkewMs,
-      health: () => ({
-        ok: this.stateValue === 'active' || this.stateValue === 'standby',
-        state: this.stateValue,
-      }),
-      metrics: metricsEndpoint(registry),
-    });
+    this.server = serverRpc(
+      options,
+      () => ({ ok: this.state === 'active' || this.state === 'standby', state: this.state }),
+      registry,
+    );
     counterOf(
       registry,
       'excompact_manager_commit_batches_total',
@@ -120,7 +106,7 @@ export class Manager extends EventEmitter<Events> {
       'queue',
     );
     gaugeOf(registry, 'excompact_manager_active', '1 when this manager is the active one', () =>
-      this.stateValue === 'active' ? 1 : 0,
+      this.state === 'active' ? 1 : 0,
     );
     this.peers = new PeerClients({
       secret: options.secret,
@@ -142,7 +128,7 @@ export class Manager extends EventEmitter<Events> {
   }
 
   get state(): ManagerState {
-    return this.stateValue;
+    return this.stateCell.value;
   }
 
   /** Where this manager serves (after {@link start} began listening). */
@@ -157,17 +143,12 @@ export class Manager extends EventEmitter<Events> {
     this.address = { host: advertisedHost(this.options, bound.host), port: bound.port };
     this.log.info({ url: this.url }, 'manager listening');
 
-    const session = await ZkSession.connect({
-      connectString: this.options.zk,
-      sessionTimeoutMs: this.options.zkSessionTimeoutMs,
-      auth: digestAuthFromSecret(this.options.secret),
-      logger: this.options.logger,
-    });
+    const session = await connectZk(this.options);
     this.session = session;
     session.on('lost', (reason) => this.fail(`zookeeper session lost (${reason})`));
     await ensureLayout(session, this.layout);
 
-    this.transition('standby');
+    this.stateCell.set('standby');
     await becomeManager(
       session,
       this.layout,
@@ -241,7 +222,7 @@ export class Manager extends EventEmitter<Events> {
       assigner,
       writer,
     };
-    this.transition('active');
+    this.stateCell.set('active');
     this.log.info({ epoch, url: this.url }, 'manager active');
     assigner.start();
     gc?.start();
@@ -251,15 +232,15 @@ export class Manager extends EventEmitter<Events> {
   }
 
   private parts(): ActiveParts {
-    if (this.stateValue !== 'active' || !this.active) {
-      throw new ExcError('NOT_MANAGER', `this manager is ${this.stateValue}, not active`);
+    if (this.state !== 'active' || !this.active) {
+      throw new ExcError('NOT_MANAGER', `this manager is ${this.state}, not active`);
     }
     return this.active;
   }
 
   private status(): Record<string, unknown> {
     return {
-      state: this.stateValue,
+      state: this.state,
       epoch: this.active?.epoch ?? null,
       url: this.address ? this.url : null,
       session: this.session?.sessionId ?? null,
@@ -286,16 +267,9 @@ export class Manager extends EventEmitter<Events> {
     }
   }
 
-  private transition(next: ManagerState): void {
-    if (this.stateValue === next) return;
-    this.log.info({ from: this.stateValue, to: next }, 'manager state');
-    this.stateValue = next;
-    this.emit('state', next);
-  }
-
   /** Stops serving at once: this manager can no longer be sure it is the active one. */
   private fail(reason: string): void {
-    if (this.stateValue === 'stopping' || this.stateValue === 'stopped') return;
+    if (this.stateCell.ending) return;
     this.log.fatal({ reason }, 'manager stops serving');
     this.emit('fatal', reason);
     void this.close();
@@ -303,8 +277,7 @@ export class Manager extends EventEmitter<Events> {
 
   /** Clean shutdown; safe to call twice. */
   close(): Promise<void> {
-    this.closing ??= (async () => {
-      this.transition('stopping');
+    return this.stateCell.stopOnce(async () => {
       this.abort.abort(new ExcError('SHUTTING_DOWN', 'manager is stopping'));
       const active = this.active;
       this.active = undefined;
@@ -318,8 +291,6 @@ export class Manager extends EventEmitter<Events> {
         ['zookeeper session', () => this.session?.close()],
       ];
       await runShutdownSteps(this.log, steps);
-      this.transition('stopped');
-    })();
-    return this.closing;
+    });
   }
 }

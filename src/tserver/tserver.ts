@@ -13,13 +13,14 @@ import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { MetaClient } from '../meta/client.js';
 import type { Location } from '../meta/tablet.js';
-import { counterOf, createRegistry, gaugeOf, metricsEndpoint } from '../metrics.js';
+import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
 import { advertisedHost } from '../net.js';
 import { QueueResolver } from '../queue/resolver.js';
-import { RpcServer } from '../rpc/server.js';
+import { connectZk, ProcessState, serverRpc, type ServerOptions } from '../process.js';
+import type { RpcServer } from '../rpc/server.js';
 import { sleep } from '../retry.js';
 import type { ObjectStore } from '../storage/index.js';
-import { ZkLayout, ZkSession, digestAuthFromSecret, ensureLayout, isZkCode } from '../zk/index.js';
+import { ZkLayout, ensureLayout, isZkCode, type ZkSession } from '../zk/index.js';
 import { registerTserverApi } from './api.js';
 import { CompactorWatch } from './compactor-watch.js';
 import { DataPath } from './data.js';
@@ -30,23 +31,12 @@ import { TableConfigs } from './table-configs.js';
 
 export type TserverState = 'starting' | 'serving' | 'stopping' | 'stopped';
 
-export interface TserverOptions {
-  zk: string;
-  zkRoot: string;
-  zkSessionTimeoutMs: number;
-  secret: string;
-  bindHost: string;
-  port: number;
-  advertiseHost?: string;
+export interface TserverOptions extends ServerOptions {
   store: ObjectStore;
-  rpcTimeoutMs: number;
-  rpcMaxBodyBytes: number;
-  rpcMaxSkewMs: number;
   /** Cancel a reservation whose compactor reports no progress for this long (0: never). */
   stallTimeoutMs: number;
   /** How often watched compactors are re-checked (the backstop for lost watches). */
   compactorSweepMs?: number;
-  logger: Logger;
 }
 
 interface Events {
@@ -55,8 +45,8 @@ interface Events {
 }
 
 export class TabletServer extends EventEmitter<Events> {
-  private stateValue: TserverState = 'starting';
   private readonly log: Logger;
+  private readonly stateCell: ProcessState<TserverState>;
   private readonly server: RpcServer;
   private readonly layout: ZkLayout;
   private session: ZkSession | undefined;
@@ -72,21 +62,20 @@ export class TabletServer extends EventEmitter<Events> {
       }
     | undefined;
   private address: { host: string; port: number } | undefined;
-  private closing: Promise<void> | undefined;
   private readonly registry = createRegistry('tserver');
 
   constructor(private readonly options: TserverOptions) {
     super();
     this.log = options.logger.child({ component: 'tserver' });
+    this.stateCell = new ProcessState<TserverState>('starting', this.log, 'tablet server', (s) =>
+      this.emit('state', s),
+    );
     this.layout = new ZkLayout(options.zkRoot);
-    this.server = new RpcServer({
-      secret: options.secret,
-      logger: options.logger,
-      maxBodyBytes: options.rpcMaxBodyBytes,
-      maxSkewMs: options.rpcMaxSkewMs,
-      health: () => ({ ok: this.stateValue === 'serving', state: this.stateValue }),
-      metrics: metricsEndpoint(this.registry),
-    });
+    this.server = serverRpc(
+      options,
+      () => ({ ok: this.state === 'serving', state: this.state }),
+      this.registry,
+    );
     const r = this.registry;
     counterOf(
       r,
@@ -119,7 +108,7 @@ export class TabletServer extends EventEmitter<Events> {
   }
 
   get state(): TserverState {
-    return this.stateValue;
+    return this.stateCell.value;
   }
 
   /** `host:port`, the server's name in ZooKeeper and in `loc`. */
@@ -132,12 +121,7 @@ export class TabletServer extends EventEmitter<Events> {
     const bound = await this.server.listen(this.options.bindHost, this.options.port);
     this.address = { host: advertisedHost(this.options, bound.host), port: bound.port };
 
-    const session = await ZkSession.connect({
-      connectString: this.options.zk,
-      sessionTimeoutMs: this.options.zkSessionTimeoutMs,
-      auth: digestAuthFromSecret(this.options.secret),
-      logger: this.options.logger,
-    });
+    const session = await connectZk(this.options);
     this.session = session;
     session.on('lost', (reason) => this.fail(`zookeeper session lost (${reason})`));
     await ensureLayout(session, this.layout);
@@ -224,7 +208,7 @@ export class TabletServer extends EventEmitter<Events> {
     reconciler.start();
 
     await this.register(session);
-    this.transition('serving');
+    this.stateCell.set('serving');
     this.log.info({ name: this.name, session: session.sessionId }, 'tablet server ready');
   }
 
@@ -257,7 +241,7 @@ export class TabletServer extends EventEmitter<Events> {
   private status(): Record<string, unknown> {
     const p = this.parts;
     return {
-      state: this.stateValue,
+      state: this.state,
       name: this.address ? this.name : null,
       session: this.session?.sessionId ?? null,
       tablets: p?.hosting.all().map((t) => ({
@@ -272,15 +256,8 @@ export class TabletServer extends EventEmitter<Events> {
     };
   }
 
-  private transition(next: TserverState): void {
-    if (this.stateValue === next) return;
-    this.log.info({ from: this.stateValue, to: next }, 'tablet server state');
-    this.stateValue = next;
-    this.emit('state', next);
-  }
-
   private fail(reason: string): void {
-    if (this.stateValue === 'stopping' || this.stateValue === 'stopped') return;
+    if (this.stateCell.ending) return;
     this.log.fatal({ reason }, 'tablet server stops serving');
     this.emit('fatal', reason);
     void this.close();
@@ -288,8 +265,7 @@ export class TabletServer extends EventEmitter<Events> {
 
   /** Clean shutdown; safe to call twice. Closing the session removes our node, so the manager reassigns at once. */
   close(): Promise<void> {
-    this.closing ??= (async () => {
-      this.transition('stopping');
+    return this.stateCell.stopOnce(async () => {
       const p = this.parts;
       const steps: ShutdownStep[] = [
         ['http server', () => this.server.close(500)],
@@ -301,8 +277,6 @@ export class TabletServer extends EventEmitter<Events> {
         ['object store', () => this.options.store.close()],
       ];
       await runShutdownSteps(this.log, steps);
-      this.transition('stopped');
-    })();
-    return this.closing;
+    });
   }
 }
