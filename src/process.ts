@@ -53,8 +53,10 @@ export class ProcessState<S extends string> {
     return this.current === 'stopping' || this.current === 'stopped';
   }
 
+  /** Moves to `next`; once stopping, only `stopped` may follow (a late "running" would lie to /healthz). */
   set(next: S | EndState): void {
     if (this.current === next) return;
+    if (this.ending && next !== 'stopped') return;
     this.log.info({ from: this.current, to: next }, `${this.what} state`);
     this.current = next;
     this.onChange(next);
