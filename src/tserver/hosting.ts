@@ -2,8 +2,8 @@
  * The tablets this server hosts: loading (taking a tablet with a conditional mutation naming this server's
  * session), unloading, refreshing, and the one path by which every change to a hosted tablet is applied.
  *
- * Loading reads the tablet's files and reservations, watches each reservation's compactor and cancels the
- * reservations whose compactor is already gone, then plans and queues its work.
+ * Loading reads the tablet's files and reservations, watches each reservation's compactor (the watch reports
+ * those already gone, which cancels their reservations), then plans and queues its work.
  *
  * A change whose outcome is unknown (the manager's answer was lost: a timeout, a connection cut after the
  * request went out) may or may not have been applied. The tablet is then read again from the store before
@@ -51,8 +51,6 @@ export interface HostingDeps {
   log: Logger;
   /** Called when the manager rejects a mutation because our session is gone: the server must stop. */
   onFenced: (err: ExcError) => void;
-  /** Called with the reservations of a loaded tablet whose compactor is already gone. */
-  cancelOrphan: (tablet: HostedTablet, ecid: string) => Promise<void>;
   /** How long to keep trying to read a tablet back after an unknown outcome (default 30 s). */
   resyncForMs?: number;
 }
@@ -159,24 +157,18 @@ export class Hosting {
       'tablet loaded',
     );
 
-    // Reservations made under the previous host: keep those whose compactor lives, cancel the others (the
-    // reconciler retries a cancellation that fails now). Their progress clock starts now: their reports
-    // went to the previous host.
+    // Reservations made under the previous host: watch their compactors. The watch reports those already
+    // gone as soon as they are recorded, which cancels them (the reconciler retries a cancellation that
+    // fails now). Their progress clock starts now: their reports went to the previous host.
     for (const [ecid, r] of current.reservations) {
       tablet.lastProgressAt.set(ecid, Date.now());
       const alive = await this.deps.watch.checkAndWatch(r.compactor).catch(() => true);
-      this.deps.watch.add(r.compactor, { tablet: row, ecid });
-      if (!alive) {
+      if (!alive)
         log.info(
           { tablet: row, ecid, compactor: r.compactor },
           'reservation of a dead compactor found on load',
         );
-        await this.deps
-          .cancelOrphan(tablet, ecid)
-          .catch((err: unknown) =>
-            log.warn({ tablet: row, ecid, err: describeError(err) }, 'could not cancel orphaned reservation'),
-          );
-      }
+      this.deps.watch.add(r.compactor, { tablet: row, ecid });
     }
     await tablet.mutex.run(() => this.change(tablet, { replan: true }));
   }

@@ -137,13 +137,13 @@ export class TabletServer extends EventEmitter<Events> {
     const queues = new QueueResolver(session, this.layout, this.log);
     await queues.start();
     const configs = new TableConfigs(meta);
-    // The watch and the hosting call into the reservations, created just below (closures run later).
+    // The watch calls into the reservations, created just below (the closure runs later).
     const watch = new CompactorWatch(
       session,
       (_compactor, refs) => reservations.onCompactorGone(refs),
       this.log,
     );
-    const hosting: Hosting = new Hosting({
+    const hosting = new Hosting({
       me,
       meta,
       queues,
@@ -151,9 +151,6 @@ export class TabletServer extends EventEmitter<Events> {
       watch,
       log: this.log,
       onFenced: (err) => this.fail(err.message),
-      cancelOrphan: async (tablet, ecid): Promise<void> => {
-        await tablet.mutex.run(() => reservations.cancelLocked(tablet, ecid, 'compactor-gone'));
-      },
     });
     const reservations = new Reservations({
       hosting,

@@ -77,7 +77,6 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
     watch,
     log: silentLogger(),
     onFenced() {},
-    cancelOrphan: async () => {},
     resyncForMs: 1_000,
   });
   const reservations = new Reservations({
