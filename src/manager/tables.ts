@@ -153,12 +153,17 @@ export class Tables {
 
   /** A table by name; UNKNOWN_TABLE (404) naming it otherwise. */
   get(name: string): TableInfo {
+    const id = this.idOf(name);
+    return toTableInfo(id, this.store.row(tableRow(id)));
+  }
+
+  private idOf(name: string): string {
     const id = this.store.get(tableNameRow(name), 'id');
     if (!id)
       throw new ExcError('UNKNOWN_TABLE', `no table named ${JSON.stringify(name)}`, {
         details: { table: name },
       });
-    return toTableInfo(id, this.store.row(tableRow(id)));
+    return id;
   }
 
   getById(id: string): TableInfo | undefined {
@@ -175,24 +180,30 @@ export class Tables {
   /** Merges `changes` into the table's config, validates the result and stores it. */
   async configure(name: string, changes: TableConfigInput): Promise<TableInfo> {
     for (let attempt = 0; attempt < 20; attempt++) {
-      const table = this.get(name);
+      // The condition must name the config the merge started from, read with it: a change committed
+      // while the queues are checked makes this attempt fail and merge again, instead of being overwritten.
+      const id = this.idOf(name);
+      const cols = this.store.row(tableRow(id));
+      const table = toTableInfo(id, cols);
+      const oldText = cols.get('config');
       if (table.state !== 'online') throw new ExcError('CONFLICT', `table ${name} is being deleted`);
       const merged = parseConfig({ ...table.config, ...(changes as object) });
       await this.checkQueues(merged.queues.map((q) => q.queue));
-      const oldText = this.store.get(tableRow(table.id), 'config');
       const [result] = await this.commits.submit({
         mutations: [
           {
             conditions: [
-              { op: 'equals', row: tableRow(table.id), col: 'config', value: oldText ?? '' },
-              { op: 'equals', row: tableRow(table.id), col: 'state', value: 'online' },
+              oldText === undefined
+                ? { op: 'absent', row: tableRow(id), col: 'config' }
+                : { op: 'equals', row: tableRow(id), col: 'config', value: oldText },
+              { op: 'equals', row: tableRow(id), col: 'state', value: 'online' },
             ],
-            puts: [{ row: tableRow(table.id), col: 'config', value: JSON.stringify(merged) }],
+            puts: [{ row: tableRow(id), col: 'config', value: JSON.stringify(merged) }],
           },
         ],
       });
       if (result?.applied) {
-        this.log.info({ table: name, tableId: table.id, config: merged }, 'table configured');
+        this.log.info({ table: name, tableId: id, config: merged }, 'table configured');
         return { ...table, config: merged };
       }
     }
