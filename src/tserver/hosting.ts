@@ -308,6 +308,8 @@ export class Hosting {
       }
     }
     if (mutation.puts!.length === 0 && mutation.deletes!.length === 0 && mutation.deleteRows!.length === 0) {
+      // Nothing to write: a plan made here found the queue entries already right.
+      if (queued) tablet.replanNeeded = false;
       return true;
     }
     let result: MutationResult | undefined;
@@ -347,9 +349,10 @@ export class Hosting {
     }
     change.apply?.(tablet.meta);
     for (const id of finishedUser) tablet.meta.userCompactions.delete(id);
+    // Cleared only once the entries are written: if this change is refused, the old entries may be stale.
     if (queued) {
       tablet.meta.queued = queued;
-      if (change.replan) tablet.replanNeeded = false;
+      tablet.replanNeeded = false;
     }
     return true;
   }

@@ -203,6 +203,21 @@ describe('tablet server - lost answers', () => {
     expect(w.entries()[0]).not.toBe(before[0]); // four files now: a higher priority
   });
 
+  it('a failed plan is settled by the next plan even when the queue entries need no change', async () => {
+    const w = world();
+    await w.hosting.load(row);
+    const before = w.entries();
+    const tablet = await w.hosting.get(row);
+    w.setConfigDown(true);
+    await tablet.mutex.run(() => w.hosting.change(tablet, { replan: true }));
+    expect(tablet.replanNeeded).toBe(true);
+    w.setConfigDown(false);
+    // Nothing changed meanwhile, so there is nothing to write: the tablet must still stop asking for plans.
+    await tablet.mutex.run(() => w.hosting.change(tablet, { replan: true }));
+    expect(w.entries()).toEqual(before);
+    expect(tablet.replanNeeded).toBe(false);
+  });
+
   it('a user compaction that keeps failing is parked like any job, and system work goes on', async () => {
     const files = ['a', 'b', 'c'];
     const failure = { inputs: files, attempts: 3, lastError: 'CORRUPT_FILE', at: 1, parked: true };
