@@ -6,9 +6,7 @@
  * that could not be re-armed. Listeners hear of every change.
  */
 import { EventEmitter } from 'node:events';
-import { describeError } from '../errors.js';
-import { Coalesced } from '../coalesce.js';
-import { retry } from '../retry.js';
+import { KeptCurrent } from '../coalesce.js';
 import type { Logger } from '../log.js';
 import type { ZkLayout, ZkSession, ZkWatchEvent } from '../zk/index.js';
 
@@ -18,41 +16,34 @@ interface Events {
 
 export class LiveTservers extends EventEmitter<Events> {
   private servers = new Map<string, string>();
-  private readonly reads = new Coalesced(
-    () => this.readOnce(),
-    (err) => this.log.warn({ err: describeError(err) }, 'could not read live tablet servers'),
-  );
-  private timer: NodeJS.Timeout | undefined;
+  private readonly view: KeptCurrent;
 
   constructor(
     private readonly session: ZkSession,
     private readonly layout: ZkLayout,
     private readonly log: Logger,
-    private readonly refreshEveryMs = 5_000,
+    refreshEveryMs = 5_000,
   ) {
     super();
+    this.view = new KeptCurrent({
+      what: 'live tablet servers',
+      read: () => this.readOnce(),
+      everyMs: refreshEveryMs,
+      retryWhile: () => session.isLive,
+      log,
+    });
   }
 
   /**
    * Reads the current set and keeps it current. Resolves only after one read succeeded: a manager that
    * believed no tablet server alive would take every tablet away from every server.
    */
-  async start(): Promise<void> {
-    await retry(() => this.readOnce(), {
-      attempts: Number.POSITIVE_INFINITY,
-      baseMs: 100,
-      maxMs: 2_000,
-      retryOn: () => this.session.isLive,
-      onRetry: (err, attempt) =>
-        this.log.warn({ err: describeError(err), attempt }, 'could not read live tablet servers yet'),
-    });
-    this.timer = setInterval(() => void this.refresh(), this.refreshEveryMs);
-    this.timer.unref();
+  start(): Promise<void> {
+    return this.view.start();
   }
 
-  stop(): void {
-    clearInterval(this.timer);
-    void this.reads.stop();
+  stop(): Promise<void> {
+    return this.view.stop();
   }
 
   /** Session id of a live server, or undefined. */
@@ -74,7 +65,7 @@ export class LiveTservers extends EventEmitter<Events> {
 
   /** Re-reads the children; concurrent calls coalesce into one more read. */
   refresh(): Promise<void> {
-    return this.reads.run();
+    return this.view.refresh();
   }
 
   private async readOnce(): Promise<void> {

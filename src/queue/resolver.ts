@@ -3,9 +3,7 @@
  * current with a data watch on the queue map. Bins of a queue never change after creation, so they are
  * read once per id.
  */
-import { describeError } from '../errors.js';
-import { Coalesced } from '../coalesce.js';
-import { retry } from '../retry.js';
+import { KeptCurrent } from '../coalesce.js';
 import type { Logger } from '../log.js';
 import type { ZkLayout, ZkSession, ZkWatchEvent } from '../zk/index.js';
 import { readQueueMap, readQueueSettings, type QueueInfo } from './registry.js';
@@ -13,51 +11,38 @@ import { readQueueMap, readQueueSettings, type QueueInfo } from './registry.js';
 export class QueueResolver {
   private byName = new Map<string, QueueInfo>();
   private readonly bins = new Map<string, number>();
-  private readonly reads = new Coalesced(
-    () => this.readOnce(),
-    (err) => this.log.warn({ err: describeError(err) }, 'could not read the queues'),
-  );
+  private readonly view: KeptCurrent;
   private readonly listeners = new Set<(removed: QueueInfo[]) => void>();
   private readonly addedListeners = new Set<(added: QueueInfo[]) => void>();
   private initialized = false;
-  private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly session: ZkSession,
     private readonly layout: ZkLayout,
     private readonly log: Logger,
-    private readonly refreshEveryMs = 10_000,
-  ) {}
-
-  /** Reads the queues (retrying until one read succeeds) and keeps them current. */
-  async start(): Promise<void> {
-    await retry(() => this.readOnce(), {
-      attempts: Number.POSITIVE_INFINITY,
-      baseMs: 100,
-      maxMs: 2_000,
-      retryOn: () => this.session.isLive,
-      onRetry: (err, attempt) =>
-        this.log.warn({ err: describeError(err), attempt }, 'could not read the queues yet'),
+    refreshEveryMs = 10_000,
+  ) {
+    this.view = new KeptCurrent({
+      what: 'the queues',
+      read: () => this.readOnce(),
+      everyMs: refreshEveryMs,
+      retryWhile: () => session.isLive,
+      log,
     });
-    // The watch is re-armed by every successful read; a read that failed left none, so re-read
-    // periodically too.
-    this.timer = setInterval(() => void this.refresh(), this.refreshEveryMs);
-    this.timer.unref();
   }
 
-  stop(): void {
-    clearInterval(this.timer);
-    void this.reads.stop();
+  /** Reads the queues (retrying until one read succeeds) and keeps them current. */
+  start(): Promise<void> {
+    return this.view.start();
+  }
+
+  stop(): Promise<void> {
+    return this.view.stop();
   }
 
   /** The queue named `name`, if it exists. */
   byQueueName(name: string): QueueInfo | undefined {
     return this.byName.get(name);
-  }
-
-  byId(id: string): QueueInfo | undefined {
-    for (const q of this.byName.values()) if (q.id === id) return q;
-    return undefined;
   }
 
   /** Called with the queues that disappeared on each change. */
@@ -75,7 +60,7 @@ export class QueueResolver {
   };
 
   refresh(): Promise<void> {
-    return this.reads.run();
+    return this.view.refresh();
   }
 
   private async readOnce(): Promise<void> {
