@@ -11,7 +11,7 @@ import { mkdir, open, opendir, rename, rm, stat, unlink, type FileHandle } from 
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { ExcError } from '../errors.js';
-import { checkName, checkPrefix, checkRange } from './names.js';
+import { checkName, checkPrefix, checkRange, isValidName } from './names.js';
 import type { ObjectInfo, ObjectStore, ReadOptions, StreamOptions, WriteOptions } from './object-store.js';
 
 /** Read size of a streaming read: large enough to amortise a thread-pool hop, small enough per reader. */
@@ -230,15 +230,6 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   async close(): Promise<void> {}
-}
-
-function isValidName(name: string): boolean {
-  try {
-    checkName(name);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function readChunk(fh: FileHandle, pos: number, end: number, name: string): Promise<Buffer> {

@@ -21,6 +21,15 @@ export function checkName(name: unknown): string {
 }
 
 /**
+ * Whether `name` is a valid object name. For what a store finds rather than what a caller passes: a
+ * listing skips keys that no operation would accept (an S3 console's `dir/` marker, a key with a space,
+ * the local store's temporary files), so nothing listed fails when deleted or read.
+ */
+export function isValidName(name: string): boolean {
+  return nameProblem(name, false) === null;
+}
+
+/**
  * Returns `prefix` if it is a valid listing prefix: empty, or a name, or a name followed by '/'. Its
  * last segment may be partial (`tables/1/F` lists `tables/1/F0001.rf`).
  */

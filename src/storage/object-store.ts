@@ -60,7 +60,11 @@ export interface ObjectStore {
   readStream(name: string, options?: StreamOptions): AsyncIterable<Buffer>;
   /** Size and modification time, or null when there is no such object. */
   stat(name: string): Promise<ObjectInfo | null>;
-  /** Objects whose name starts with `prefix` (see checkPrefix), in any order. */
+  /**
+   * Objects whose name starts with `prefix` (see checkPrefix), in any order. Only valid names (see
+   * isValidName): a file or key that no other operation would accept is skipped, so every name listed
+   * can be read and deleted.
+   */
   list(prefix: string): AsyncIterable<ObjectInfo>;
   /** Idempotent: deleting a missing object is fine. */
   delete(name: string): Promise<void>;

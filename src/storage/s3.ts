@@ -21,7 +21,7 @@ import {
 import { describeError, ExcError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { backoffDelay, retry, sleep } from '../retry.js';
-import { checkName, checkPrefix, checkRange } from './names.js';
+import { checkName, checkPrefix, checkRange, isValidName } from './names.js';
 import type { ObjectInfo, ObjectStore, ReadOptions, StreamOptions, WriteOptions } from './object-store.js';
 import { isNotFound, isTransientS3Error, s3Failure, s3Status } from './s3-errors.js';
 import { uploadObject } from './s3-upload.js';
@@ -271,8 +271,12 @@ export class S3ObjectStore implements ObjectStore {
       );
       for (const obj of page.Contents ?? []) {
         if (!obj.Key?.startsWith(this.keyPrefix)) continue;
+        const name = obj.Key.slice(this.keyPrefix.length);
+        // Keys put there by other tools (a console's `dir/` marker, a name with a space) are not objects
+        // of this store: listed, they would fail the caller's delete or read with INVALID_NAME.
+        if (!isValidName(name)) continue;
         yield {
-          name: obj.Key.slice(this.keyPrefix.length),
+          name,
           size: obj.Size ?? 0,
           modifiedMs: obj.LastModified?.getTime() ?? 0,
         };

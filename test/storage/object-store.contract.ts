@@ -3,9 +3,12 @@
  * directory, S3, memory). `open` gives a fresh, empty store for each test.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ExcError } from '../../src/errors.js';
-import type { ObjectStore } from '../../src/storage/index.js';
+import { LocalObjectStore, S3ObjectStore, type ObjectStore } from '../../src/storage/index.js';
 
 export interface ContractOptions {
   /** Size of the "large streaming write" test; it should span several multipart parts on S3. */
@@ -56,6 +59,29 @@ export const BAD_NAMES = [
   '\u2024\u2024',
   'x'.repeat(1025),
 ];
+
+/**
+ * Puts `key` (relative to the store's root or prefix) straight into the directory or bucket, bypassing
+ * the store's name check, as another tool would. False for a store with nothing underneath (memory).
+ */
+async function putStray(store: ObjectStore, key: string): Promise<boolean> {
+  if (store instanceof LocalObjectStore) {
+    const path = join(store.root, ...key.split('/'));
+    if (key.endsWith('/')) mkdirSync(path, { recursive: true });
+    else {
+      mkdirSync(dirname(path), { recursive: true });
+      writeFileSync(path, 'stray');
+    }
+    return true;
+  }
+  if (store instanceof S3ObjectStore) {
+    const prefix = store.url.slice(`s3://${store.bucket}/`.length);
+    const Key = prefix === '' ? key : `${prefix}/${key}`;
+    await store.client.send(new PutObjectCommand({ Bucket: store.bucket, Key, Body: 'stray' }));
+    return true;
+  }
+  return false;
+}
 
 async function expectCode(promise: Promise<unknown>, code: string, mentions?: string): Promise<ExcError> {
   const err = await promise.then(
@@ -178,6 +204,19 @@ export function objectStoreContract(
       expect(sizes).toEqual(new Map([['u/e.rf', 6]]));
       await store.delete('t/1/a.rf');
       expect(await names(store, 't/1/')).toEqual(['t/1/b.rf']);
+    });
+
+    it('list - keys put there by other tools under names no operation accepts are skipped', async (ctx) => {
+      // A console's folder marker, a space, a non-ASCII letter, a temporary file: listed, each would fail
+      // a delete with INVALID_NAME, and the garbage collector deletes what it lists.
+      for (const key of ['t/1/', 't/1/sp ace.rf', 't/1/é.rf', 't/2/.half.tmp']) {
+        if (!(await putStray(store, key))) ctx.skip();
+      }
+      await store.write('t/1/a.rf', Buffer.from('a'));
+      expect(await names(store, '')).toEqual(['t/1/a.rf']);
+      expect(await names(store, 't/1/')).toEqual(['t/1/a.rf']);
+      for await (const info of store.list('t/')) await store.delete(info.name);
+      expect(await store.stat('t/1/a.rf')).toBeNull();
     });
 
     it('names - anything that could escape the root is refused with INVALID_NAME, for every operation', async () => {
