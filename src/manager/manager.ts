@@ -164,16 +164,50 @@ export class Manager extends EventEmitter<Events> {
     // over, fencing any older manager.
     const path = join(this.options.dataDir, 'metadata.sqlite');
     const writer = new WorkerWriter(path);
-    const epoch = await writer.takeOver();
-    const store = new MetaStore({ path });
+    let store: MetaStore | undefined;
+    let live: LiveTservers | undefined;
+    // Until `this.active` is set, close() finds nothing of this to stop: a close (or a failure) while
+    // this waits must be noticed here, and what was built so far closed here.
+    const stopIfEnding = (): void => {
+      if (this.stateCell.ending) throw new ExcError('SHUTTING_DOWN', 'manager stopped while activating');
+    };
+    let epoch: number;
+    try {
+      epoch = await writer.takeOver();
+      stopIfEnding();
+      store = new MetaStore({ path });
+      live = new LiveTservers(session, this.layout, this.log);
+      await live.start();
+      stopIfEnding();
+    } catch (err) {
+      await runShutdownSteps(this.log, [
+        ['tablet server watch', () => live?.stop()],
+        ['metadata store', () => store?.close()],
+        ['metadata writer', () => writer.close()],
+      ]);
+      throw err;
+    }
+    this.serve({ writer, epoch, store, live });
+  }
+
+  /** Assembles the active manager's parts around the store it took over, and starts serving. */
+  private serve({
+    writer,
+    epoch,
+    store,
+    live,
+  }: {
+    writer: WorkerWriter;
+    epoch: number;
+    store: MetaStore;
+    live: LiveTservers;
+  }): void {
     const commits = new CommitQueue(
       writer,
       (fence) => live.isLive(fence.server, fence.session),
       this.log,
       (err) => this.fail(err.message),
     );
-    const live = new LiveTservers(session, this.layout, this.log);
-    await live.start();
     const tables = new Tables(store, commits, (names) => this.checkQueues(names), this.log);
     const assigner = new Assigner(
       store,
