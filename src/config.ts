@@ -22,14 +22,17 @@ interface Setting<S extends z.ZodType, D extends z.input<S> | undefined = z.inpu
   schema: S;
   default: D;
   doc: string;
+  /** A credential: a rejected value is never echoed in the error (it goes to logs and terminals). */
+  secret: boolean;
 }
 function setting<S extends z.ZodType, const D extends z.input<S> | undefined>(
   env: string,
   schema: S,
   defaultValue: D,
   doc: string,
+  { secret = false }: { secret?: boolean } = {},
 ): Setting<S, D> {
-  return { env, schema, default: defaultValue, doc };
+  return { env, schema, default: defaultValue, doc, secret };
 }
 
 /** Every setting: its environment variable, validation, default and meaning. */
@@ -57,6 +60,7 @@ export const SETTINGS = {
     z.string().min(16, 'the instance secret must be at least 16 characters'),
     undefined,
     'Instance secret: authenticates every RPC (HMAC) and derives the ZooKeeper digest ACL. Required (or EXC_SECRET_FILE).',
+    { secret: true },
   ),
   secretFile: setting('EXC_SECRET_FILE', z.string().min(1), undefined, 'File holding the instance secret.'),
   logLevel: setting(
@@ -89,6 +93,7 @@ export const SETTINGS = {
     z.string().min(1),
     undefined,
     'S3 secret access key.',
+    { secret: true },
   ),
   s3ForcePathStyle: setting(
     'EXC_S3_FORCE_PATH_STYLE',
@@ -181,10 +186,10 @@ export function loadConfig(sources: ConfigSources = {}): Config {
     }
     const parsed = s.schema.safeParse(raw);
     if (parsed.success) out[key] = parsed.data;
-    else
-      problems.push(
-        `${source}=${JSON.stringify(raw)}: ${parsed.error.issues.map((i) => i.message).join('; ')}`,
-      );
+    else {
+      const shown = s.secret ? '<redacted>' : JSON.stringify(raw);
+      problems.push(`${source}=${shown}: ${parsed.error.issues.map((i) => i.message).join('; ')}`);
+    }
   }
   for (const key of Object.keys(fromFile)) {
     if (!(key in SETTINGS)) problems.push(`${key} in ${filePath}: unknown setting`);

@@ -1,13 +1,19 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { configReference, loadConfig, requireSecret, SETTINGS } from '../../src/config.js';
 import { ExcError } from '../../src/errors.js';
+import { tempDir } from '../support/tmp.js';
+
+const dirs: { cleanup: () => void }[] = [];
+afterAll(() => {
+  for (const d of dirs) d.cleanup();
+});
 
 function configFile(content: unknown): string {
-  const dir = mkdtempSync(join(tmpdir(), 'exc-config-'));
-  const path = join(dir, 'config.json');
+  const dir = tempDir('config');
+  dirs.push(dir);
+  const path = join(dir.path, 'config.json');
   writeFileSync(path, typeof content === 'string' ? content : JSON.stringify(content));
   return path;
 }
@@ -44,6 +50,24 @@ describe('config', () => {
     expect(err.code).toBe('CONFIG_INVALID');
     expect(err.message).toContain('EXC_ZK_SESSION_TIMEOUT_MS="soon"');
     expect(err.message).toContain('EXC_STORE="ftp://x"');
+  });
+
+  it('a rejected credential is not echoed in the error', () => {
+    const message = (env: NodeJS.ProcessEnv): string => {
+      try {
+        loadConfig({ env });
+      } catch (e) {
+        return (e as ExcError).message;
+      }
+      throw new Error('expected CONFIG_INVALID');
+    };
+    const short = message({ EXC_SECRET: 'hunter2-short' });
+    expect(short).toContain('EXC_SECRET=<redacted>: the instance secret must be at least 16 characters');
+    expect(short).not.toContain('hunter2');
+    const file = configFile({ s3SecretAccessKey: 12345678 });
+    const key = message({ EXC_CONFIG: file });
+    expect(key).toContain('s3SecretAccessKey in');
+    expect(key).not.toContain('12345678');
   });
 
   it('unknown keys and unreadable JSON in the config file are reported', () => {
