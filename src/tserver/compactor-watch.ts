@@ -136,18 +136,25 @@ export class CompactorWatch {
   /**
    * Re-checks the compactors of `reservations` that the watch cannot vouch for, records every reservation
    * (so a later death is reported), and reports the reservations of dead compactors — again on every sweep
-   * until they are gone.
+   * until they are gone. A reservation that ended while the list was made or its compactor checked
+   * (`isCurrent` says no) is left out: recorded again, it would stay until its compactor died.
    */
-  async sweep(reservations: Iterable<[compactor: string, ref: ReservationRef]>): Promise<void> {
+  async sweep(
+    reservations: Iterable<[compactor: string, ref: ReservationRef]>,
+    isCurrent: (ref: ReservationRef) => boolean,
+  ): Promise<void> {
     const byCompactor = new Map<string, ReservationRef[]>();
     for (const [compactor, ref] of reservations)
       byCompactor.set(compactor, [...(byCompactor.get(compactor) ?? []), ref]);
-    for (const [compactor, refs] of byCompactor) {
+    for (const [compactor, listed] of byCompactor) {
       try {
-        if (this.knownAlive(compactor) || (await this.checkAndWatch(compactor))) {
+        const alive = this.knownAlive(compactor) || (await this.checkAndWatch(compactor));
+        const refs = listed.filter(isCurrent);
+        if (alive) {
           for (const ref of refs) this.add(compactor, ref);
           continue;
         }
+        if (refs.length === 0) continue;
         this.log.info({ compactor, reservations: refs.length }, 'sweep: compactor gone');
         for (const ref of refs) this.remove(compactor, ref.ecid);
         this.onGone(compactor, refs);

@@ -10,6 +10,7 @@
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { CompactorWatch, ReservationRef } from './compactor-watch.js';
+import type { HostedTablet } from './hosted-tablet.js';
 import type { Hosting } from './hosting.js';
 
 export interface ReconcilerOptions {
@@ -52,6 +53,7 @@ export class Reconciler {
   private async round(): Promise<void> {
     const refresh = ++this.rounds % (this.options.refreshEvery ?? 6) === 0;
     const reservations: [string, ReservationRef][] = [];
+    const tablets = new Map<string, HostedTablet>();
     for (const tablet of this.hosting.all()) {
       try {
         if (refresh) await this.hosting.refresh(tablet.row);
@@ -69,9 +71,14 @@ export class Reconciler {
         );
       }
       if (tablet.state !== 'hosted') continue;
+      tablets.set(tablet.row, tablet);
       for (const [ecid, r] of tablet.meta.reservations)
         reservations.push([r.compactor, { tablet: tablet.row, ecid }]);
     }
-    await this.watch.sweep(reservations);
+    // The list is checked again as the sweep goes: reservations keep ending while it waits on ZooKeeper.
+    await this.watch.sweep(reservations, (ref) => {
+      const tablet = tablets.get(ref.tablet);
+      return tablet?.state === 'hosted' && tablet.meta.reservations.has(ref.ecid);
+    });
   }
 }

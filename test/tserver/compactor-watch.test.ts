@@ -61,10 +61,10 @@ describe('compactor watch', () => {
     await c.session.close();
     await new Promise((r) => setTimeout(r, 200));
     expect(gone).toEqual([]); // nothing watched it
-    await watch.sweep([[c.path, ref]]);
+    await watch.sweep([[c.path, ref]], () => true);
     expect(gone).toEqual([[ref]]);
     // Its cancellation failed, say: the reservation is still there at the next sweep, and reported again.
-    await watch.sweep([[c.path, ref]]);
+    await watch.sweep([[c.path, ref]], () => true);
     expect(gone).toEqual([[ref], [ref]]);
   });
 
@@ -72,11 +72,32 @@ describe('compactor watch', () => {
     const c = await compactor();
     const { watch, gone } = watcher(await session());
     const ref = { tablet: 't', ecid: 'e' };
-    await watch.sweep([[c.path, ref]]);
+    await watch.sweep([[c.path, ref]], () => true);
     expect(gone).toEqual([]);
     expect(watch.knownAlive(c.path)).toBe(true);
     await c.session.close();
     await waitFor(async () => gone.length === 1, 'the watch to report the death', 5_000);
+  });
+
+  it('a sweep leaves out reservations that ended meanwhile: neither recorded nor reported', async () => {
+    const live = await compactor();
+    const dead = await compactor();
+    const { watch, gone } = watcher(await session());
+    const current = (r: ReservationRef) => r.ecid !== 'ended';
+    await dead.session.close();
+    await watch.sweep(
+      [
+        [live.path, { tablet: 't', ecid: 'ended' }],
+        [dead.path, { tablet: 't', ecid: 'ended' }],
+      ],
+      current,
+    );
+    expect(gone).toEqual([]);
+    // Had the live compactor's ended reservation been recorded, its death would report it now.
+    await live.session.close();
+    await waitFor(async () => !watch.knownAlive(live.path), 'the watch to fire', 5_000);
+    expect(gone).toEqual([]);
+    expect(watch.watched).toEqual([]);
   });
 
   it('a compactor that died before its reservation was recorded is reported as soon as it is', async () => {
