@@ -14,8 +14,9 @@ import { createInterface } from 'node:readline';
 import { pipeline } from 'node:stream/promises';
 import { InvalidArgumentError, type Command } from 'commander';
 import { z } from 'zod';
-import type { ClientEntry } from '../client/client.js';
+import { toWireEntry, type ClientEntry } from '../client/client.js';
 import { ExcError } from '../errors.js';
+import { wireEntrySchema } from '../rpc/entries.js';
 import { withCluster } from './connect.js';
 import { action } from './exit.js';
 
@@ -62,12 +63,21 @@ function parseLine(text: string, n: number): ClientEntry | undefined {
   };
 }
 
-async function* readEntries(path: string): AsyncGenerator<ClientEntry> {
-  let n = 0;
+/**
+ * Refuses an entry that tablet servers would refuse (a field over its size limit), checked against their
+ * own schema: found while writing, it would fail a batch after earlier ones were written.
+ */
+function checkLimits(e: ClientEntry, n: number): void {
+  const parsed = wireEntrySchema.safeParse(toWireEntry(e));
+  if (!parsed.success) throw new ExcError('BAD_REQUEST', `line ${n}: ${parsed.error.issues[0]!.message}`);
+}
+
+async function* readEntries(path: string): AsyncGenerator<{ line: number; entry: ClientEntry }> {
+  let line = 0;
   for await (const text of createInterface({ input: createReadStream(path), crlfDelay: Infinity })) {
-    n++;
-    const e = parseLine(text, n);
-    if (e) yield e;
+    line++;
+    const entry = parseLine(text, line);
+    if (entry) yield { line, entry };
   }
 }
 
@@ -109,17 +119,20 @@ Examples:
         try {
           // Pass 1: validate everything, write nothing.
           let total = 0;
-          for await (const _ of readEntries(path)) total++;
+          for await (const { line, entry } of readEntries(path)) {
+            checkLimits(entry, line);
+            total++;
+          }
           if (total === 0) throw new ExcError('BAD_REQUEST', 'no entries in the input');
           // Pass 2: write.
           await withCluster(cmd, async (c) => {
             const progress = progressBar(total);
             let done = 0;
             const counted = (async function* () {
-              for await (const e of readEntries(path)) {
+              for await (const { entry } of readEntries(path)) {
                 done++;
                 progress(done);
-                yield e;
+                yield entry;
               }
             })();
             const written = await c.client.ingest(table, counted);

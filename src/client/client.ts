@@ -50,6 +50,12 @@ export interface ExcClientOptions {
   moveTimeoutMs?: number;
   /** Entries per request (default 5,000). */
   batchSize?: number;
+  /**
+   * Encoded bytes per request: a batch is sent once its entries pass this size (default 4 MiB). Tablet
+   * servers refuse bodies over EXC_RPC_MAX_BODY_BYTES (default 16 MiB) after earlier batches were already
+   * written; one entry is at most about 5.6 MiB encoded, so a batch sent on passing 4 MiB stays under it.
+   */
+  batchBytes?: number;
 }
 
 const toBuffer = (v: Buffer | string | undefined): Buffer =>
@@ -84,11 +90,12 @@ export class ExcClient {
   /** Writes entries (puts and deletes). Resolves with the number written. */
   async ingest(table: string, entries: Iterable<ClientEntry> | AsyncIterable<ClientEntry>): Promise<number> {
     const tablets = this.tabletCache.get(table) ?? (await this.tablets(table));
-    const size = this.options.batchSize ?? 5_000;
-    const pending = new Map<string, WireEntry[]>();
+    const maxEntries = this.options.batchSize ?? 5_000;
+    const maxBytes = this.options.batchBytes ?? 4 << 20;
+    const pending = new Map<string, { entries: WireEntry[]; bytes: number }>();
     let written = 0;
     const flush = async (tablet: string): Promise<void> => {
-      const batch = pending.get(tablet);
+      const batch = pending.get(tablet)?.entries;
       if (!batch || batch.length === 0) return;
       pending.delete(tablet);
       await this.onTablet(
@@ -104,10 +111,11 @@ export class ExcClient {
     for await (const e of entries) {
       const wire = toWireEntry(e);
       const tablet = tabletFor(tablets, Buffer.from(wire.row, 'base64')).tablet;
-      const list = pending.get(tablet) ?? [];
-      list.push(wire);
-      pending.set(tablet, list);
-      if (list.length >= size) await flush(tablet);
+      const batch = pending.get(tablet) ?? { entries: [], bytes: 0 };
+      batch.entries.push(wire);
+      batch.bytes += encodedSize(wire);
+      pending.set(tablet, batch);
+      if (batch.entries.length >= maxEntries || batch.bytes >= maxBytes) await flush(tablet);
     }
     for (const tablet of [...pending.keys()]) await flush(tablet);
     return written;
@@ -209,6 +217,11 @@ export function toWireEntry(e: ClientEntry): WireEntry {
     value: toBuffer(e.value).toString('base64'),
     delete: e.delete ?? false,
   };
+}
+
+/** About how many bytes `e` adds to a request body: its base64 fields and the JSON around them. */
+function encodedSize(e: WireEntry): number {
+  return e.row.length + (e.cf?.length ?? 0) + (e.cq?.length ?? 0) + (e.value?.length ?? 0) + 80;
 }
 
 /** The tablet whose range (prev, end] holds `row`. */

@@ -1,0 +1,80 @@
+/**
+ * The client library's ingest against a stand-in tablet server: batches routed to the tablet holding their
+ * rows, and split by size so that no request exceeds the server's body limit.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ExcClient } from '../../src/client/client.js';
+import { silentLogger } from '../../src/log.js';
+import type { MetaClient } from '../../src/meta/client.js';
+import type { TabletView } from '../../src/meta/views.js';
+import { RpcServer } from '../../src/rpc/index.js';
+import type { WireEntry } from '../../src/rpc/entries.js';
+
+const SECRET = 'client-ingest-test-secret-0123456789';
+const BODY_LIMIT = 64 * 1024;
+
+describe('client ingest', () => {
+  let server: RpcServer;
+  let address: string;
+  const received: { tablet: string; entries: WireEntry[]; bytes: number }[] = [];
+
+  beforeAll(async () => {
+    server = new RpcServer({ secret: SECRET, maxBodyBytes: BODY_LIMIT });
+    server.route('POST', '/ingest', {}, ({ body }) => {
+      const b = body as { tablet: string; entries: WireEntry[] };
+      received.push({ ...b, bytes: JSON.stringify(b).length });
+      return {};
+    });
+    const { port } = await server.listen('127.0.0.1', 0);
+    address = `127.0.0.1:${port}`;
+  });
+  afterAll(() => server.close());
+
+  /** A client whose table `t` has two tablets, split after row "m", both hosted by the stand-in server. */
+  function client(options: { batchBytes?: number } = {}): ExcClient {
+    const tablet = (name: string, endRow: string | null): TabletView =>
+      ({
+        tablet: name,
+        endRowHex: endRow === null ? null : Buffer.from(endRow).toString('hex'),
+        prevEndRowHex: null,
+        loc: { server: address, session: '1' },
+      }) as unknown as TabletView;
+    const meta = {
+      call: () => Promise.resolve({ table: {}, tablets: [tablet('t;m', 'm'), tablet('t<', null)] }),
+    } as unknown as MetaClient;
+    return new ExcClient({ meta, secret: SECRET, logger: silentLogger(), ...options });
+  }
+
+  it('ingest - a batch is sent once it passes batchBytes, so large values stay under the body limit', async () => {
+    received.length = 0;
+    const value = 'v'.repeat(1024);
+    const rows = Array.from(
+      { length: 200 },
+      (_, i) => `${i % 2 === 0 ? 'a' : 'x'}${String(i).padStart(3, '0')}`,
+    );
+    const written = await client({ batchBytes: 16 * 1024 }).ingest(
+      't',
+      rows.map((row) => ({ row, value })),
+    );
+
+    expect(written).toBe(200);
+    expect(received.length).toBeGreaterThan(2);
+    for (const r of received) expect(r.bytes).toBeLessThan(BODY_LIMIT);
+    const decoded = received.flatMap((r) =>
+      r.entries.map((e) => [r.tablet, Buffer.from(e.row, 'base64').toString()] as const),
+    );
+    expect(decoded.map(([, row]) => row).sort()).toEqual([...rows].sort());
+    for (const [tablet, row] of decoded) expect(tablet).toBe(row <= 'm' ? 't;m' : 't<');
+  });
+
+  it('ingest - a row equal to a split point belongs to the tablet it ends', async () => {
+    received.length = 0;
+    await client().ingest('t', [{ row: 'm' }, { row: 'm\0' }]);
+    expect(
+      received.map((r) => [r.tablet, r.entries.map((e) => Buffer.from(e.row, 'base64').toString())]),
+    ).toEqual([
+      ['t;m', ['m']],
+      ['t<', ['m\0']],
+    ]);
+  });
+});
