@@ -8,7 +8,7 @@
  * Together with the `loc` conditions in every tablet mutation this keeps a tablet server that lost its
  * session from changing anything, even before the manager has cleared its tablets.
  */
-import { ExcError } from '../errors.js';
+import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { BatchWriter } from '../meta/writer.js';
 import { mutationSchema, type Mutation, type MutationResult } from '../meta/types.js';
@@ -30,14 +30,10 @@ interface Pending extends Submission {
 }
 
 /**
- * Called after each batch with the rows that applied mutations wrote (puts) and removed, and the rows that
- * got a new `loc` (a tablet just hosted) — to wake compactors waiting for work.
+ * Called after each batch with the rows that applied mutations wrote (puts), and the rows that got a new
+ * `loc` (a tablet just hosted) — to wake compactors waiting for work.
  */
-export type AppliedListener = (changes: {
-  written: Set<string>;
-  removed: Set<string>;
-  hosted: Set<string>;
-}) => void;
+export type AppliedListener = (changes: { written: Set<string>; hosted: Set<string> }) => void;
 
 const MAX_BATCH_MUTATIONS = 2_000;
 const MAX_IN_FLIGHT = 2;
@@ -141,7 +137,6 @@ export class CommitQueue {
     this.stats.batches++;
     this.stats.mutations += results.length;
     const written = new Set<string>();
-    const removed = new Set<string>();
     const hosted = new Set<string>();
     let offset = 0;
     for (const sub of accepted) {
@@ -152,13 +147,19 @@ export class CommitQueue {
           written.add(p.row);
           if (p.col === 'loc') hosted.add(p.row);
         }
-        for (const d of m.deletes ?? []) removed.add(d.row);
-        for (const r of m.deleteRows ?? []) removed.add(r);
       });
       offset += sub.mutations.length;
       sub.resolve(mine);
     }
-    if (written.size > 0 || removed.size > 0)
-      for (const listener of this.listeners) listener({ written, removed, hosted });
+    if (written.size === 0) return;
+    for (const listener of this.listeners) {
+      // The callers have their results already; a listener that fails (one reading the store as it
+      // closes during shutdown) must not become an unhandled rejection, nor keep the others from running.
+      try {
+        listener({ written, hosted });
+      } catch (err) {
+        this.log.warn({ err: describeError(err) }, 'listener of applied mutations failed');
+      }
+    }
   }
 }
