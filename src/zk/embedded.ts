@@ -107,10 +107,13 @@ async function startOnce(
   // The guard: start the JVM in the background, record its pid, and kill it as soon as stdin reaches EOF
   // (our end closed: we stopped it, or we died). `wait` makes the guard exit with the JVM. Background jobs
   // of a non-interactive shell get /dev/null as stdin, so the pipe is passed to the watcher as fd 3.
+  // Paths are arguments ($1: the pid file, then the command), never part of the script's text.
   const guard = [
+    'pidfile=$1',
+    'shift',
     'exec 3<&0',
     '"$@" 3<&- </dev/null & pid=$!',
-    `echo $pid > '${pidFile}'`,
+    'echo $pid > "$pidfile"',
     '(cat <&3 >/dev/null; kill -KILL $pid 2>/dev/null) &',
     'exec 3<&-',
     'wait $pid',
@@ -121,6 +124,7 @@ async function startOnce(
       '-c',
       guard,
       'zk-guard',
+      pidFile,
       'java',
       '-Xmx256m',
       '-XX:+UseSerialGC',
