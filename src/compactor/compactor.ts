@@ -27,7 +27,7 @@ import type { ReservedJob } from '../queue/protocol.js';
 import { PeerClients } from '../rpc/peers.js';
 import { connectZk, ProcessState, serverRpc, type ServerOptions } from '../process.js';
 import type { RpcServer } from '../rpc/server.js';
-import { backoffDelay, sleep, withTimeout } from '../retry.js';
+import { backoffDelay, retry, sleep, withTimeout } from '../retry.js';
 import type { ObjectStore } from '../storage/index.js';
 import { ZkLayout, type ZkSession } from '../zk/index.js';
 import { runJob, type JobOutcome, type RunningJob } from './job-runner.js';
@@ -184,23 +184,27 @@ export class Compactor extends EventEmitter<Events> {
     this.generation = undefined;
     this.stateCell.set('reconnecting');
     void generation.session.close();
-    this.generationReady = (async () => {
-      for (let attempt = 0; ; attempt++) {
-        if (this.stopTakingWork.signal.aborted) throw new ExcError('SHUTTING_DOWN', 'compactor is stopping');
-        try {
-          const next = await this.connect();
-          this.stateCell.set('running');
-          return next;
-        } catch (err) {
-          if (err instanceof ExcError && err.code === 'UNKNOWN_QUEUE') {
-            this.onQueueDeleted();
-            throw err;
-          }
-          this.log.warn({ err: describeError(err), attempt }, 'could not register again; retrying');
-          await sleep(backoffDelay(attempt, { baseMs: 200, maxMs: 5_000 }));
-        }
-      }
-    })();
+    // Registering again waits out ZooKeeper being unreachable for as long as it takes, but not a shutdown:
+    // the signal ends the wait between attempts at once.
+    this.generationReady = retry(
+      async () => {
+        const next = await this.connect();
+        this.stateCell.set('running');
+        return next;
+      },
+      {
+        attempts: Infinity,
+        baseMs: 200,
+        maxMs: 5_000,
+        signal: this.stopTakingWork.signal,
+        retryOn: (err) => !(err instanceof ExcError && err.code === 'UNKNOWN_QUEUE'),
+        onRetry: (err, attempt) =>
+          this.log.warn({ err: describeError(err), attempt }, 'could not register again; retrying'),
+      },
+    ).catch((err: unknown) => {
+      if (err instanceof ExcError && err.code === 'UNKNOWN_QUEUE') this.onQueueDeleted();
+      throw err;
+    });
     this.generationReady.catch(() => undefined);
   }
 
