@@ -31,6 +31,7 @@ import {
   type Progress,
   type Reservation,
 } from '../meta/tablet.js';
+import type { Condition } from '../meta/types.js';
 import type { CommitRequest, ReserveRequest, ReservedJob } from '../queue/protocol.js';
 import type { ZkLayout } from '../zk/index.js';
 import type { CompactorWatch, ReservationRef } from './compactor-watch.js';
@@ -61,6 +62,17 @@ export interface ReservationsDeps {
 }
 
 const isUnknown = (err: unknown): boolean => err instanceof ExcError && err.code === 'OUTCOME_UNKNOWN';
+
+/**
+ * The condition that a reservation still exists. Its column is written once, under a fresh ULID, and only
+ * ever deleted, so being there means unchanged (comparing values would tie every stored reservation to
+ * how today's schema re-serialises it).
+ */
+const reservationExists = (row: string, ecid: string): Condition => ({
+  op: 'present',
+  row,
+  col: ecompCol(ecid),
+});
 
 export class Reservations {
   private stallTimer: NodeJS.Timeout | undefined;
@@ -253,7 +265,7 @@ export class Reservations {
       try {
         applied = await hosting.change(tablet, {
           conditions: [
-            { op: 'equals', row: tablet.row, col: ecompCol(req.ecid), value: JSON.stringify(r) },
+            reservationExists(tablet.row, req.ecid),
             ...r.inputs.map((f) => ({ op: 'present' as const, row: tablet.row, col: fileCol(f) })),
           ],
           deletes: [
@@ -343,7 +355,7 @@ export class Reservations {
     let applied: boolean;
     try {
       applied = await this.deps.hosting.change(tablet, {
-        conditions: [{ op: 'equals', row: tablet.row, col: ecompCol(ecid), value: JSON.stringify(r) }],
+        conditions: [reservationExists(tablet.row, ecid)],
         deletes: [
           { row: tablet.row, col: ecompCol(ecid) },
           { row: tablet.row, col: progressCol(ecid) },
@@ -421,7 +433,7 @@ export class Reservations {
     const value: Progress = { ...progress, at: now };
     await tablet.mutex.run(() =>
       this.deps.hosting.change(tablet, {
-        conditions: [{ op: 'present', row: tablet.row, col: ecompCol(ecid) }],
+        conditions: [reservationExists(tablet.row, ecid)],
         puts: [{ row: tablet.row, col: progressCol(ecid), value: JSON.stringify(value) }],
         apply: (meta) => meta.progress.set(ecid, value),
       }),

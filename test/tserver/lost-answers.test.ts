@@ -12,7 +12,14 @@ import type { MetaClient } from '../../src/meta/client.js';
 import { queuePrefix } from '../../src/meta/keys.js';
 import { MetaStore } from '../../src/meta/store.js';
 import { tableConfigSchema, type TableConfigInput } from '../../src/meta/table-config.js';
-import { compactCol, failedCol, fileCol, locationValue, parseTablet } from '../../src/meta/tablet.js';
+import {
+  compactCol,
+  ecompCol,
+  failedCol,
+  fileCol,
+  locationValue,
+  parseTablet,
+} from '../../src/meta/tablet.js';
 import type { Mutation } from '../../src/meta/types.js';
 import type { QueueResolver } from '../../src/queue/resolver.js';
 import type { CompactorWatch } from '../../src/tserver/compactor-watch.js';
@@ -178,6 +185,38 @@ describe('tablet server - lost answers', () => {
     expect(w.entries()).toHaveLength(1);
     const next = await w.reservations.reserve({ tablet: row, queueId: queue.id, compactor: compactor(2) });
     expect(next?.inputs).toHaveLength(3);
+  });
+
+  it('a reservation stored in another byte layout (an older writer) can still be committed and cancelled', async () => {
+    const stored = (inputs: string[], output: string) => ({
+      // Keys in another order and spaced out: the same reservation, not the same bytes.
+      settings: { dropDeletes: false, filters: [], nowMs: 1, versions: 1 },
+      reservedAt: 1,
+      kind: 'system',
+      attempt: 0,
+      allFiles: false,
+      output,
+      inputs,
+      queueId: queue.id,
+      compactor: compactor(1),
+    });
+    const ecids = ['01ARZ3NDEKTSV4RRFFQ69G5FA1', '01ARZ3NDEKTSV4RRFFQ69G5FA2'];
+    const w = world({
+      extra: [
+        { row, col: ecompCol(ecids[0]!), value: JSON.stringify(stored(['a'], 'out1'), null, 1) },
+        { row, col: ecompCol(ecids[1]!), value: JSON.stringify(stored(['b'], 'out2'), null, 1) },
+      ],
+    });
+    await w.hosting.load(row);
+    await w.reservations.commit({
+      tablet: row,
+      ecid: ecids[0]!,
+      compactor: compactor(1),
+      output: { size: 5, entries: 1 },
+    });
+    expect(await w.reservations.cancel(row, ecids[1]!, 'admin')).toBe(true);
+    expect(w.stored().reservations.size).toBe(0);
+    expect([...w.stored().files.keys()].sort()).toEqual(['b', 'c', 'out1']);
   });
 
   it('queue entries stay when the table settings cannot be read, and are planned again once they can', async () => {
