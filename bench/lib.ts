@@ -1,6 +1,6 @@
 /**
  * Shared pieces of the cluster benchmarks: a real ZooKeeper and real processes (the test harness's process
- * group, which has no test-framework dependency), statistics, and the output table.
+ * group, which has no test-framework dependency), statistics, and the output table and number format.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -125,14 +125,18 @@ export interface Row {
   target?: string;
 }
 
+/** A Markdown table with aligned columns. */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]): string =>
+    `| ${widths.map((w, i) => (cells[i] ?? '').padEnd(w)).join(' | ')} |`;
+  return [line(header), `| ${widths.map((w) => '-'.repeat(w)).join(' | ')} |`, ...rows.map(line)].join('\n');
+}
+
 export function printRows(title: string, rows: Row[]): void {
-  const headers = ['figure', 'value', 'baseline (same run)', 'ratio', 'target'];
+  const header = ['figure', 'value', 'baseline (same run)', 'ratio', 'target'];
   const cells = rows.map((r) => [r.figure, r.value, r.baseline ?? '', r.ratio ?? '', r.target ?? '']);
-  const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
-  const line = (c: string[]) => `| ${c.map((x, i) => x.padEnd(widths[i]!)).join(' | ')} |`;
-  process.stdout.write(
-    `\n${title}\n\n${line(headers)}\n| ${widths.map((w) => '-'.repeat(w)).join(' | ')} |\n${cells.map(line).join('\n')}\n`,
-  );
+  process.stdout.write(`\n${title}\n\n${table(header, cells)}\n`);
 }
 
 export const fmt = (n: number, digits = 0): string =>

@@ -1,4 +1,4 @@
-/** Timing, memory and formatting helpers of the merge benchmark. */
+/** Timing and memory helpers of the merge benchmark (tables and numbers: lib.ts). */
 import { spawn } from 'node:child_process';
 import { openSync, closeSync, readFileSync } from 'node:fs';
 
@@ -62,25 +62,6 @@ export function peakRss(): number | null {
 
 export const MB = 1_000_000;
 
-export function fmtInt(n: number): string {
-  return Math.round(n).toLocaleString('en-US');
-}
-
-export function fmtMb(bytes: number): string {
-  return (bytes / MB).toLocaleString('en-US', { maximumFractionDigits: 1, minimumFractionDigits: 1 });
-}
-
 export function fmtRatio(r: number): string {
   return `${r.toFixed(2)}×`;
-}
-
-/** A plain-text table with aligned columns (numbers right-aligned). */
-export function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]): string =>
-    cells
-      .map((c, i) => (i === 0 || i === cells.length - 1 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)))
-      .join('  ')
-      .trimEnd();
-  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }

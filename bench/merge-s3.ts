@@ -1,27 +1,18 @@
 /**
  * An S3-compatible server (s3rver) for the merge benchmark, in its own process on loopback (so that its
- * CPU is not the benchmark's), with one bucket. The launcher is inlined: the bench depends on no file of
- * the test harness.
+ * CPU is not the benchmark's), with one bucket. The server is scripts/s3rver.cjs, the launcher of
+ * `npm start -- --s3` and of the test harness.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 
-/** Runs s3rver on a free port in the directory given as argument; prints {"port": N} once it listens. */
-const LAUNCHER = `
-const S3rver = require('s3rver');
-const server = new S3rver({ address: '127.0.0.1', port: 0, directory: process.argv[1], silent: true });
-server.run().then(
-  (address) => process.stdout.write(JSON.stringify({ port: address.port }) + '\\n'),
-  (err) => { process.stderr.write(String(err && err.stack) + '\\n'); process.exit(1); },
-);
-process.on('SIGTERM', () => server.close(() => process.exit(0)));
-const parent = process.ppid;
-setInterval(() => { if (process.ppid !== parent) process.exit(0); }, 500).unref();
-`;
+/** `node scripts/s3rver.cjs <dir>`: listens on a free port, prints {"port": N} once it does. */
+const LAUNCHER = fileURLToPath(new URL('../scripts/s3rver.cjs', import.meta.url));
 
 export interface BenchS3 {
   endpoint: string;
@@ -31,11 +22,7 @@ export interface BenchS3 {
 
 export async function startS3(): Promise<BenchS3> {
   const dir = mkdtempSync(join(tmpdir(), 'exc-merge-bench-s3-'));
-  // Resolved from the project root, where s3rver is a dev dependency.
-  const child = spawn(process.execPath, ['-e', LAUNCHER, dir], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    cwd: new URL('..', import.meta.url).pathname,
-  });
+  const child = spawn(process.execPath, [LAUNCHER, dir], { stdio: ['ignore', 'pipe', 'inherit'] });
   let port: number;
   try {
     port = await new Promise<number>((resolve, reject) => {

@@ -22,17 +22,8 @@ import {
   type ObjectStore,
 } from '../src/storage/index.js';
 import { fileName, writeDataSet, writeTextFiles, type DataSpec } from './merge-data.js';
-import {
-  best,
-  bestWithCpu,
-  fmtInt,
-  fmtMb,
-  fmtRatio,
-  MB,
-  peakRss,
-  runCommand,
-  table,
-} from './merge-measure.js';
+import { fmt, table } from './lib.js';
+import { best, bestWithCpu, fmtRatio, MB, peakRss, runCommand } from './merge-measure.js';
 import { startS3 } from './merge-s3.js';
 
 const TARGET_MB_S = 85;
@@ -71,6 +62,11 @@ const withS3 = flags.s3 && !flags['no-s3'];
 const inputs = Array.from({ length: spec.files }, (_, f) => fileName(f));
 const totalEntries = spec.files * spec.entries;
 
+/** Entries per second and input MB per second of one pass over the data set (`bytes` long) in `ms`. */
+function rate(ms: number, bytes: number): { eps: number; mbs: number } {
+  return { eps: totalEntries / (ms / 1000), mbs: bytes / MB / (ms / 1000) };
+}
+
 const dir = mkdtempSync(join(tmpdir(), 'exc-merge-bench-'));
 const log = (line: string): void => void process.stdout.write(`${line}\n`);
 const progress = (line: string): void => void process.stderr.write(`  … ${line}\n`);
@@ -92,18 +88,13 @@ async function main(): Promise<void> {
   const rfilePaths = inputs.map((name) => local.pathOf(name));
 
   log(
-    `excompact merge benchmark: ${spec.files} files × ${fmtInt(spec.entries)} entries, ${spec.valueBytes}-byte values, compression ${spec.compression}`,
+    `excompact merge benchmark: ${spec.files} files × ${fmt(spec.entries)} entries, ${spec.valueBytes}-byte values, compression ${spec.compression}`,
   );
   log(
-    `data set: ${fmtMb(rfileBytes)} MB of RFiles (${fmtInt(totalEntries)} entries), ${fmtMb(text.bytes)} MB as text lines; ` +
+    `data set: ${fmt(rfileBytes / MB, 1)} MB of RFiles (${fmt(totalEntries)} entries), ${fmt(text.bytes / MB, 1)} MB as text lines; ` +
       `best of ${rounds} runs; Node ${process.version}, ${availableParallelism()} CPUs (${cpus()[0]?.model.trim() ?? '?'})`,
   );
   log('');
-
-  const rate = (ms: number, bytes: number): { eps: number; mbs: number } => ({
-    eps: totalEntries / (ms / 1000),
-    mbs: bytes / MB / (ms / 1000),
-  });
 
   progress('cat');
   const cat = rate(await best(rounds, () => runCommand('cat', rfilePaths)), rfileBytes);
@@ -135,33 +126,27 @@ async function main(): Promise<void> {
   const memoryLine = await memoryFigures(local);
 
   const rows = [
-    ['(a) cat RFiles > /dev/null (I/O ceiling)', fmtInt(cat.eps), fmtMb(cat.mbs * MB), '', ''],
-    ['(b) LC_ALL=C sort -m, same entries as text', fmtInt(sort.eps), fmtMb(sort.mbs * MB), '', ''],
+    ['(a) cat RFiles > /dev/null (I/O ceiling)', fmt(cat.eps), fmt(cat.mbs, 1), '', ''],
+    ['(b) LC_ALL=C sort -m, same entries as text', fmt(sort.eps), fmt(sort.mbs, 1), '', ''],
     [
       '(c) merge in memory through the iterator stack',
-      fmtInt(merge.eps),
-      fmtMb(merge.mbs * MB),
+      fmt(merge.eps),
+      fmt(merge.mbs, 1),
       '(b) sort -m, entries/s',
       fmtRatio(merge.eps / sort.eps),
     ],
-    [
-      '    local copy of the same bytes through the store',
-      fmtInt(localCopy.eps),
-      fmtMb(localCopy.mbs * MB),
-      '',
-      '',
-    ],
+    ['    local copy of the same bytes through the store', fmt(localCopy.eps), fmt(localCopy.mbs, 1), '', ''],
     [
       '(d) compaction local → local (read, merge, write)',
-      fmtInt(e2e.eps),
-      fmtMb(e2e.mbs * MB),
+      fmt(e2e.eps),
+      fmt(e2e.mbs, 1),
       'local copy, MB/s',
       fmtRatio(e2e.mbs / localCopy.mbs),
     ],
     [
       '    (d) per CPU-second of this process',
-      fmtInt(e2eCpu.eps),
-      fmtMb(e2eCpu.mbs * MB),
+      fmt(e2eCpu.eps),
+      fmt(e2eCpu.mbs, 1),
       'target 85 MB/s per core',
       fmtRatio(e2eCpu.mbs / TARGET_MB_S),
     ],
@@ -225,16 +210,16 @@ async function deflateCost(store: LocalObjectStore, rfileBytes: number): Promise
       for await (const batch of reader.scanBatches()) void batch;
     });
     figures[c] = {
-      mbs: rfileBytes / MB / (ms / 1000),
+      mbs: rate(ms, rfileBytes).mbs,
       size: result.output?.size ?? 0,
-      scanEps: totalEntries / (scanMs / 1000),
+      scanEps: rate(scanMs, rfileBytes).eps,
     };
     await store.delete(output);
   }
   const { none, deflate } = figures;
   return (
-    `deflate (zlib level 1, per block), one run each: compaction ${fmtMb(deflate.mbs * MB)} MB/s vs ${fmtMb(none.mbs * MB)} MB/s with none (${fmtRatio(deflate.mbs / none.mbs)}); ` +
-    `output ${fmtRatio(deflate.size / none.size)} the size; full scan ${fmtInt(deflate.scanEps)} vs ${fmtInt(none.scanEps)} entries/s (${fmtRatio(deflate.scanEps / none.scanEps)})`
+    `deflate (zlib level 1, per block), one run each: compaction ${fmt(deflate.mbs, 1)} MB/s vs ${fmt(none.mbs, 1)} MB/s with none (${fmtRatio(deflate.mbs / none.mbs)}); ` +
+    `output ${fmtRatio(deflate.size / none.size)} the size; full scan ${fmt(deflate.scanEps)} vs ${fmt(none.scanEps)} entries/s (${fmtRatio(deflate.scanEps / none.scanEps)})`
   );
 }
 
@@ -256,30 +241,24 @@ async function s3Figures(local: LocalObjectStore, rfileBytes: number): Promise<s
     const copyMs = await best(s3Rounds, () => copyThrough(s3, 'output/copy.rf'));
     progress('compaction S3 → S3');
     const run = await bestWithCpu(s3Rounds, () => compactOnce(s3, spec.compression));
-    const copyMbs = rfileBytes / MB / (copyMs / 1000);
-    const mbs = rfileBytes / MB / (run.ms / 1000);
-    const cpuMbs = rfileBytes / MB / (run.cpuMs / 1000);
+    const copy = rate(copyMs, rfileBytes);
+    const e2e = rate(run.ms, rfileBytes);
+    const e2eCpu = rate(run.cpuMs, rfileBytes);
     return [
-      [
-        '    S3 copy of the same bytes (GET inputs, PUT one object)',
-        fmtInt(totalEntries / (copyMs / 1000)),
-        fmtMb(copyMbs * MB),
-        '',
-        '',
-      ],
+      ['    S3 copy of the same bytes (GET inputs, PUT one object)', fmt(copy.eps), fmt(copy.mbs, 1), '', ''],
       [
         '(e) compaction S3 → S3 through s3rver on loopback',
-        fmtInt(totalEntries / (run.ms / 1000)),
-        fmtMb(mbs * MB),
+        fmt(e2e.eps),
+        fmt(e2e.mbs, 1),
         'S3 copy, MB/s',
-        fmtRatio(mbs / copyMbs),
+        fmtRatio(e2e.mbs / copy.mbs),
       ],
       [
         '    (e) per CPU-second of this process (s3rver excluded)',
-        fmtInt(totalEntries / (run.cpuMs / 1000)),
-        fmtMb(cpuMbs * MB),
+        fmt(e2eCpu.eps),
+        fmt(e2eCpu.mbs, 1),
         'target 85 MB/s per core',
-        fmtRatio(cpuMbs / TARGET_MB_S),
+        fmtRatio(e2eCpu.mbs / TARGET_MB_S),
       ],
     ];
   } finally {
@@ -306,13 +285,13 @@ async function memoryFigures(local: LocalObjectStore): Promise<string> {
     runs.push({ entries, ...(await child(root)) });
     if (factor !== 1) rmSync(root, { recursive: true, force: true });
   }
-  const mb = (b: number | null): string => (b === null ? '?' : `${fmtMb(b)} MB`);
+  const mb = (b: number | null): string => (b === null ? '?' : `${fmt(b / MB, 1)} MB`);
   return (
     `peak memory of one compaction in its own process, by entries per file: ` +
     runs
       .map(
         (r) =>
-          `${fmtInt(r.entries)}: RSS ${mb(r.peakRss)}, JS heap ${mb(r.peakHeap)}, Buffers ${mb(r.peakBuffers)}`,
+          `${fmt(r.entries)}: RSS ${mb(r.peakRss)}, JS heap ${mb(r.peakHeap)}, Buffers ${mb(r.peakBuffers)}`,
       )
       .join('; ') +
     ` (RSS at start, before reading: ${mb(runs[0]!.startRss)}); this process: ${mb(peakRss())} (holds the in-memory copy of the inputs)`
