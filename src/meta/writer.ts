@@ -41,10 +41,13 @@ export class WorkerWriter implements BatchWriter {
   private readonly worker: Worker;
   private nextId = 1;
   private readonly waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: unknown) => void }>();
-  private failed: Error | undefined;
+  /** Set once the thread is gone (or failed): every request from then on is refused with it. */
+  private ended: (() => ExcError) | undefined;
+  private closing = false;
 
-  constructor(path: string) {
-    this.worker = new Worker(new URL('./write-worker.js', import.meta.url), { workerData: { path } });
+  /** `script` is the writer thread's module (tests run the compiled one). */
+  constructor(path: string, script: URL = new URL('./write-worker.js', import.meta.url)) {
+    this.worker = new Worker(script, { workerData: { path } });
     this.worker.on('message', (reply: Reply) => {
       const w = this.waiting.get(reply.id);
       this.waiting.delete(reply.id);
@@ -55,21 +58,27 @@ export class WorkerWriter implements BatchWriter {
         );
       } else w.resolve(reply);
     });
-    const fail = (err: Error): void => {
-      this.failed = err;
-      for (const w of this.waiting.values())
-        w.reject(new ExcError('INTERNAL', `metadata writer failed: ${err.message}`, { cause: err }));
+    const end = (refusal: () => ExcError): void => {
+      this.ended ??= refusal;
+      for (const w of this.waiting.values()) w.reject(this.ended());
       this.waiting.clear();
     };
-    this.worker.on('error', fail);
-    this.worker.on('exit', (code) => {
-      if (this.waiting.size > 0) fail(new Error(`writer thread exited with code ${code}`));
-    });
+    this.worker.on('error', (err) =>
+      end(() => new ExcError('INTERNAL', `metadata writer failed: ${err.message}`, { cause: err })),
+    );
+    // On every exit, not only while a request waits: a request sent to a thread that is gone would
+    // never be answered.
+    this.worker.on('exit', (code) =>
+      end(() =>
+        this.closing
+          ? new ExcError('SHUTTING_DOWN', 'metadata writer is closed')
+          : new ExcError('INTERNAL', `metadata writer failed: its thread exited with code ${code}`),
+      ),
+    );
   }
 
   private send(message: Record<string, unknown>): Promise<Reply> {
-    if (this.failed)
-      return Promise.reject(new ExcError('INTERNAL', `metadata writer failed: ${this.failed.message}`));
+    if (this.ended) return Promise.reject(this.ended());
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
@@ -87,6 +96,7 @@ export class WorkerWriter implements BatchWriter {
 
   async close(): Promise<void> {
     await this.send({ type: 'close' }).catch(() => undefined);
+    this.closing = true;
     await this.worker.terminate();
   }
 }
