@@ -7,17 +7,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { queuePrefix } from '../../src/meta/keys.js';
 import { parseTablet } from '../../src/meta/tablet.js';
+import { cliJson as json, cliOk as ok } from '../support/cli.js';
 import { useCluster, useProcesses, useZooKeeper, waitFor, type TestCluster } from '../support/index.js';
-
-async function ok(cluster: TestCluster, args: string[], input?: string): Promise<string> {
-  const r = await cluster.cli(args, input === undefined ? {} : { input });
-  if (r.code !== 0) throw new Error(`excompact ${args.join(' ')} exited ${r.code}: ${r.stderr}`);
-  return r.stdout;
-}
-
-async function json<T>(cluster: TestCluster, args: string[]): Promise<T> {
-  return JSON.parse(await ok(cluster, [...args, '--json'])) as T;
-}
 
 const ndjson = (entries: object[]) => entries.map((e) => JSON.stringify(e)).join('\n') + '\n';
 

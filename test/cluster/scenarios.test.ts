@@ -21,6 +21,7 @@ import {
   type ManagedProcess,
   type TestCluster,
 } from '../support/index.js';
+import { cliJson, cliOk } from '../support/cli.js';
 
 const GRACE_MS = 1_000;
 const SMALL_LIMIT = 50_000; // "256M", scaled down: jobs with more input go to size256M
@@ -32,12 +33,6 @@ interface Env {
   store: ObjectStore;
   model: DataModel;
   tservers: ManagedProcess[];
-}
-
-async function cli(c: TestCluster, ...args: string[]): Promise<string> {
-  const r = await c.cli(args);
-  if (r.code !== 0) throw new Error(`excompact ${args.join(' ')} exited ${r.code}: ${r.stderr}`);
-  return r.stdout;
 }
 
 let clock = 1_000_000;
@@ -64,11 +59,10 @@ describe('cluster scenarios', () => {
     const tservers: ManagedProcess[] = [];
     for (let i = 0; i < (options.tservers ?? 2); i++)
       tservers.push(await c.startTserver({ name: `tserver-${i + 1}` }));
-    await cli(c, 'admin', 'store', 'init');
-    await cli(c, 'admin', 'queue', 'create', 'small');
-    await cli(c, 'admin', 'queue', 'create', 'size256M');
-    await cli(
-      c,
+    await cliOk(c, ['admin', 'store', 'init']);
+    await cliOk(c, ['admin', 'queue', 'create', 'small']);
+    await cliOk(c, ['admin', 'queue', 'create', 'size256M']);
+    await cliOk(c, [
       'admin',
       'table',
       'create',
@@ -77,7 +71,7 @@ describe('cluster scenarios', () => {
       options.splits ?? 'm',
       '--config',
       `queues=small:${SMALL_LIMIT},size256M`,
-    );
+    ]);
     const meta = await c.meta();
     const client = new ExcClient({ meta, secret: c.secret, logger: silentLogger(), moveTimeoutMs: 30_000 });
     await waitFor(async () => (await client.tablets('TABLE1')).every((t) => t.loc), 'tablets hosted');
@@ -130,18 +124,22 @@ describe('cluster scenarios', () => {
     await bigJob(env);
     const committed = await big.waitForLog((l) => l.msg === 'compaction committed', 30_000);
     expect(committed).toBeTruthy();
-    const queues = JSON.parse(await cli(env.cluster, 'admin', 'queue', 'list', '--json')) as {
-      name: string;
-      compactors: number;
-    }[];
+    const queues = await cliJson<{ name: string; compactors: number }[]>(env.cluster, [
+      'admin',
+      'queue',
+      'list',
+    ]);
     expect(queues.map((q) => [q.name, q.compactors])).toEqual([
       ['size256M', 1],
       ['small', 1],
     ]);
     await finish(env);
-    const info = JSON.parse(await cli(env.cluster, 'admin', 'table', 'info', 'TABLE1', '--json')) as {
-      tablets: { files: unknown[] }[];
-    };
+    const info = await cliJson<{ tablets: { files: unknown[] }[] }>(env.cluster, [
+      'admin',
+      'table',
+      'info',
+      'TABLE1',
+    ]);
     expect(info.tablets.map((t) => t.files.length)).toEqual([1, 0]);
   });
 
@@ -223,9 +221,9 @@ describe('cluster scenarios', () => {
     const small = await env.cluster.startCompactor('small');
     await bigJob(env);
     await big.waitForLog((l) => l.msg === 'compaction started');
-    await cli(env.cluster, 'admin', 'queue', 'delete', 'size256M', '--force');
+    await cliOk(env.cluster, ['admin', 'queue', 'delete', 'size256M', '--force']);
     expect((await big.waitExit(20_000)).code).toBe(4);
-    await cli(env.cluster, 'admin', 'table', 'config', 'TABLE1', `queues=small`);
+    await cliOk(env.cluster, ['admin', 'table', 'config', 'TABLE1', `queues=small`]);
     // With every job routed to small now, the small pool does the work.
     await small.waitForLog((l) => l.msg === 'compaction committed', 30_000);
     const tablet = (await env.client.tablets('TABLE1'))[0]!.tablet;
