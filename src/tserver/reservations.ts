@@ -222,11 +222,19 @@ export class Reservations {
           },
         );
       }
-      const zombie = async (): Promise<boolean> =>
-        !watch.knownAlive(r.compactor) && !(await watch.checkAndWatch(r.compactor));
-      // A zombie (paused past its session, then resumed) has lost its node: it can never commit. The watch
-      // on its node answers without a round trip when it can vouch for it (see CompactorWatch.knownAlive).
-      if (await zombie()) {
+      if (req.output) {
+        const size = await this.deps.outputSize(r.output);
+        if (size !== req.output.size) {
+          throw new ExcError(
+            'BAD_REQUEST',
+            `output ${r.output} is ${size === null ? 'missing' : `${size} bytes`}, not ${req.output.size}`,
+          );
+        }
+      }
+      // A zombie (paused past its session, then resumed) has lost its node: it can never commit. Checked
+      // last, right before committing, after any round trip. The watch on its node answers without one
+      // when it can vouch for it (see CompactorWatch.knownAlive).
+      if (!watch.knownAlive(r.compactor) && !(await watch.checkAndWatch(r.compactor))) {
         this.stats.rejectedCommits++;
         await this.cancelLocked(tablet, req.ecid, 'compactor-gone');
         throw new ExcError(
@@ -236,24 +244,6 @@ export class Reservations {
             details: { ecid: req.ecid, tablet: req.tablet },
           },
         );
-      }
-      if (req.output) {
-        const size = await this.deps.outputSize(r.output);
-        if (size !== req.output.size) {
-          throw new ExcError(
-            'BAD_REQUEST',
-            `output ${r.output} is ${size === null ? 'missing' : `${size} bytes`}, not ${req.output.size}`,
-          );
-        }
-        // Checking the output took a round trip: look at the compactor again right before committing.
-        if (!watch.knownAlive(r.compactor) && (await zombie())) {
-          this.stats.rejectedCommits++;
-          await this.cancelLocked(tablet, req.ecid, 'compactor-gone');
-          throw new ExcError(
-            'RESERVATION_GONE',
-            `compactor ${r.compactor} has no live node; reservation ${req.ecid} cancelled`,
-          );
-        }
       }
       const output = req.output;
       const now = String(Date.now());
