@@ -6,7 +6,7 @@ import { ulid } from '../ids.js';
 import { z } from 'zod';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { parseQueueRow, queueEntryTablet, queuePrefix } from '../meta/keys.js';
+import { ALL_TABLETS, parseQueueRow, queueEntryTablet, queuePrefix } from '../meta/keys.js';
 import type { MetaStore } from '../meta/store.js';
 import { compactCol, failedCol, isParked, type TabletMeta } from '../meta/tablet.js';
 import type { CompactorView, ParkedCompaction, RunningCompaction, TableInfo } from '../meta/views.js';
@@ -65,20 +65,16 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     const queue = await resolveQueue(p.session, p.layout, name);
     const names = tableNames(p.tables);
     const queued = [];
-    for (let page = p.store.scan({ prefix: queuePrefix(queue.id), limit: 10_000 }); ;) {
-      for (const c of page.cells) {
-        const e = parseQueueRow(c.row);
-        const since = (JSON.parse(c.value) as { at?: number }).at ?? null;
-        queued.push({
-          tablet: queueEntryTablet(e),
-          table: names.get(e.tableId) ?? e.tableId,
-          priority: e.priority,
-          bin: e.bin,
-          since,
-        });
-      }
-      if (!page.next) break;
-      page = p.store.scan({ prefix: queuePrefix(queue.id), limit: 10_000, after: page.next });
+    for (const c of p.store.scanAll({ prefix: queuePrefix(queue.id) })) {
+      const e = parseQueueRow(c.row);
+      const since = (JSON.parse(c.value) as { at?: number }).at ?? null;
+      queued.push({
+        tablet: queueEntryTablet(e),
+        table: names.get(e.tableId) ?? e.tableId,
+        priority: e.priority,
+        bin: e.bin,
+        since,
+      });
     }
     queued.sort((a, b) => b.priority - a.priority);
     const queues = [queue];
@@ -110,8 +106,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
       // Deleting the node (with its compactor children) makes the compactors exit and the tablet servers
       // cancel the queue's reservations; then the queue's entries go.
       await deleteQueue(p.session, p.layout, name, p.log);
-      const rows: string[] = [];
-      for await (const c of scanPrefix(p.store, queuePrefix(queue.id))) rows.push(c);
+      const rows = [...p.store.scanRows({ prefix: queuePrefix(queue.id) })].map((r) => r.row);
       for (let i = 0; i < rows.length; i += 1_000) {
         await p.commits.submit({ mutations: [{ deleteRows: rows.slice(i, i + 1_000) }] });
       }
@@ -268,7 +263,7 @@ function overlaps(t: TabletMeta, start?: Buffer, end?: Buffer): boolean {
 }
 
 function allTablets(p: AdminParts): TabletMeta[] {
-  return readTablets(p.store, '0000', '~');
+  return readTablets(p.store, ALL_TABLETS.start, ALL_TABLETS.end);
 }
 
 function tableNames(tables: Tables): Map<string, string> {
@@ -361,13 +356,4 @@ async function compactorsOf(p: AdminParts, queue: QueueInfo): Promise<CompactorV
     }),
   );
   return views.filter((v): v is CompactorView => v !== undefined).sort((a, b) => (a.path < b.path ? -1 : 1));
-}
-
-async function* scanPrefix(store: MetaStore, prefix: string): AsyncGenerator<string> {
-  let page = store.scan({ prefix, limit: 10_000 });
-  for (;;) {
-    for (const c of page.cells) yield c.row;
-    if (!page.next) return;
-    page = store.scan({ prefix, limit: 10_000, after: page.next });
-  }
 }

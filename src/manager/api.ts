@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
-import { tableRange, tabletSeekKey } from '../meta/keys.js';
+import { ALL_TABLETS, tableRange, tabletSeekKey } from '../meta/keys.js';
 import { describeTablet } from '../meta/views.js';
 import type { MetaStore } from '../meta/store.js';
 import { mutationSchema, scanSchema } from '../meta/types.js';
@@ -141,7 +141,7 @@ export function registerManagerApi(
   server.route('GET', '/tservers', {}, () => {
     const p = parts();
     const counts = new Map<string, number>();
-    for (const t of readTablets(p.store, '0000', '~')) {
+    for (const t of readTablets(p.store, ALL_TABLETS.start, ALL_TABLETS.end)) {
       if (t.loc) counts.set(t.loc.server, (counts.get(t.loc.server) ?? 0) + 1);
     }
     return {

@@ -15,6 +15,7 @@
 import { Coalesced } from '../coalesce.js';
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { ALL_TABLETS } from '../meta/keys.js';
 import type { MetaStore } from '../meta/store.js';
 import { COL_FUTURE, COL_LOC, locationValue, type Location, type TabletMeta } from '../meta/tablet.js';
 import type { Mutation } from '../meta/types.js';
@@ -22,9 +23,6 @@ import type { PeerClients } from '../rpc/peers.js';
 import type { CommitQueue } from './commit-queue.js';
 import type { LiveTservers } from './live-tservers.js';
 import { readTablets } from './tables.js';
-
-/** All tablet rows: table ids are 4 base-36 characters, so they sort between '0000' and '~'. */
-const ALL_TABLETS = { start: '0000', end: '~' };
 
 export interface AssignerOptions {
   /** Periodic pass (default 2 s). */

@@ -17,7 +17,7 @@
  * The decision is a pure function ({@link planGc}) so it can be checked against random histories.
  */
 import type { Logger } from '../log.js';
-import { DEL_PREFIX, delRow } from '../meta/keys.js';
+import { ALL_TABLETS, DEL_PREFIX, delRow } from '../meta/keys.js';
 import { TABLES_PREFIX } from '../meta/paths.js';
 import type { MetaStore } from '../meta/store.js';
 import { describeError } from '../errors.js';
@@ -161,11 +161,8 @@ export class GarbageCollector {
 
   private readDeletions(): Map<string, number> {
     const out = new Map<string, number>();
-    let page = this.store.scan({ prefix: DEL_PREFIX, limit: 10_000 });
-    for (;;) {
-      for (const c of page.cells) out.set(c.row.slice(DEL_PREFIX.length), Number(c.value));
-      if (!page.next) break;
-      page = this.store.scan({ prefix: DEL_PREFIX, limit: 10_000, after: page.next });
+    for (const c of this.store.scanAll({ prefix: DEL_PREFIX })) {
+      out.set(c.row.slice(DEL_PREFIX.length), Number(c.value));
     }
     return out;
   }
@@ -173,7 +170,7 @@ export class GarbageCollector {
   /** Everything any tablet references. One consistent read per page; see the module comment. */
   private readReferences(): Set<string> {
     const referenced = new Set<string>();
-    for (const tablet of readTablets(this.store, '0000', '~')) {
+    for (const tablet of readTablets(this.store, ALL_TABLETS.start, ALL_TABLETS.end)) {
       for (const file of tablet.files.keys()) referenced.add(file);
       for (const r of tablet.reservations.values()) {
         referenced.add(r.output);

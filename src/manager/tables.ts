@@ -136,18 +136,9 @@ export class Tables {
 
   list(): TableInfo[] {
     const out: TableInfo[] = [];
-    let page = this.store.scan({ prefix: TABLE_PREFIX, limit: 10_000 });
-    const rows = new Map<string, Map<string, string>>();
-    for (;;) {
-      for (const c of page.cells) {
-        const cols = rows.get(c.row) ?? new Map<string, string>();
-        cols.set(c.col, c.value);
-        rows.set(c.row, cols);
-      }
-      if (!page.next) break;
-      page = this.store.scan({ prefix: TABLE_PREFIX, limit: 10_000, after: page.next });
+    for (const { row, cols } of this.store.scanRows({ prefix: TABLE_PREFIX })) {
+      out.push(toTableInfo(row.slice(TABLE_PREFIX.length), cols));
     }
-    for (const [row, cols] of rows) out.push(toTableInfo(row.slice(TABLE_PREFIX.length), cols));
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
@@ -288,11 +279,8 @@ export class Tables {
     }
     // 3. Queue entries of the table, then the table itself.
     const entries: string[] = [];
-    let page = this.store.scan({ prefix: '~cq:', limit: 10_000 });
-    for (;;) {
-      for (const c of page.cells) if (parseQueueRow(c.row).tableId === tableId) entries.push(c.row);
-      if (!page.next) break;
-      page = this.store.scan({ prefix: '~cq:', limit: 10_000, after: page.next });
+    for (const c of this.store.scanAll({ prefix: '~cq:' })) {
+      if (parseQueueRow(c.row).tableId === tableId) entries.push(c.row);
     }
     for (let i = 0; i < entries.length; i += 1_000) {
       await this.commits.submit({ mutations: [{ deleteRows: entries.slice(i, i + 1_000) }] });
@@ -306,22 +294,7 @@ export class Tables {
 
 /** All tablets with rows in [start, end). */
 export function readTablets(store: MetaStore, start: string, end: string): TabletMeta[] {
-  const out: TabletMeta[] = [];
-  let current: { row: string; cols: Map<string, string> } | undefined;
-  let page = store.scan({ start, end, limit: 10_000 });
-  for (;;) {
-    for (const c of page.cells) {
-      if (current?.row !== c.row) {
-        if (current) out.push(parseTablet(current.row, current.cols));
-        current = { row: c.row, cols: new Map() };
-      }
-      current.cols.set(c.col, c.value);
-    }
-    if (!page.next) break;
-    page = store.scan({ start, end, limit: 10_000, after: page.next });
-  }
-  if (current) out.push(parseTablet(current.row, current.cols));
-  return out;
+  return [...store.scanRows({ start, end })].map(({ row, cols }) => parseTablet(row, cols));
 }
 
 function toTableInfo(id: string, cols: Map<string, string>): TableInfo {

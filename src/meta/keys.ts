@@ -78,6 +78,9 @@ export function tableRange(tableId: string): { start: string; end: string } {
   return { start: `${tableId};`, end: `${tableId}=` }; // '=' is the character after '<'
 }
 
+/** Every tablet row, for a range scan [start, end): table ids sort between '0000' and '~'. */
+export const ALL_TABLETS = { start: '0000', end: '~' } as const;
+
 /** The row key at or after which the tablet holding `row` is found. */
 export function tabletSeekKey(tableId: string, row: Buffer): string {
   return tabletRow(tableId, row);

@@ -23,6 +23,7 @@ import {
   type Mutation,
   type MutationResult,
   type ParsedMutation,
+  type Row,
   type ScanPage,
   type ScanRequest,
 } from './types.js';
@@ -157,6 +158,33 @@ export class MetaStore {
     const cells: Cell[] = rows.slice(0, limit).map((r) => ({ row: r.row, col: r.col, value: r.val }));
     const last = cells[cells.length - 1];
     return more && last ? { cells, next: { row: last.row, col: last.col } } : { cells };
+  }
+
+  /**
+   * Every cell matching `request`, following pages of `limit` cells (default 10 000). Each page is one
+   * consistent read; a write between pages may show in the later ones.
+   */
+  *scanAll(request: Omit<ScanRequest, 'after'>): Generator<Cell> {
+    const pageRequest = { ...request, limit: request.limit ?? 10_000 };
+    let page = this.scan(pageRequest);
+    for (;;) {
+      yield* page.cells;
+      if (!page.next) return;
+      page = this.scan({ ...pageRequest, after: page.next });
+    }
+  }
+
+  /** Like {@link scanAll}, with each row's cells gathered into one {@link Row}. */
+  *scanRows(request: Omit<ScanRequest, 'after'>): Generator<Row> {
+    let current: Row | undefined;
+    for (const c of this.scanAll(request)) {
+      if (current?.row !== c.row) {
+        if (current) yield current;
+        current = { row: c.row, cols: new Map() };
+      }
+      current.cols.set(c.col, c.value);
+    }
+    if (current) yield current;
   }
 
   /** Number of cells in rows [start, end). */

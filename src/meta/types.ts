@@ -72,7 +72,7 @@ export interface ScanPage {
   next?: Cursor;
 }
 
-/** A row with its columns, as returned by row-oriented helpers. */
+/** A row with its columns, as returned by row-oriented scans. */
 export interface Row {
   row: string;
   cols: Map<string, string>;

@@ -132,6 +132,26 @@ describe('meta store', () => {
     expect(seen).toEqual(all);
   });
 
+  it('scan - scanAll follows every page, and scanRows gathers rows split across pages whole', () => {
+    for (const row of ['a', 'b', 'c']) {
+      store.mutate({ puts: ['k1', 'k2', 'k3'].map((col) => ({ row, col, value: `${row}${col}` })) });
+    }
+    expect([...store.scanAll({ start: 'a', end: 'c', limit: 2 })].map((c) => c.value)).toEqual([
+      'ak1',
+      'ak2',
+      'ak3',
+      'bk1',
+      'bk2',
+      'bk3',
+    ]);
+    expect([...store.scanRows({ limit: 2 })]).toEqual(
+      ['a', 'b', 'c'].map((row) => ({
+        row,
+        cols: new Map(['k1', 'k2', 'k3'].map((col) => [col, `${row}${col}`])),
+      })),
+    );
+  });
+
   it('durability - what was applied is there after reopening the file', () => {
     store.mutate({ puts: [{ row: 'x', col: 'y', value: 'z' }] });
     store.close();
