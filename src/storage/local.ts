@@ -7,6 +7,7 @@
  * temporary files (names starting with '.' are not valid object names).
  */
 import { randomBytes } from 'node:crypto';
+import type { Dir } from 'node:fs';
 import { mkdir, open, opendir, rename, rm, stat, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -18,6 +19,16 @@ import type { ObjectInfo, ObjectStore, ReadOptions, StreamOptions, WriteOptions 
 const READ_CHUNK = 256 * 1024;
 /** Writes are gathered into one writev of about this size. */
 const WRITE_BATCH = 1 << 20;
+
+/**
+ * A write's temporary file, next to its target: hidden (a name starting with '.' is never a valid object
+ * name, so `list` skips it) and random, so that concurrent writes of one name never share a file.
+ * TEMP_FILE matches exactly these names, for sweepTemporaries.
+ */
+function tempName(target: string): string {
+  return join(dirname(target), `.${basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
+}
+const TEMP_FILE = /^\..+\.[0-9a-f]{12}\.tmp$/;
 
 export class LocalObjectStore implements ObjectStore {
   readonly url: string;
@@ -54,7 +65,7 @@ export class LocalObjectStore implements ObjectStore {
     signal?.throwIfAborted();
     const dir = dirname(target);
     await fsCall(() => mkdir(dir, { recursive: true }), 'write', name);
-    const temp = join(dir, `.${basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
+    const temp = tempName(target);
     const fh = await fsCall(() => open(temp, 'wx', 0o644), 'write', name);
     let size = 0;
     try {
@@ -147,14 +158,7 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   async stat(name: string): Promise<ObjectInfo | null> {
-    const path = this.pathOf(name);
-    try {
-      const s = await stat(path);
-      return s.isFile() ? { name, size: s.size, modifiedMs: s.mtimeMs } : null;
-    } catch (err) {
-      if (isMissing(err)) return null;
-      throw fsError(err, 'stat', name);
-    }
+    return statFile(this.pathOf(name), name);
   }
 
   async *list(prefix: string): AsyncGenerator<ObjectInfo> {
@@ -165,13 +169,8 @@ export class LocalObjectStore implements ObjectStore {
 
   private async *walk(dirName: string, prefix: string): AsyncGenerator<ObjectInfo> {
     const dirPath = dirName === '' ? this.root : join(this.root, ...dirName.split('/'));
-    let dir;
-    try {
-      dir = await opendir(dirPath);
-    } catch (err) {
-      if (isMissing(err)) return;
-      throw fsError(err, 'list', prefix);
-    }
+    const dir = await openDirectory(dirPath, prefix);
+    if (!dir) return;
     for await (const entry of dir) {
       // Temporary files of writes in progress, and anything else that is not a valid object name.
       if (entry.name.startsWith('.')) continue;
@@ -179,7 +178,8 @@ export class LocalObjectStore implements ObjectStore {
       if (entry.isDirectory()) {
         if (`${name}/`.startsWith(prefix) || prefix.startsWith(`${name}/`)) yield* this.walk(name, prefix);
       } else if (entry.isFile() && name.startsWith(prefix) && isValidName(name)) {
-        const info = await this.stat(name);
+        // The name is checked already: stat the path at hand rather than rebuild it through pathOf.
+        const info = await statFile(join(dirPath, entry.name), name);
         if (info) yield info; // null: deleted since the directory was read
       }
     }
@@ -196,17 +196,12 @@ export class LocalObjectStore implements ObjectStore {
     const start = slash < 0 ? this.root : join(this.root, ...prefix.slice(0, slash).split('/'));
     let deleted = 0;
     const visit = async (dirPath: string): Promise<void> => {
-      let dir;
-      try {
-        dir = await opendir(dirPath);
-      } catch (err) {
-        if (isMissing(err)) return;
-        throw fsError(err, 'list', prefix);
-      }
+      const dir = await openDirectory(dirPath, prefix);
+      if (!dir) return;
       for await (const entry of dir) {
         const path = join(dirPath, entry.name);
         if (entry.isDirectory() && !entry.name.startsWith('.')) await visit(path);
-        else if (entry.isFile() && /^\..+\.[0-9a-f]{12}\.tmp$/.test(entry.name)) {
+        else if (entry.isFile() && TEMP_FILE.test(entry.name)) {
           const info = await stat(path).catch(() => null);
           if (info && Date.now() - info.mtimeMs >= olderThanMs) {
             await unlink(path).catch(() => undefined);
@@ -230,6 +225,27 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   async close(): Promise<void> {}
+}
+
+/** The object stored at `path`, or null when there is no file there. */
+async function statFile(path: string, name: string): Promise<ObjectInfo | null> {
+  try {
+    const s = await stat(path);
+    return s.isFile() ? { name, size: s.size, modifiedMs: s.mtimeMs } : null;
+  } catch (err) {
+    if (isMissing(err)) return null;
+    throw fsError(err, 'stat', name);
+  }
+}
+
+/** The directory for listing under `prefix`, or null when it does not exist (nothing there yet). */
+async function openDirectory(path: string, prefix: string): Promise<Dir | null> {
+  try {
+    return await opendir(path);
+  } catch (err) {
+    if (isMissing(err)) return null;
+    throw fsError(err, 'list', prefix);
+  }
 }
 
 async function readChunk(fh: FileHandle, pos: number, end: number, name: string): Promise<Buffer> {
