@@ -15,6 +15,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { InvalidArgumentError, type Command } from 'commander';
 import { ExcClient, type ClientEntry } from '../client/client.js';
+import { requireSecret } from '../config.js';
 import { ExcError, describeError } from '../errors.js';
 import { onShutdownSignals } from '../lifecycle.js';
 import { silentLogger } from '../log.js';
@@ -95,7 +96,10 @@ async function runLocal(flags: LocalFlags, cmd: Command): Promise<void> {
   const logDir = join(dataDir, 'logs');
   mkdirSync(logDir, { recursive: true });
   const base = configFrom(cmd);
-  const secret = base.secret ?? localSecret(dataDir);
+  // The instance's own secret when EXC_SECRET, EXC_SECRET_FILE or --secret-file names one (a file that cannot
+  // be read is an error, not a reason to make up another); else one kept in the data directory.
+  const secret = base.secret || base.secretFile ? requireSecret(base) : localSecret(dataDir);
+  const secretHint = base.secret ? '' : ` EXC_SECRET_FILE=${base.secretFile ?? join(dataDir, 'secret')}`;
   const say = (line: string): void => void process.stdout.write(`${line}\n`);
   const stops: (() => Promise<void>)[] = [];
   let stopping = false;
@@ -226,9 +230,7 @@ async function runLocal(flags: LocalFlags, cmd: Command): Promise<void> {
   }
   say(`  compactors    ${flags.compactors} for small, ${flags.compactors} for large`);
   say(`  logs          ${logDir}`);
-  say(
-    `  admin         EXC_ZK=${zkConnect} EXC_SECRET_FILE=${join(dataDir, 'secret')} node bin/excompact.js admin queue list`,
-  );
+  say(`  admin         EXC_ZK=${zkConnect}${secretHint} node bin/excompact.js admin queue list`);
   say('excompact local: ready. Ctrl-C stops everything.\n');
 
   const client = new ExcClient({ meta, secret, logger: silentLogger() });
