@@ -20,6 +20,7 @@ import {
   type Entry,
   type FilterSpec,
 } from '../../src/storage/index.js';
+import { collect } from '../support/entries.js';
 import { entryArb, filtersArb, runs, sorted } from './arbitraries.js';
 import { modelScan, show } from './model.js';
 
@@ -65,12 +66,6 @@ const tableArb: fc.Arbitrary<Table> = fc.record({
     { weight: 1, arbitrary: filtersArb },
   ),
 });
-
-async function collect(it: AsyncIterable<Entry>): Promise<Entry[]> {
-  const out: Entry[] = [];
-  for await (const e of it) out.push(e);
-  return out;
-}
 
 /**
  * Plays `steps` on one tablet's files and checks the scan after each. `partialDropsDeletes` plays a

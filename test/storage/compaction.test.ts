@@ -1,5 +1,5 @@
 import { readdirSync } from 'node:fs';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   compactFiles,
   LocalObjectStore,
@@ -9,22 +9,20 @@ import {
   RFileReader,
   scanFiles,
   writeRFile,
+  type CompactFilesArgs,
   type CompactionProgress,
+  type CompactionResult,
   type Entry,
   type IteratorSettings,
   type ObjectStore,
 } from '../../src/storage/index.js';
-import { tempDir, uniqueName, useS3 } from '../support/index.js';
+import { uniqueName, useS3 } from '../support/index.js';
+import { useTempDirs } from '../support/temp-dirs.js';
+import { collect } from '../support/entries.js';
 import { modelScan, show } from './model.js';
 
 const SCAN: IteratorSettings = { versions: 1, nowMs: 1_000, filters: [], dropDeletes: true };
 const PARTIAL: IteratorSettings = { ...SCAN, dropDeletes: false };
-
-async function collect(it: AsyncIterable<Entry>): Promise<Entry[]> {
-  const out: Entry[] = [];
-  for await (const e of it) out.push(e);
-  return out;
-}
 
 /** `n` entries of file `f`: rows interleaved across files, some deletes, a few versions per cell. */
 function* fileEntries(f: number, n: number, files: number): Generator<Entry> {
@@ -52,12 +50,31 @@ async function writeInputs(
   return { names, entries };
 }
 
-const dirs: { cleanup: () => void }[] = [];
-afterAll(() => dirs.forEach((d) => d.cleanup()));
+const freshDir = useTempDirs('compact');
 function localStore(): { store: LocalObjectStore; root: string } {
-  const d = tempDir('compact');
-  dirs.push(d);
-  return { store: new LocalObjectStore(d.path), root: d.path };
+  const root = freshDir();
+  return { store: new LocalObjectStore(root), root };
+}
+
+const ABORT_REASON = 'cancelled by test';
+
+/**
+ * Compacts with progress reported at every step and aborts (with {@link ABORT_REASON}) at the first report
+ * for which `when` holds, so the abort lands in the middle of the merge or of the upload.
+ */
+function compactAbortingWhen(
+  args: Pick<CompactFilesArgs, 'store' | 'inputs' | 'output' | 'settings'>,
+  when: (p: CompactionProgress) => boolean,
+): Promise<CompactionResult> {
+  const controller = new AbortController();
+  return compactFiles({
+    ...args,
+    signal: controller.signal,
+    progressEveryMs: 0,
+    onProgress: (p) => {
+      if (when(p)) controller.abort(new Error(ABORT_REASON));
+    },
+  });
 }
 
 function filesUnder(root: string): string[] {
@@ -145,36 +162,23 @@ describe('compactFiles', () => {
     });
     expect(result.empty).toBe(true);
     expect(calls).toBeGreaterThan(3);
-    const controller = new AbortController();
-    const run = compactFiles({
-      store,
-      inputs: ['old.rf'],
-      output: 'x.rf',
-      settings: aged,
-      signal: controller.signal,
-      progressEveryMs: 0,
-      onProgress: (p) =>
-        p.entriesRead > 0 && p.entriesRead < 300_000 && controller.abort(new Error('stop now')),
-    });
-    await expect(run).rejects.toThrow('stop now');
+    const run = compactAbortingWhen(
+      { store, inputs: ['old.rf'], output: 'x.rf', settings: aged },
+      (p) => p.entriesRead > 0 && p.entriesRead < 300_000,
+    );
+    await expect(run).rejects.toThrow(ABORT_REASON);
   });
 
   it('abort - stops promptly and leaves no file under the output name, nor any temporary file', async () => {
     const { store, root } = localStore();
     const { names } = await writeInputs(store, 3, 40_000);
     const before = filesUnder(root);
-    const controller = new AbortController();
     const started = Date.now();
-    const run = compactFiles({
-      store,
-      inputs: names,
-      output: 'out/aborted.rf',
-      settings: SCAN,
-      signal: controller.signal,
-      progressEveryMs: 0,
-      onProgress: (p) => p.entriesWritten > 20_000 && controller.abort(new Error('cancelled by test')),
-    });
-    await expect(run).rejects.toThrow('cancelled by test');
+    const run = compactAbortingWhen(
+      { store, inputs: names, output: 'out/aborted.rf', settings: SCAN },
+      (p) => p.entriesWritten > 20_000,
+    );
+    await expect(run).rejects.toThrow(ABORT_REASON);
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(await store.stat('out/aborted.rf')).toBeNull();
     expect(filesUnder(root)).toEqual(before);
@@ -299,19 +303,13 @@ describe('compactFiles on S3', () => {
     const store = open();
     try {
       const { names } = await writeInputs(store, 2, 100_000);
-      const controller = new AbortController();
       await expect(
-        compactFiles({
-          store,
-          inputs: names,
-          output: 'out/aborted.rf',
-          settings: SCAN,
-          signal: controller.signal,
-          progressEveryMs: 0,
+        compactAbortingWhen(
+          { store, inputs: names, output: 'out/aborted.rf', settings: SCAN },
           // Past the first part: a multipart upload is in progress when the abort comes.
-          onProgress: (p) => p.bytesWritten > 5.5 * 1024 * 1024 && controller.abort(new Error('cancelled')),
-        }),
-      ).rejects.toThrow('cancelled');
+          (p) => p.bytesWritten > 5.5 * 1024 * 1024,
+        ),
+      ).rejects.toThrow(ABORT_REASON);
       expect(await store.stat('out/aborted.rf')).toBeNull();
     } finally {
       await store.close();

@@ -1,24 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  iteratorStack,
-  MemoryObjectStore,
-  scanFiles,
-  writeRFile,
-  type Entry,
-} from '../../src/storage/index.js';
+import { iteratorStack, MemoryObjectStore, scanFiles, writeRFile } from '../../src/storage/index.js';
+import { collect, each } from '../support/entries.js';
 import { fileArb, rangeArb, runs, settingsArb } from './arbitraries.js';
 import { modelScan, show } from './model.js';
-
-async function collect(it: AsyncIterable<Entry>): Promise<Entry[]> {
-  const out: Entry[] = [];
-  for await (const e of it) out.push(e);
-  return out;
-}
-
-async function* each(entries: Entry[]): AsyncGenerator<Entry> {
-  yield* entries;
-}
 
 describe('iterator stack - against the model', () => {
   it('merge of random sorted sources through the stack equals the model', async () => {

@@ -9,16 +9,12 @@ import {
   type Entry,
   type IteratorSettings,
 } from '../../src/storage/index.js';
+import { collect, each } from '../support/entries.js';
 import { show } from './model.js';
 
 async function run(sources: Entry[][], settings: Partial<IteratorSettings>): Promise<string[]> {
   const full: IteratorSettings = { versions: 1, nowMs: 100, filters: [], dropDeletes: true, ...settings };
-  const out: Entry[] = [];
-  async function* each(entries: Entry[]): AsyncGenerator<Entry> {
-    yield* entries;
-  }
-  for await (const e of iteratorStack(sources.map(each), full)) out.push(e);
-  return show(out);
+  return show(await collect(iteratorStack(sources.map(each), full)));
 }
 
 const put = (row: string, ts: number, value = `v${ts}`, family = 'f', qualifier = 'q'): Entry =>

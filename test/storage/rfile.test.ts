@@ -11,14 +11,9 @@ import {
   type ObjectStore,
   type StreamOptions,
 } from '../../src/storage/index.js';
+import { collect } from '../support/entries.js';
 import { rangeArb, runs, sorted, wideEntryArb } from './arbitraries.js';
 import { show } from './model.js';
-
-async function collect(it: AsyncIterable<Entry>): Promise<Entry[]> {
-  const out: Entry[] = [];
-  for await (const e of it) out.push(e);
-  return out;
-}
 
 /** Entries `row000000`… with 100-byte values: a file of many blocks. */
 function* numbered(n: number): Generator<Entry> {
