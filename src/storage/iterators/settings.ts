@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ExcError } from '../../errors.js';
+import { parseInput } from '../../validate.js';
 import { MAX_TIMESTAMP } from '../key.js';
 import { compileFilters, validateFilters, type EntryPredicate, type FilterSpec } from './filters.js';
 
@@ -29,15 +29,7 @@ export const iteratorSettingsSchema = z.strictObject({
 
 /** Checks settings from a request or a caller; throws BAD_REQUEST naming the bad field or filter. */
 export function validateIteratorSettings(value: unknown): IteratorSettings {
-  const parsed = iteratorSettingsSchema.safeParse(value);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const field = issue?.path.join('.') || 'settings';
-    throw new ExcError('BAD_REQUEST', `iterator settings: ${field}: ${issue?.message ?? 'invalid'}`, {
-      details: { field },
-    });
-  }
-  const s = parsed.data;
+  const s = parseInput(iteratorSettingsSchema, value, 'iterator settings');
   return {
     versions: s.versions,
     ttlMs: s.ttlMs,
