@@ -134,32 +134,19 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
     'POST',
     '/fail',
     { body: owned.extend({ error: z.string().max(4_000) }) },
-    async ({ body }) => {
-      await checkOwner(hosting, body);
-      return { cancelled: await reservations.cancel(body.tablet, body.ecid, 'failed', body.error) };
-    },
+    async ({ body }) => ({
+      cancelled: await reservations.cancel(body.tablet, body.ecid, 'failed', {
+        compactor: body.compactor,
+        error: body.error,
+      }),
+    }),
   );
 
-  server.route('POST', '/release', { body: owned }, async ({ body }) => {
-    await checkOwner(hosting, body);
-    return { cancelled: await reservations.cancel(body.tablet, body.ecid, 'released') };
-  });
+  server.route('POST', '/release', { body: owned }, async ({ body }) => ({
+    cancelled: await reservations.cancel(body.tablet, body.ecid, 'released', { compactor: body.compactor }),
+  }));
 
   server.route('POST', '/cancel', { body: z.object({ tablet, ecid }) }, async ({ body }) => ({
     cancelled: await reservations.cancel(body.tablet, body.ecid, 'admin'),
   }));
-}
-
-/** Only the compactor holding a reservation may fail or release it. */
-async function checkOwner(
-  hosting: Hosting,
-  body: { tablet: string; ecid: string; compactor: string },
-): Promise<void> {
-  const t = await hosting.get(body.tablet);
-  const r = t.meta.reservations.get(body.ecid);
-  if (!r || r.compactor !== body.compactor) {
-    throw new ExcError('RESERVATION_GONE', `reservation ${body.ecid} of ${body.tablet} does not exist`, {
-      details: { ecid: body.ecid, tablet: body.tablet },
-    });
-  }
 }

@@ -207,111 +207,139 @@ export class Reservations {
   }
 
   async commit(req: CommitRequest): Promise<void> {
-    const { hosting, watch } = this.deps;
-    const tablet = await hosting.get(req.tablet);
-    await tablet.mutex.run(async () => {
-      if (tablet.stale) await hosting.resync(tablet);
-      const r = tablet.meta.reservations.get(req.ecid);
-      if (!r || r.compactor !== req.compactor) {
-        this.stats.rejectedCommits++;
-        throw new ExcError(
-          'RESERVATION_GONE',
-          `reservation ${req.ecid} of ${req.tablet} does not exist (cancelled or committed)`,
-          {
-            details: { ecid: req.ecid, tablet: req.tablet },
-          },
-        );
-      }
-      if (req.output) {
-        const size = await this.deps.outputSize(r.output);
-        if (size !== req.output.size) {
-          throw new ExcError(
-            'BAD_REQUEST',
-            `output ${r.output} is ${size === null ? 'missing' : `${size} bytes`}, not ${req.output.size}`,
-          );
-        }
-      }
-      // A zombie (paused past its session, then resumed) has lost its node: it can never commit. Checked
-      // last, right before committing, after any round trip. The watch on its node answers without one
-      // when it can vouch for it (see CompactorWatch.knownAlive).
-      if (!watch.knownAlive(r.compactor) && !(await watch.checkAndWatch(r.compactor))) {
-        this.stats.rejectedCommits++;
-        await this.cancelLocked(tablet, req.ecid, 'compactor-gone');
-        throw new ExcError(
-          'RESERVATION_GONE',
-          `compactor ${r.compactor} has no live node; reservation ${req.ecid} cancelled`,
-          {
-            details: { ecid: req.ecid, tablet: req.tablet },
-          },
-        );
-      }
-      const output = req.output;
-      const now = String(Date.now());
-      // Failure records about any of the inputs are moot once they are compacted away.
-      const moot = [...tablet.meta.failures]
-        .filter(([, f]) => f.inputs.some((i) => r.inputs.includes(i)))
-        .map(([k]) => k);
-      let applied: boolean;
-      try {
-        applied = await hosting.change(tablet, {
-          conditions: [
-            reservationExists(tablet.row, req.ecid),
-            ...r.inputs.map((f) => ({ op: 'present' as const, row: tablet.row, col: fileCol(f) })),
-          ],
-          deletes: [
-            ...r.inputs.map((f) => ({ row: tablet.row, col: fileCol(f) })),
-            { row: tablet.row, col: ecompCol(req.ecid) },
-            { row: tablet.row, col: progressCol(req.ecid) },
-            ...moot.map((k) => ({ row: tablet.row, col: failedCol(k) })),
-            ...(r.userCompactionId ? [{ row: tablet.row, col: compactCol(r.userCompactionId) }] : []),
-          ],
-          puts: [
-            ...(output ? [{ row: tablet.row, col: fileCol(r.output), value: JSON.stringify(output) }] : []),
-            ...r.inputs.map((f) => ({ row: delRow(f), col: 'at', value: now })),
-          ],
-          apply: (meta) => {
-            for (const f of r.inputs) meta.files.delete(f);
-            if (output) meta.files.set(r.output, output);
-            meta.reservations.delete(req.ecid);
-            meta.progress.delete(req.ecid);
-            for (const k of moot) meta.failures.delete(k);
-            if (r.userCompactionId) meta.userCompactions.delete(r.userCompactionId);
-          },
-          replan: true,
-        });
-      } catch (err) {
-        if (!isUnknown(err) || tablet.stale) throw err;
-        // Read back: the commit happened if the reservation is gone and its inputs replaced.
-        const m = tablet.meta;
-        const done =
-          !m.reservations.has(req.ecid) &&
-          r.inputs.every((f) => !m.files.has(f)) &&
-          (!output || m.files.has(r.output));
-        if (!done) throw err;
-        applied = true;
-      }
-      if (!applied) {
-        this.stats.rejectedCommits++;
-        throw new ExcError(
-          'RESERVATION_GONE',
-          `reservation ${req.ecid} of ${req.tablet} changed; commit rejected`,
-        );
-      }
-      watch.remove(r.compactor, req.ecid);
-      tablet.forgetProgress(req.ecid);
-      this.stats.committed++;
-      this.stats.committedByQueue[r.queueId] = (this.stats.committedByQueue[r.queueId] ?? 0) + 1;
-      this.deps.log.info(
-        { tablet: tablet.row, ecid: req.ecid, inputs: r.inputs.length, empty: !output },
-        'committed',
-      );
-    });
+    const tablet = await this.deps.hosting.get(req.tablet);
+    try {
+      await tablet.mutex.run(() => this.commitLocked(tablet, req));
+    } catch (err) {
+      if (err instanceof ExcError && err.code === 'RESERVATION_GONE') this.stats.rejectedCommits++;
+      throw err;
+    }
   }
 
-  /** Cancels a reservation (if it still exists). Resolves whether this call removed it. */
-  async cancel(tabletRow: string, ecid: string, reason: CancelReason, error?: string): Promise<boolean> {
+  private async commitLocked(tablet: HostedTablet, req: CommitRequest): Promise<void> {
+    const { hosting, watch } = this.deps;
+    if (tablet.stale) await hosting.resync(tablet);
+    const r = this.owned(tablet, req.ecid, req.compactor);
+    if (req.output) {
+      const size = await this.deps.outputSize(r.output);
+      if (size !== req.output.size) {
+        throw new ExcError(
+          'BAD_REQUEST',
+          `output ${r.output} is ${size === null ? 'missing' : `${size} bytes`}, not ${req.output.size}`,
+        );
+      }
+    }
+    // A zombie (paused past its session, then resumed) has lost its node: it can never commit. Checked
+    // last, right before committing, after any round trip. The watch on its node answers without one
+    // when it can vouch for it (see CompactorWatch.knownAlive).
+    if (!watch.knownAlive(r.compactor) && !(await watch.checkAndWatch(r.compactor))) {
+      await this.cancelLocked(tablet, req.ecid, 'compactor-gone');
+      throw new ExcError(
+        'RESERVATION_GONE',
+        `compactor ${r.compactor} has no live node; reservation ${req.ecid} cancelled`,
+        {
+          details: { ecid: req.ecid, tablet: req.tablet },
+        },
+      );
+    }
+    const output = req.output;
+    const now = String(Date.now());
+    // Failure records about any of the inputs are moot once they are compacted away.
+    const moot = [...tablet.meta.failures]
+      .filter(([, f]) => f.inputs.some((i) => r.inputs.includes(i)))
+      .map(([k]) => k);
+    let applied: boolean;
+    try {
+      applied = await hosting.change(tablet, {
+        conditions: [
+          reservationExists(tablet.row, req.ecid),
+          ...r.inputs.map((f) => ({ op: 'present' as const, row: tablet.row, col: fileCol(f) })),
+        ],
+        deletes: [
+          ...r.inputs.map((f) => ({ row: tablet.row, col: fileCol(f) })),
+          { row: tablet.row, col: ecompCol(req.ecid) },
+          { row: tablet.row, col: progressCol(req.ecid) },
+          ...moot.map((k) => ({ row: tablet.row, col: failedCol(k) })),
+          ...(r.userCompactionId ? [{ row: tablet.row, col: compactCol(r.userCompactionId) }] : []),
+        ],
+        puts: [
+          ...(output ? [{ row: tablet.row, col: fileCol(r.output), value: JSON.stringify(output) }] : []),
+          ...r.inputs.map((f) => ({ row: delRow(f), col: 'at', value: now })),
+        ],
+        apply: (meta) => {
+          for (const f of r.inputs) meta.files.delete(f);
+          if (output) meta.files.set(r.output, output);
+          meta.reservations.delete(req.ecid);
+          meta.progress.delete(req.ecid);
+          for (const k of moot) meta.failures.delete(k);
+          if (r.userCompactionId) meta.userCompactions.delete(r.userCompactionId);
+        },
+        replan: true,
+      });
+    } catch (err) {
+      if (!isUnknown(err) || tablet.stale) throw err;
+      // Read back: the commit happened if the reservation is gone and its inputs replaced.
+      const m = tablet.meta;
+      const done =
+        !m.reservations.has(req.ecid) &&
+        r.inputs.every((f) => !m.files.has(f)) &&
+        (!output || m.files.has(r.output));
+      if (!done) throw err;
+      applied = true;
+    }
+    if (!applied) {
+      throw new ExcError(
+        'RESERVATION_GONE',
+        `reservation ${req.ecid} of ${req.tablet} changed; commit rejected`,
+      );
+    }
+    watch.remove(r.compactor, req.ecid);
+    tablet.forgetProgress(req.ecid);
+    this.stats.committed++;
+    this.stats.committedByQueue[r.queueId] = (this.stats.committedByQueue[r.queueId] ?? 0) + 1;
+    this.deps.log.info(
+      { tablet: tablet.row, ecid: req.ecid, inputs: r.inputs.length, empty: !output },
+      'committed',
+    );
+  }
+
+  /**
+   * The reservation `ecid` of a tablet, which only the compactor holding it may commit, fail, release or
+   * report on; RESERVATION_GONE when it does not exist (cancelled or committed) or is another's.
+   */
+  private owned(tablet: HostedTablet, ecid: string, compactor: string): Reservation {
+    const r = tablet.meta.reservations.get(ecid);
+    if (!r || r.compactor !== compactor) {
+      throw new ExcError(
+        'RESERVATION_GONE',
+        `reservation ${ecid} of ${tablet.row} does not exist (cancelled or committed)`,
+        {
+          details: { ecid, tablet: tablet.row },
+        },
+      );
+    }
+    return r;
+  }
+
+  /**
+   * Cancels a reservation (if it still exists). Resolves whether this call removed it. With `compactor`
+   * (a compactor failing or releasing its job), only that compactor's reservation: RESERVATION_GONE if it
+   * is not.
+   */
+  async cancel(
+    tabletRow: string,
+    ecid: string,
+    reason: CancelReason,
+    options: { error?: string; compactor?: string } = {},
+  ): Promise<boolean> {
     const tablet = await this.deps.hosting.get(tabletRow);
-    return tablet.mutex.run(() => this.cancelLocked(tablet, ecid, reason, error));
+    return tablet.mutex.run(async () => {
+      if (options.compactor !== undefined) {
+        if (tablet.stale) await this.deps.hosting.resync(tablet);
+        this.owned(tablet, ecid, options.compactor);
+      }
+      return this.cancelLocked(tablet, ecid, reason, options.error);
+    });
   }
 
   /** Cancels inside the tablet's mutex. */
@@ -404,12 +432,7 @@ export class Reservations {
     progress: Omit<Progress, 'at'>,
   ): Promise<void> {
     const tablet = await this.deps.hosting.get(tabletRow);
-    const r = tablet.meta.reservations.get(ecid);
-    if (!r || r.compactor !== compactor) {
-      throw new ExcError('RESERVATION_GONE', `reservation ${ecid} of ${tabletRow} does not exist`, {
-        details: { ecid, tablet: tabletRow },
-      });
-    }
+    this.owned(tablet, ecid, compactor);
     const now = Date.now();
     // Only figures that moved count as progress: a compactor that keeps reporting the same numbers is stuck.
     const previous = tablet.lastProgress.get(ecid);
@@ -440,7 +463,7 @@ export class Reservations {
             { tablet: tablet.row, ecid, compactor: r.compactor, silentMs: now - last },
             'compaction made no progress',
           );
-          await this.cancel(tablet.row, ecid, 'stalled', `no progress for ${now - last} ms`).catch(
+          await this.cancel(tablet.row, ecid, 'stalled', { error: `no progress for ${now - last} ms` }).catch(
             () => undefined,
           );
         }
