@@ -54,6 +54,16 @@ describe('retry', () => {
     }
   });
 
+  it('backoff spreads callers over the whole interval, not a fixed delay', () => {
+    // Full jitter: uniform in [0, ceiling], so callers that failed together do not retry in lock step.
+    // 200 draws put about 100 in each half of the interval; 40 or fewer happens by chance < 1e-15.
+    const ceiling = 10 * 2 ** 5;
+    const delays = Array.from({ length: 200 }, () => backoffDelay(5, { baseMs: 10, maxMs: 1_000 }));
+    expect(new Set(delays).size).toBeGreaterThan(100);
+    expect(delays.filter((d) => d < ceiling / 2).length).toBeGreaterThan(40);
+    expect(delays.filter((d) => d >= ceiling / 2).length).toBeGreaterThan(40);
+  });
+
   it('withTimeout rejects with TIMEOUT and ignores the late result', async () => {
     const late = new Promise((resolve) => setTimeout(() => resolve('late'), 200));
     await expect(withTimeout(late, 20)).rejects.toMatchObject({ code: 'TIMEOUT' });
