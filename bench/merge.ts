@@ -13,6 +13,7 @@ import { parseArgs } from 'node:util';
 import {
   BLOCK_ENTRY_OPS,
   compactFiles,
+  compileSettings,
   iteratorStackBatches,
   LocalObjectStore,
   MemoryObjectStore,
@@ -163,7 +164,7 @@ async function mergeOnly(store: ObjectStore): Promise<void> {
   let n = 0;
   for await (const batch of iteratorStackBatches(
     readers.map((r) => r.scanBatches()),
-    SETTINGS,
+    compileSettings(SETTINGS),
     { ops: BLOCK_ENTRY_OPS },
   )) {
     n += batch.length;

@@ -15,7 +15,7 @@ import { plainEntry } from './rfile/block-entry.js';
 import { RFileReader } from './rfile/reader.js';
 import { RFileEncoder, type Compression, type FileSummary } from './rfile/writer.js';
 import type { MergeStats } from './iterators/merge.js';
-import { validateIteratorSettings, type IteratorSettings } from './iterators/settings.js';
+import { compileSettings, type IteratorSettings } from './iterators/settings.js';
 import { iteratorStackBatches } from './iterators/stack.js';
 
 export interface CompactionProgress {
@@ -53,7 +53,7 @@ export interface CompactFilesArgs {
  */
 export async function compactFiles(args: CompactFilesArgs): Promise<CompactionResult> {
   const { store, inputs, output, signal } = args;
-  const settings = validateIteratorSettings(args.settings);
+  const settings = compileSettings(args.settings);
   checkInputs(inputs, output);
   signal?.throwIfAborted();
 
@@ -107,7 +107,7 @@ export interface ScanFilesArgs {
 
 /** The entries of `files` in `range`, through the same stack as compactions. Throws BAD_REQUEST at once for bad settings. */
 export function scanFiles(args: ScanFilesArgs): AsyncIterable<Entry> {
-  const settings = validateIteratorSettings(args.settings);
+  const settings = compileSettings(args.settings);
   for (const name of args.files) checkName(name);
   return (async function* () {
     const { store, signal } = args;

@@ -42,8 +42,10 @@ export {
 } from './iterators/filters.js';
 export {
   DEFAULT_VERSIONS,
+  compileSettings,
   iteratorSettingsSchema,
   validateIteratorSettings,
+  type CompiledSettings,
   type IteratorSettings,
 } from './iterators/settings.js';
 export { mergeBatches, type MergeStats } from './iterators/merge.js';

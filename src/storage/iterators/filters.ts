@@ -135,6 +135,29 @@ function definition(name: string): FilterDefinition<z.ZodType> | undefined {
  * options }` objects naming built-in filters with valid options. Throws BAD_REQUEST naming the filter.
  */
 export function validateFilters(filters: unknown): FilterSpec[] {
+  return parseFilters(filters).map((f) => f.spec);
+}
+
+/**
+ * One predicate for a list of filters (all must keep an entry); null when there are none. Checks the
+ * list as validateFilters does, in the same pass that builds the predicates.
+ */
+export function compileFilters(filters: unknown): EntryPredicate | null {
+  const predicates = parseFilters(filters).map((f) => f.def.build(f.options));
+  if (predicates.length === 0) return null;
+  if (predicates.length === 1) return predicates[0]!;
+  return (e) => predicates.every((p) => p(e));
+}
+
+interface ParsedFilter {
+  /** As given. */
+  spec: FilterSpec;
+  def: FilterDefinition<z.ZodType>;
+  /** The options in their internal form (byte strings as Buffers). */
+  options: unknown;
+}
+
+function parseFilters(filters: unknown): ParsedFilter[] {
   if (!Array.isArray(filters))
     throw new ExcError('BAD_REQUEST', 'filters: expected a list of { name, options }');
   if (filters.length > MAX_FILTERS)
@@ -161,20 +184,8 @@ export function validateFilters(filters: unknown): FilterSpec[] {
         details: { filter: name },
       });
     }
-    return options === undefined ? { name } : { name, options };
+    return { spec: options === undefined ? { name } : { name, options }, def, options: parsed.data };
   });
-}
-
-/** One predicate for a list of filters (all must keep an entry); null when there are none. */
-export function compileFilters(filters: unknown): EntryPredicate | null {
-  const specs = validateFilters(filters);
-  if (specs.length === 0) return null;
-  const predicates = specs.map((s) => {
-    const def = definition(s.name)!;
-    return def.build(def.options.parse(s.options ?? {}));
-  });
-  if (predicates.length === 1) return predicates[0]!;
-  return (e) => predicates.every((p) => p(e));
 }
 
 function issues(error: z.ZodError): string {

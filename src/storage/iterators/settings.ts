@@ -29,7 +29,7 @@ export const iteratorSettingsSchema = z.strictObject({
 
 /** Checks settings from a request or a caller; throws BAD_REQUEST naming the bad field or filter. */
 export function validateIteratorSettings(value: unknown): IteratorSettings {
-  const s = parseInput(iteratorSettingsSchema, value, 'iterator settings');
+  const s = parseSettings(value);
   return {
     versions: s.versions,
     ttlMs: s.ttlMs,
@@ -39,7 +39,10 @@ export function validateIteratorSettings(value: unknown): IteratorSettings {
   };
 }
 
-/** Settings in the form the stack runs on. */
+/**
+ * Settings in the form the stack runs on. Only {@link compileSettings} makes them, so a stack given
+ * CompiledSettings never checks them again.
+ */
 export interface CompiledSettings {
   versions: number;
   /** Puts with a timestamp below this are aged off (-1: no age-off). */
@@ -48,12 +51,20 @@ export interface CompiledSettings {
   dropDeletes: boolean;
 }
 
-export function compileSettings(settings: IteratorSettings): CompiledSettings {
-  const s = validateIteratorSettings(settings);
+/**
+ * Checks settings as validateIteratorSettings does (BAD_REQUEST naming the bad field or filter) and
+ * compiles them, in one pass: the one check a compaction or scan makes, at its entry point.
+ */
+export function compileSettings(value: IteratorSettings): CompiledSettings {
+  const s = parseSettings(value);
   return {
     versions: s.versions,
     cutoff: s.ttlMs === undefined ? -1 : s.nowMs - s.ttlMs,
     filter: compileFilters(s.filters),
     dropDeletes: s.dropDeletes,
   };
+}
+
+function parseSettings(value: unknown): z.output<typeof iteratorSettingsSchema> {
+  return parseInput(iteratorSettingsSchema, value, 'iterator settings');
 }

@@ -76,14 +76,17 @@ export interface StackOptions<T extends Entry> {
   ops?: EntryOps<T>;
 }
 
-/** The stack over batch sources (file scans): batches of kept entries. Throws BAD_REQUEST for bad settings. */
+/**
+ * The stack over batch sources (file scans): batches of kept entries. The settings are checked and
+ * compiled by the caller's entry point (compileSettings), once.
+ */
 export function iteratorStackBatches<T extends Entry = Entry>(
   sources: readonly BatchSource<T>[],
-  settings: IteratorSettings,
+  settings: CompiledSettings,
   options: StackOptions<T> = {},
 ): AsyncGenerator<T[]> {
   const ops: EntryOps<T> = options.ops ?? ENTRY_OPS;
-  const accept = cellRules(compileSettings(settings), ops);
+  const accept = cellRules(settings, ops);
   return mergeBatches(sources, accept, {
     stats: options.stats,
     signal: options.signal,
@@ -100,8 +103,9 @@ export function iteratorStack(
   sources: AsyncIterable<Entry>[],
   settings: IteratorSettings,
 ): AsyncIterable<Entry> {
+  const compiled = compileSettings(settings);
   const batches = sources.map((s, i) => checkedOrder(batchesOf(s), i));
-  return flatten(iteratorStackBatches(batches, settings));
+  return flatten(iteratorStackBatches(batches, compiled));
 }
 
 async function* checkedOrder(batches: AsyncIterable<Entry[]>, source: number): AsyncGenerator<Entry[]> {
