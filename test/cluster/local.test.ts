@@ -52,7 +52,8 @@ describe('npm start (excompact local)', () => {
     await proc.waitForLog((l) => /^large +\d+ +\d+ +[1-9]\d* +2$/.test(l.msg ?? ''), 60_000);
     await proc.waitForLog((l) => /^small +\d+ +\d+ +[1-9]\d* +2$/.test(l.msg ?? ''), 60_000);
 
-    expect(await proc.terminate(60_000)).toEqual({ code: 0, signal: null });
+    proc.signal('SIGINT'); // what Ctrl-C sends
+    expect(await proc.waitExit(60_000)).toEqual({ code: 0, signal: null });
     expect(proc.lines.some((l) => l.msg === 'excompact local: stopped')).toBe(true);
     expect(await zkAnswers(zkPort)).toBe(false);
     expect(await httpAnswers(managerUrl)).toBe(false);
