@@ -298,45 +298,38 @@ export class Compactor extends EventEmitter<Events> {
     return work ? { tablet: work.tablet, server: work.location.server } : undefined;
   }
 
-  /** Reserves on the tablet's host; null on a miss (no work left, tablet moved, entry gone). */
   /**
    * Reserves on the tablet's host; null on a miss (no work left, tablet moved, entry gone). The request
-   * carries an id: when its answer is lost (timeout, connection cut), it is sent again with the same id
-   * and returns the reservation it made, so none is left behind that this compactor does not know of.
+   * carries an id, so it is safe to repeat: when its answer is lost (timeout, connection cut), it is sent
+   * again with the same id and returns the reservation it made, so none is left behind that this compactor
+   * does not know of. A lost session stops the retries (its reservations are being cancelled); a shutdown
+   * does not, so that a reservation made just as it began is known, and given back.
    */
   private async reserve(generation: Generation, tablet: string, server: string): Promise<ReservedJob | null> {
     const { registration } = generation;
     const body = { tablet, queueId: registration.queue.id, compactor: registration.path, requestId: ulid() };
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const { job } = await this.peers
-          .get(server)
-          .post<{ job: ReservedJob | null }>('/v1/reserve', body, { attempts: 1 });
-        return job;
-      } catch (err) {
-        const code = err instanceof ExcError ? err.code : undefined;
-        const unknown =
-          code === 'TIMEOUT' ||
-          code === 'OUTCOME_UNKNOWN' ||
-          (code === 'UNAVAILABLE' && (err as ExcError).details.sent !== false);
-        if (unknown && attempt < 5 && !generation.abort.signal.aborted) {
-          await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 2_000 }));
-          continue;
-        }
-        if (
-          code &&
-          ['NOT_SERVING', 'CONFLICT', 'UNAVAILABLE', 'UNKNOWN_TABLE', 'TIMEOUT', 'OUTCOME_UNKNOWN'].includes(
-            code,
-          )
+    try {
+      const { job } = await this.peers.get(server).post<{ job: ReservedJob | null }>('/v1/reserve', body, {
+        idempotent: true,
+        attempts: 6,
+        signal: generation.abort.signal,
+      });
+      return job;
+    } catch (err) {
+      const code = err instanceof ExcError ? err.code : undefined;
+      if (
+        code &&
+        ['NOT_SERVING', 'CONFLICT', 'UNAVAILABLE', 'UNKNOWN_TABLE', 'TIMEOUT', 'OUTCOME_UNKNOWN'].includes(
+          code,
         )
-          return null;
-        if (code === 'COMPACTOR_GONE') {
-          // The tablet server cannot see our node: our session is (being) lost.
-          this.onLost(generation, 'a tablet server reports our node gone');
-          return null;
-        }
-        throw err;
+      )
+        return null;
+      if (code === 'COMPACTOR_GONE') {
+        // The tablet server cannot see our node: our session is (being) lost.
+        this.onLost(generation, 'a tablet server reports our node gone');
+        return null;
       }
+      throw err;
     }
   }
 
