@@ -9,7 +9,7 @@
 import { ExcError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { readManagerAddress } from './discovery.js';
-import { RpcClient, type CallOptions } from '../rpc/client.js';
+import { notApplied, RpcClient, type CallOptions } from '../rpc/client.js';
 import { sleep } from '../retry.js';
 import type { ZkLayout, ZkSession } from '../zk/index.js';
 import type { Cell, Mutation, MutationResult, ScanPage, ScanRequest } from './types.js';
@@ -170,8 +170,10 @@ export class MetaClient {
   }
 }
 
-/** The manager we called is not (or no longer) the active one, and did not apply the call. */
+/**
+ * The manager we called did not apply the call and cannot take it now: it is not (or no longer) the
+ * active one, is stopping, or is out of reach.
+ */
 function movedAway(err: ExcError): boolean {
-  if (err.code === 'NOT_MANAGER') return true;
-  return err.code === 'UNAVAILABLE' && err.details.sent === false;
+  return err.retriable && notApplied(err);
 }

@@ -130,13 +130,18 @@ const NOT_APPLIED_CODES = new Set<string>([
   'NOT_MANAGER',
 ]);
 
+/**
+ * Whether a failed call certainly had no effect: the request never reached the server, or the server
+ * answered with one of the codes it only gives before acting on a request.
+ */
+export function notApplied(err: unknown): boolean {
+  return err instanceof ExcError && (err.details?.sent === false || err.details?.notApplied === true);
+}
+
 /** Whether a failed attempt may be repeated. */
 function canRetry(err: unknown, idempotent: boolean): boolean {
   if (!isRetriable(err)) return false;
-  if (idempotent) return true;
-  const e = err as ExcError;
-  // The request never reached the server, or the server said it did not apply it.
-  return e.details?.sent === false || e.details?.notApplied === true;
+  return idempotent || notApplied(err);
 }
 
 function transportError(

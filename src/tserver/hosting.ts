@@ -25,6 +25,7 @@ import type { Cell, Condition, Mutation, MutationResult } from '../meta/types.js
 import { queueDemand, type PlannedJob } from '../queue/planner.js';
 import { queueUpdate } from '../queue/entries.js';
 import type { QueueResolver } from '../queue/resolver.js';
+import { notApplied } from '../rpc/client.js';
 import { backoffDelay, sleep } from '../retry.js';
 import type { CompactorWatch } from './compactor-watch.js';
 import { HostedTablet } from './hosted-tablet.js';
@@ -55,12 +56,17 @@ export interface HostingDeps {
   resyncForMs?: number;
 }
 
-/** Errors with which the manager (or the way to it) says a mutation was certainly not applied. */
-export function notApplied(err: unknown): boolean {
-  if (!(err instanceof ExcError)) return false;
-  if (['FENCED', 'BAD_REQUEST', 'NOT_MANAGER', 'UNAUTHENTICATED', 'PAYLOAD_TOO_LARGE'].includes(err.code))
-    return true;
-  return err.code === 'UNAVAILABLE' && err.details.sent === false;
+/** Answers with which the manager refuses a whole mutation before applying any of it. */
+const REFUSED: ReadonlySet<string> = new Set([
+  'FENCED',
+  'BAD_REQUEST',
+  'UNAUTHENTICATED',
+  'PAYLOAD_TOO_LARGE',
+]);
+
+/** Whether a mutation certainly was not applied (so the tablet need not be read back). */
+function certainlyNotApplied(err: unknown): boolean {
+  return notApplied(err) || (err instanceof ExcError && REFUSED.has(err.code));
 }
 
 export class Hosting {
@@ -136,7 +142,7 @@ export class Hosting {
         ]);
         applied = result?.applied === true;
       } catch (err) {
-        if (notApplied(err)) throw err;
+        if (certainlyNotApplied(err)) throw err;
         // The answer was lost: the tablet is ours if the store says so.
         current = parseTablet(row, await this.readRow(row));
         applied = current.loc !== undefined && locationValue(current.loc) === mine;
@@ -316,7 +322,7 @@ export class Hosting {
     try {
       [result] = await this.mutate([mutation]);
     } catch (err) {
-      if (notApplied(err)) throw err;
+      if (certainlyNotApplied(err)) throw err;
       tablet.stale = true;
       this.deps.log.warn(
         { tablet: tablet.row, err: describeError(err) },

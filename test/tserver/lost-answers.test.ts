@@ -47,11 +47,20 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
     ],
   });
   let loseNext = 0;
+  let refuseNext: ExcError | undefined;
+  let reads = 0;
   let configDown = false;
   const meta = {
-    row: async (r: string) => store.row(r),
-    // Applies the mutations, then (when asked) loses the answer, as a timeout after sending would.
+    row: async (r: string) => {
+      reads++;
+      return store.row(r);
+    },
+    // Applies the mutations, then (when asked) loses the answer, as a timeout after sending would; or
+    // (when asked) refuses them unapplied, as a manager that is stopping does.
     mutate: async (mutations: Mutation[]) => {
+      const refusal = refuseNext;
+      refuseNext = undefined;
+      if (refusal) throw refusal;
       const results = store.applyBatch(mutations);
       if (loseNext > 0) {
         loseNext--;
@@ -101,6 +110,8 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
     hosting,
     reservations,
     loseNextAnswer: (n = 1) => (loseNext = n),
+    refuseNext: (err: ExcError) => (refuseNext = err),
+    reads: () => reads,
     setConfigDown: (down: boolean) => (configDown = down),
     stored: () => parseTablet(row, store.row(row)),
     entries: () => store.scan({ prefix: queuePrefix(queue.id) }).cells.map((c) => c.row),
@@ -217,6 +228,30 @@ describe('tablet server - lost answers', () => {
     expect(await w.reservations.cancel(row, ecids[1]!, 'admin')).toBe(true);
     expect(w.stored().reservations.size).toBe(0);
     expect([...w.stored().files.keys()].sort()).toEqual(['b', 'c', 'out1']);
+  });
+
+  it('a change the manager refused unapplied (stopping, overloaded) is not read back', async () => {
+    const w = world();
+    await w.hosting.load(row);
+    const tablet = await w.hosting.get(row);
+    const readsBefore = w.reads();
+    w.refuseNext(
+      new ExcError('SHUTTING_DOWN', 'manager stopping', {
+        details: { status: 503, sent: true, notApplied: true, remoteCode: 'SHUTTING_DOWN' },
+      }),
+    );
+    await expect(
+      tablet.mutex.run(() =>
+        w.hosting.change(tablet, {
+          puts: [file('d')],
+          apply: (m) => m.files.set('d', { size: 10, entries: 1 }),
+          replan: true,
+        }),
+      ),
+    ).rejects.toMatchObject({ code: 'SHUTTING_DOWN' });
+    expect(tablet.stale).toBe(false);
+    expect(w.reads()).toBe(readsBefore);
+    expect(tablet.meta.files.has('d')).toBe(false);
   });
 
   it('queue entries stay when the table settings cannot be read, and are planned again once they can', async () => {
