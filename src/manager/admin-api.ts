@@ -178,27 +178,27 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     async ({ body }) => {
       const p = parts();
       const tableId = body.table ? p.tables.get(body.table).id : undefined;
-      const released: { tablet: string; id: string }[] = [];
+      const chosen: { tablet: string; id: string }[] = [];
       for (const t of allTablets(p)) {
         if (tableId && t.tableId !== tableId) continue;
         const maxAttempts = p.tables.getById(t.tableId)?.config.maxAttempts ?? 3;
         for (const [key, f] of t.failures) {
           if (!isParked(f, maxAttempts)) continue;
           if (body.id && key !== body.id && f.lastEcid !== body.id) continue;
-          const [result] = await p.commits.submit({
-            mutations: [
-              {
-                conditions: [{ op: 'present', row: t.row, col: failedCol(key) }],
-                deletes: [{ row: t.row, col: failedCol(key) }],
-              },
-            ],
-          });
-          if (result?.applied) {
-            released.push({ tablet: t.row, id: key });
-            p.notifyTservers({ tablet: t.row });
-          }
+          chosen.push({ tablet: t.row, id: key });
         }
       }
+      const results =
+        chosen.length === 0
+          ? []
+          : await p.commits.submit({
+              mutations: chosen.map(({ tablet, id }) => ({
+                conditions: [{ op: 'present' as const, row: tablet, col: failedCol(id) }],
+                deletes: [{ row: tablet, col: failedCol(id) }],
+              })),
+            });
+      const released = chosen.filter((_, i) => results[i]?.applied);
+      for (const tablet of new Set(released.map((r) => r.tablet))) p.notifyTservers({ tablet });
       if (body.id && released.length === 0)
         throw new ExcError('NOT_FOUND', `no parked compaction ${body.id}`);
       return { released };

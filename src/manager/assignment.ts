@@ -76,6 +76,7 @@ export class Assigner {
     const tablets = readTablets(this.store, ALL_TABLETS.start, ALL_TABLETS.end);
     const load = new Map<string, number>([...this.live.all.keys()].map((s) => [s, 0]));
     const unhosted: TabletMeta[] = [];
+    const cleanups: { tablet: string; mutation: Mutation }[] = [];
 
     for (const tablet of tablets) {
       const cleanup: Mutation = { conditions: [], deletes: [] };
@@ -95,41 +96,49 @@ export class Assigner {
           cleanup.deletes!.push({ row: tablet.row, col });
         }
       }
-      if (cleanup.deletes!.length > 0) {
-        const [result] = await this.commits.submit({ mutations: [cleanup] });
-        if (result?.applied) {
-          this.stats.cleared++;
-          this.log.info(
-            { tablet: tablet.row, dead: cleanup.deletes!.map((d) => d.col) },
-            'cleared location of a dead tablet server',
-          );
-        }
-      }
+      if (cleanup.deletes!.length > 0) cleanups.push({ tablet: tablet.row, mutation: cleanup });
       if (!hosted && this.isOnline(tablet.tableId)) unhosted.push(tablet);
     }
 
+    const assignments: { tablet: string; loc: Location; mutation: Mutation }[] = [];
     for (const tablet of unhosted) {
       const server = leastLoaded(load);
-      if (!server) return; // no live tablet server: nothing can be assigned now
-      const session = this.live.sessionOf(server)!;
-      const loc: Location = { server, session };
-      const [result] = await this.commits.submit({
-        mutations: [
-          {
-            conditions: [
-              { op: 'absent', row: tablet.row, col: COL_LOC },
-              { op: 'absent', row: tablet.row, col: COL_FUTURE },
-            ],
-            puts: [{ row: tablet.row, col: COL_FUTURE, value: locationValue(loc) }],
-          },
-        ],
-      });
-      if (!result?.applied) continue; // changed under us: the next pass looks again
+      if (!server) break; // no live tablet server: nothing can be assigned now
+      const loc: Location = { server, session: this.live.sessionOf(server)! };
       load.set(server, (load.get(server) ?? 0) + 1);
-      this.stats.assigned++;
-      this.log.info({ tablet: tablet.row, server }, 'tablet assigned');
-      this.sendLoad(tablet.row, loc);
+      assignments.push({
+        tablet: tablet.row,
+        loc,
+        mutation: {
+          conditions: [
+            { op: 'absent', row: tablet.row, col: COL_LOC },
+            { op: 'absent', row: tablet.row, col: COL_FUTURE },
+          ],
+          puts: [{ row: tablet.row, col: COL_FUTURE, value: locationValue(loc) }],
+        },
+      });
     }
+    if (cleanups.length === 0 && assignments.length === 0) return;
+
+    // One submission, one fsync, however many tablets a dead server left behind. Mutations apply in
+    // order, so a tablet whose dead location is cleared here is assigned in the same transaction.
+    const results = await this.commits.submit({
+      mutations: [...cleanups, ...assignments].map((c) => c.mutation),
+    });
+    cleanups.forEach(({ tablet, mutation }, i) => {
+      if (!results[i]?.applied) return;
+      this.stats.cleared++;
+      this.log.info(
+        { tablet, dead: mutation.deletes!.map((d) => d.col) },
+        'cleared location of a dead tablet server',
+      );
+    });
+    assignments.forEach(({ tablet, loc }, i) => {
+      if (!results[cleanups.length + i]?.applied) return; // changed under us: the next pass looks again
+      this.stats.assigned++;
+      this.log.info({ tablet, server: loc.server }, 'tablet assigned');
+      this.sendLoad(tablet, loc);
+    });
   }
 
   private maybeResend(tablet: string, loc: Location): void {

@@ -242,7 +242,9 @@ export class Tables {
     tableId: string,
     unload: (server: string, tablet: string) => Promise<void>,
   ): Promise<void> {
-    // 1. Take every tablet away from its server.
+    // 1. Take every tablet away from its server (one submission for all of them).
+    const hosted: TabletMeta[] = [];
+    const takeAways: Mutation[] = [];
     for (const tablet of this.tablets(tableId)) {
       const mutation: Mutation = { conditions: [], deletes: [] };
       for (const [col, loc] of [
@@ -254,7 +256,11 @@ export class Tables {
         mutation.deletes!.push({ row: tablet.row, col });
       }
       if (mutation.deletes!.length === 0) continue;
-      await this.commits.submit({ mutations: [mutation] });
+      hosted.push(tablet);
+      takeAways.push(mutation);
+    }
+    if (takeAways.length > 0) await this.commits.submit({ mutations: takeAways });
+    for (const tablet of hosted) {
       for (const loc of [tablet.loc, tablet.future]) {
         if (loc) await unload(loc.server, tablet.row).catch(() => undefined);
       }
@@ -262,21 +268,19 @@ export class Tables {
     // 2. Remove the tablets, recording their files and reservation outputs for the garbage collector. No
     //    tablet server can change them any more, so what we read is what we delete.
     const now = String(Date.now());
+    const removals: Mutation[] = [];
     for (const tablet of this.tablets(tableId)) {
       if (tablet.loc || tablet.future) {
         throw new ExcError('CONFLICT', `tablet ${tablet.row} was assigned during deletion; retry the delete`);
       }
       const doomed = [...tablet.files.keys(), ...[...tablet.reservations.values()].map((r) => r.output)];
-      await this.commits.submit({
-        mutations: [
-          {
-            conditions: [{ op: 'absent', row: tablet.row, col: COL_LOC }],
-            deleteRows: [tablet.row],
-            puts: doomed.map((file) => ({ row: delRow(file), col: 'at', value: now })),
-          },
-        ],
+      removals.push({
+        conditions: [{ op: 'absent', row: tablet.row, col: COL_LOC }],
+        deleteRows: [tablet.row],
+        puts: doomed.map((file) => ({ row: delRow(file), col: 'at', value: now })),
       });
     }
+    if (removals.length > 0) await this.commits.submit({ mutations: removals });
     // 3. Queue entries of the table, then the table itself.
     const entries: string[] = [];
     for (const c of this.store.scanAll({ prefix: '~cq:' })) {
