@@ -5,6 +5,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { ExcError } from '../errors.js';
 import { parseConfigAssignments } from '../meta/table-config.js';
+import { isParked } from '../meta/tablet.js';
 import type {
   CompactorView,
   ParkedCompaction,
@@ -423,7 +424,7 @@ function registerTables(admin: Command): void {
             bytes(t.files.reduce((s, f) => s + f.size, 0)),
             t.files.reduce((s, f) => s + f.entries, 0),
             t.reservations.length,
-            t.failures.filter((f) => f.attempts >= info.table.config.maxAttempts).length,
+            t.failures.filter((f) => isParked(f, info.table.config.maxAttempts)).length,
           ]),
         );
       }),
