@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { fourLetterWord, freePort } from '../../src/zk/embedded.js';
-import { tempDir, useProcesses, waitFor, type ManagedProcess } from '../support/index.js';
+import { useProcesses, waitFor, type ManagedProcess } from '../support/index.js';
+import { useTempDirs } from '../support/temp-dirs.js';
 
 async function zkAnswers(port: number): Promise<boolean> {
   return fourLetterWord(port, 'ruok', 500).then(
@@ -22,29 +23,29 @@ async function httpAnswers(url: string): Promise<boolean> {
 
 describe('npm start (excompact local)', () => {
   const procs = useProcesses();
+  const freshDir = useTempDirs('local');
 
   async function startLocal(extra: string[] = []): Promise<{
     proc: ManagedProcess;
     zkPort: number;
     managerUrl: string;
-    dir: ReturnType<typeof tempDir>;
   }> {
-    const dir = tempDir('local');
+    const dir = freshDir();
     const zkPort = await freePort();
     const proc = await procs.start(
       'local',
-      ['local', '--data-dir', dir.path, '--zk-port', String(zkPort), '--summary-every', '500', ...extra],
+      ['local', '--data-dir', dir, '--zk-port', String(zkPort), '--summary-every', '500', ...extra],
       {
         env: { EXC_SECRET: undefined, EXC_ZK: undefined, EXC_LOG_LEVEL: 'info' },
       },
     );
     await proc.waitForLog((l) => /excompact local: ready/.test(l.msg ?? ''), 60_000);
     const managerUrl = /manager +(http:\/\/\S+)/.exec(proc.lines.map((l) => l.msg).join('\n'))![1]!;
-    return { proc, zkPort, managerUrl, dir };
+    return { proc, zkPort, managerUrl };
   }
 
   it('runs a manager, two tablet servers, two queues with two compactors each; compactions happen on both queues; Ctrl-C stops it all', async () => {
-    const { proc, zkPort, managerUrl, dir } = await startLocal();
+    const { proc, zkPort, managerUrl } = await startLocal();
     expect(proc.lines.map((l) => l.msg).join('\n')).toMatch(
       /tserver-1[\s\S]*tserver-2[\s\S]*compactors +2 for small, 2 for large/,
     );
@@ -57,11 +58,10 @@ describe('npm start (excompact local)', () => {
     expect(proc.lines.some((l) => l.msg === 'excompact local: stopped')).toBe(true);
     expect(await zkAnswers(zkPort)).toBe(false);
     expect(await httpAnswers(managerUrl)).toBe(false);
-    dir.cleanup();
   });
 
   it('--s3 keeps the files in an embedded S3 server; a SIGKILLed supervisor leaves no process behind', async () => {
-    const { proc, zkPort, managerUrl, dir } = await startLocal(['--s3']);
+    const { proc, zkPort, managerUrl } = await startLocal(['--s3']);
     const storeLine = proc.lines.map((l) => l.msg ?? '').find((m) => m.includes('object store'))!;
     expect(storeLine).toMatch(/s3:\/\/excompact\/data \(embedded S3 server at http:\/\/127\.0\.0\.1:\d+\)/);
     const s3 = /at (http:\/\/\S+)\)/.exec(storeLine)![1]!;
@@ -74,6 +74,5 @@ describe('npm start (excompact local)', () => {
       15_000,
       200,
     );
-    dir.cleanup();
   });
 });
