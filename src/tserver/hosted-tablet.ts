@@ -49,51 +49,52 @@ export class HostedTablet {
   locCondition(): Condition {
     return { op: 'equals', row: this.meta.row, col: COL_LOC, value: locationValue(this.me) };
   }
+}
 
-  /** Files in running reservations. */
-  reservedFiles(): Set<string> {
-    const out = new Set<string>();
-    for (const r of this.meta.reservations.values()) for (const f of r.inputs) out.add(f);
-    return out;
+/**
+ * What a tablet (in the given state) wants compacted now. A user compaction whose job (all the files)
+ * failed too often is parked like any other job: it is not planned again until released, and system work
+ * goes on.
+ */
+export function planTablet(meta: TabletMeta, config: TableConfig): PlannedJob[] {
+  const files = [...meta.files].map(([name, f]) => ({ name, size: f.size }));
+  let userCompactionId = pendingUserCompaction(meta);
+  if (userCompactionId !== undefined) {
+    const failure = meta.failures.get(failureKey(files.map((f) => f.name)));
+    if (failure && isParked(failure, config.maxAttempts)) userCompactionId = undefined;
   }
+  return plan({
+    files,
+    reserved: reservedFiles(meta),
+    parked: parkedFiles(meta, config.maxAttempts),
+    config,
+    ...(userCompactionId === undefined ? {} : { userCompactionId }),
+  });
+}
 
-  /** Files of parked jobs, by the table's current `maxAttempts`. */
-  parkedFiles(maxAttempts: number): Set<string> {
-    const out = new Set<string>();
-    for (const f of this.meta.failures.values()) {
-      if (isParked(f, maxAttempts)) for (const name of f.inputs) out.add(name);
-    }
-    return out;
-  }
+/** Files in running reservations. */
+function reservedFiles(meta: TabletMeta): Set<string> {
+  const out = new Set<string>();
+  for (const r of meta.reservations.values()) for (const f of r.inputs) out.add(f);
+  return out;
+}
 
-  /** The oldest pending user compaction. */
-  pendingUserCompaction(): string | undefined {
-    let oldest: [string, number] | undefined;
-    for (const [id, c] of this.meta.userCompactions) {
-      if (!oldest || c.requestedAt < oldest[1]) oldest = [id, c.requestedAt];
-    }
-    return oldest?.[0];
+/** Files of parked jobs, by the table's current `maxAttempts`. */
+function parkedFiles(meta: TabletMeta, maxAttempts: number): Set<string> {
+  const out = new Set<string>();
+  for (const f of meta.failures.values()) {
+    if (isParked(f, maxAttempts)) for (const name of f.inputs) out.add(name);
   }
+  return out;
+}
 
-  /**
-   * What this tablet wants compacted now. A user compaction whose job (all the files) failed too often is
-   * parked like any other job: it is not planned again until released, and system work goes on.
-   */
-  plan(config: TableConfig): PlannedJob[] {
-    const files = [...this.meta.files].map(([name, f]) => ({ name, size: f.size }));
-    let userCompactionId = this.pendingUserCompaction();
-    if (userCompactionId !== undefined) {
-      const failure = this.meta.failures.get(failureKey(files.map((f) => f.name)));
-      if (failure && isParked(failure, config.maxAttempts)) userCompactionId = undefined;
-    }
-    return plan({
-      files,
-      reserved: this.reservedFiles(),
-      parked: this.parkedFiles(config.maxAttempts),
-      config,
-      ...(userCompactionId === undefined ? {} : { userCompactionId }),
-    });
+/** The oldest pending user compaction. */
+function pendingUserCompaction(meta: TabletMeta): string | undefined {
+  let oldest: [string, number] | undefined;
+  for (const [id, c] of meta.userCompactions) {
+    if (!oldest || c.requestedAt < oldest[1]) oldest = [id, c.requestedAt];
   }
+  return oldest?.[0];
 }
 
 /** Failures are recorded per set of input files. */

@@ -28,7 +28,7 @@ import type { QueueResolver } from '../queue/resolver.js';
 import { notApplied } from '../rpc/client.js';
 import { backoffDelay, sleep } from '../retry.js';
 import type { CompactorWatch } from './compactor-watch.js';
-import { HostedTablet } from './hosted-tablet.js';
+import { HostedTablet, planTablet } from './hosted-tablet.js';
 import type { TableConfigs } from './table-configs.js';
 
 /** A change to a tablet: the mutation's parts, and what to do to the in-memory copy once it is applied. */
@@ -376,7 +376,7 @@ export class Hosting {
       throw err;
     }
     if (settings.state !== 'online') return [];
-    return new HostedTablet(meta, tablet.me).plan(settings.config);
+    return planTablet(meta, settings.config);
   }
 
   /** A tablet's row from the store, retried while the manager does not answer. */
