@@ -6,57 +6,34 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ExcClient, type ClientEntry } from '../../src/client/client.js';
-import { silentLogger } from '../../src/log.js';
-import type { MetaClient } from '../../src/meta/client.js';
-import { queuePrefix } from '../../src/meta/keys.js';
-import { parseTablet, type TabletMeta } from '../../src/meta/tablet.js';
+import type { ClientEntry } from '../../src/client/client.js';
+import type { TabletMeta } from '../../src/meta/tablet.js';
 import { tableConfigSchema } from '../../src/meta/table-config.js';
 import { plan } from '../../src/queue/planner.js';
-import { createQueue, deleteQueue, type QueueInfo } from '../../src/queue/registry.js';
+import { deleteQueue } from '../../src/queue/registry.js';
 import {
   DataModel,
+  queueRows,
+  readTablet,
   scanLines,
   useCluster,
   useProcesses,
   useZooKeeper,
   waitFor,
-  type ManagedProcess,
+  type TableSetup,
+  type TableSetupOptions,
   type TestCluster,
 } from '../support/index.js';
 
-interface Setup {
-  meta: MetaClient;
-  client: ExcClient;
-  queue: QueueInfo;
-  model: DataModel;
-  tablets: string[];
-}
+/** The cluster, one table 't' routed to queue 'q', and the model of what was written to it. */
+type Setup = TableSetup & { model: DataModel };
 
 async function setup(
   cluster: TestCluster,
-  options: { splits?: string[]; config?: object; tserverEnv?: Record<string, string> } = {},
+  options: Omit<TableSetupOptions, 'table' | 'queue'> = {},
 ): Promise<Setup> {
-  await cluster.startManager();
-  await cluster.startTserver({ env: options.tserverEnv });
-  const queue = await createQueue(await cluster.session(), cluster.layout, 'q', 4);
-  const meta = await cluster.meta();
-  await meta.call('POST', '/v1/tables', {
-    name: 't',
-    splits: options.splits ?? [],
-    config: { queues: [{ queue: 'q' }], ...options.config },
-  });
-  const client = new ExcClient({
-    meta,
-    secret: cluster.secret,
-    logger: silentLogger(),
-    moveTimeoutMs: 20_000,
-  });
-  const tablets = await waitFor(async () => {
-    const t = await client.tablets('t');
-    return t.every((x) => x.loc) && t.map((x) => x.tablet);
-  }, 'tablets hosted');
-  return { meta, client, queue, model: new DataModel(), tablets };
+  const s = await cluster.startWithTable({ table: 't', queue: 'q', ...options });
+  return { ...s, model: new DataModel() };
 }
 
 let clock = 1_000;
@@ -78,25 +55,18 @@ async function ingest(s: Setup, entries: ClientEntry[]): Promise<void> {
   await s.client.ingest('t', entries);
 }
 
-async function tablet(meta: MetaClient, row: string): Promise<TabletMeta> {
-  return parseTablet(row, await meta.row(row));
-}
-
 /** No queued work and no reservation: the compactors have caught up. */
 async function quiet(s: Setup, timeoutMs = 20_000): Promise<TabletMeta[]> {
   return waitFor(
     async () => {
-      for await (const _ of s.meta.scanAll({ prefix: queuePrefix(s.queue.id), limit: 1 })) return false;
-      const tablets = await Promise.all(s.tablets.map((t) => tablet(s.meta, t)));
+      if ((await queueRows(s.meta, s.queue.id)).length > 0) return false;
+      const tablets = await Promise.all(s.tablets.map((t) => readTablet(s.meta, t.tablet)));
       return tablets.every((t) => t.reservations.size === 0) && tablets;
     },
     'compactions to finish',
     timeoutMs,
   );
 }
-
-const readyName = async (p: ManagedProcess) =>
-  (await p.waitForLog((l) => l.msg === 'compactor ready')).compactor as string;
 
 /** Writes three batches of `rows` into the single tablet: the ratio selects them (one job). */
 async function oneJob(s: Setup, rows: number): Promise<void> {
@@ -125,29 +95,25 @@ describe('compactor', () => {
     expect(await scanLines(s.client, 't')).toEqual(s.model.expected());
 
     // What happened is visible to Prometheus.
-    const tserver = procs.procs
-      .find((p) => p.name === 'tserver')!
-      .lines.find((l) => l.msg === 'tablet server ready')!.name as string;
-    const tserverMetrics = await (await fetch(`http://${tserver}/metrics`)).text();
+    const tserverMetrics = await (await fetch(`http://${s.tserver.server}/metrics`)).text();
     const committed = Number(
       /excompact_tserver_reservations_total\{kind="committed"[^}]*\} (\d+)/.exec(tserverMetrics)?.[1],
     );
     expect(committed).toBeGreaterThan(0);
-    const status = c1.lines.find((l) => l.msg === 'compactor ready')!.status as string;
-    const compactorMetrics = await (await fetch(`${status}/metrics`)).text();
+    const compactorMetrics = await (await fetch(`${c1.status}/metrics`)).text();
     expect(compactorMetrics).toMatch(/excompact_compactor_jobs_total\{outcome="committed"[^}]*\} \d+/);
     // The compactor's own status endpoint (signed) says what it did.
     const own = await cluster()
-      .client(status)
+      .client(c1.status)
       .get<{ state: string; queue: string; outcomes: { committed: number } }>('/v1/status');
     expect(own).toMatchObject({ state: 'running', queue: 'q' });
-    await expect(fetch(`${status}/v1/status`).then((r) => r.status)).resolves.toBe(401);
+    await expect(fetch(`${c1.status}/v1/status`).then((r) => r.status)).resolves.toBe(401);
   });
 
   it('kill -9 mid-job - another compactor completes the job; the scan is exact', async () => {
     const s = await setup(cluster());
     const slow = await cluster().startCompactor('q', { name: 'slow', args: ['--throughput', '20000'] });
-    const slowPath = await readyName(slow);
+    const slowPath = slow.compactor;
     await oneJob(s, 300);
     await slow.waitForLog((l) => l.msg === 'compaction started');
     const heir = await cluster().startCompactor('q', { name: 'heir' });
@@ -171,8 +137,9 @@ describe('compactor', () => {
     await stuck.waitForLog((l) => l.msg === 'compaction started');
     const heir = await cluster().startCompactor('q', { name: 'heir' });
     await heir.waitForLog((l) => l.msg === 'compaction committed', 20_000);
-    const tserver = procs.procs.find((p) => p.name === 'tserver')!;
-    expect(tserver.lines.some((l) => l.msg === 'reservation cancelled' && l.reason === 'stalled')).toBe(true);
+    expect(s.tserver.lines.some((l) => l.msg === 'reservation cancelled' && l.reason === 'stalled')).toBe(
+      true,
+    );
     await stuck.waitForLog(
       (l) => /abandoned|reservation (was|is being) cancelled/.test(String(l.msg)),
       20_000,
@@ -186,7 +153,7 @@ describe('compactor', () => {
   it('SIGSTOP past the session timeout, then SIGCONT - it abandons its job, never commits it, and registers again', async () => {
     const s = await setup(cluster());
     const sleeper = await cluster().startCompactor('q', { name: 'sleeper', args: ['--throughput', '20000'] });
-    const firstPath = await readyName(sleeper);
+    const firstPath = sleeper.compactor;
     await oneJob(s, 300);
     await sleeper.waitForLog((l) => l.msg === 'compaction started');
 
@@ -210,7 +177,7 @@ describe('compactor', () => {
   it('SIGTERM - the node goes at once, the released job is re-reserved by another compactor, exit 0', async () => {
     const s = await setup(cluster());
     const leaving = await cluster().startCompactor('q', { name: 'leaving', args: ['--throughput', '20000'] });
-    const leavingPath = await readyName(leaving);
+    const leavingPath = leaving.compactor;
     await oneJob(s, 300);
     await leaving.waitForLog((l) => l.msg === 'compaction started');
     const heir = await cluster().startCompactor('q', { name: 'heir' });
@@ -237,14 +204,17 @@ describe('compactor', () => {
     const busy = await cluster().startCompactor('q', { name: 'busy', args: ['--throughput', '20000'] });
     const idle = await cluster().startCompactor('q', { name: 'idle' });
     await oneJob(s, 300);
-    await waitFor(async () => (await tablet(s.meta, s.tablets[0]!)).reservations.size > 0, 'a reservation');
+    await waitFor(
+      async () => (await readTablet(s.meta, s.tablets[0]!.tablet)).reservations.size > 0,
+      'a reservation',
+    );
 
     await deleteQueue(await cluster().session(), cluster().layout, 'q');
     expect((await busy.waitExit(15_000)).code).toBe(4);
     expect((await idle.waitExit(15_000)).code).toBe(4);
     expect(busy.lines.some((l) => /queue q was deleted/.test(String(l.msg)))).toBe(true);
     const t = await waitFor(async () => {
-      const now = await tablet(s.meta, s.tablets[0]!);
+      const now = await readTablet(s.meta, s.tablets[0]!.tablet);
       return now.reservations.size === 0 && now.queued.size === 0 && now;
     }, 'reservations cancelled');
     expect(t.files.size).toBe(3);
@@ -254,7 +224,7 @@ describe('compactor', () => {
   it('corrupt input - the job fails with an error naming the file, inputs stay, the job is parked after the attempt limit', async () => {
     const s = await setup(cluster(), { config: { maxAttempts: 2 } });
     await oneJob(s, 50);
-    const [before] = await Promise.all(s.tablets.map((t) => tablet(s.meta, t)));
+    const [before] = await Promise.all(s.tablets.map((t) => readTablet(s.meta, t.tablet)));
     const victim = [...before!.files.keys()][1]!;
     const path = join(cluster().storePath, victim);
     const bytes = readFileSync(path);
@@ -263,13 +233,13 @@ describe('compactor', () => {
 
     const c = await cluster().startCompactor('q');
     const parked = await waitFor(async () => {
-      const t = await tablet(s.meta, s.tablets[0]!);
+      const t = await readTablet(s.meta, s.tablets[0]!.tablet);
       return [...t.failures.values()].find((f) => f.parked);
     }, 'the job to be parked');
     expect(parked.attempts).toBe(2);
     expect(parked.lastError).toContain(victim);
     expect(parked.lastError).toMatch(/CORRUPT_FILE/);
-    const after = await tablet(s.meta, s.tablets[0]!);
+    const after = await readTablet(s.meta, s.tablets[0]!.tablet);
     expect([...after.files.keys()].sort()).toEqual([...before!.files.keys()].sort());
     expect(after.reservations.size).toBe(0);
     expect(c.running).toBe(true);

@@ -7,13 +7,22 @@
  *   const cluster = useCluster(zk, procs);
  *   const manager = await cluster().startManager();
  *   const meta = await cluster().meta();
+ *
+ *   // or, for a test about compactions: manager, tablet server, a queue, a table routed to it
+ *   const s = await cluster().startWithTable({ table: 't', queue: 'q', splits: ['m'] });
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach } from 'vitest';
+import { ExcClient } from '../../src/client/client.js';
+import { loadConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
 import { MetaClient } from '../../src/meta/client.js';
+import type { TabletView } from '../../src/meta/views.js';
+import { createQueue, type QueueInfo } from '../../src/queue/registry.js';
+import { rpcKey, signRequest } from '../../src/rpc/auth.js';
 import { RpcClient } from '../../src/rpc/client.js';
+import { openObjectStore, type ObjectStore } from '../../src/storage/index.js';
 import { ZkLayout, ZkSession, digestAuthFromSecret, ensureLayout } from '../../src/zk/index.js';
 import {
   runCli,
@@ -23,6 +32,7 @@ import {
   type StartOptions,
 } from './processes.js';
 import { tempDir, uniqueName } from './tmp.js';
+import { waitFor } from './waits.js';
 import type { TestZooKeeper } from './zookeeper.js';
 
 export interface ClusterOptions {
@@ -32,6 +42,35 @@ export interface ClusterOptions {
   env?: Record<string, string> | (() => Record<string, string>);
 }
 
+/** A tablet server process, with the `host:port` it registered under (its name in `loc`). */
+export type TserverProcess = ManagedProcess & { server: string };
+
+/** A compactor process, with its ZooKeeper node and the URL of its status server. */
+export type CompactorProcess = ManagedProcess & { compactor: string; status: string };
+
+export interface TableSetupOptions {
+  /** Default 'TABLE1'. */
+  table?: string;
+  /** The queue the table's compactions are routed to, created with 4 bins (default 'size256M'). */
+  queue?: string;
+  splits?: string[];
+  /** More table configuration, beside the routing to `queue`. */
+  config?: Record<string, unknown>;
+  /** Extra environment for the tablet server. */
+  tserverEnv?: Record<string, string | undefined>;
+}
+
+/** What {@link TestCluster.startWithTable} started. */
+export interface TableSetup {
+  table: string;
+  queue: QueueInfo;
+  meta: MetaClient;
+  client: ExcClient;
+  tserver: TserverProcess;
+  /** The table's tablets, every one hosted by `tserver`. */
+  tablets: TabletView[];
+}
+
 export class TestCluster {
   readonly secret = `test-secret-${uniqueName('')}-0123456789`;
   readonly root = `/${uniqueName('exc')}`;
@@ -39,6 +78,7 @@ export class TestCluster {
   readonly dataDir: string;
   private readonly sessions: ZkSession[] = [];
   private readonly metas: MetaClient[] = [];
+  private readonly stores: ObjectStore[] = [];
 
   constructor(
     readonly zk: TestZooKeeper,
@@ -89,28 +129,59 @@ export class TestCluster {
   }
 
   /** Starts a tablet server; resolves once it is registered. */
-  startTserver(
+  async startTserver(
     options: { name?: string; env?: Record<string, string | undefined> } = {},
-  ): Promise<ManagedProcess> {
-    return this.procs.start(options.name ?? 'tserver', ['tserver'], {
+  ): Promise<TserverProcess> {
+    const ready = (l: LogLine) => l.msg === 'tablet server ready';
+    const proc = await this.procs.start(options.name ?? 'tserver', ['tserver'], {
       env: this.env(options.env),
-      readyWhen: (l) => l.msg === 'tablet server ready',
+      readyWhen: ready,
     });
+    const line = await proc.waitForLog(ready);
+    return Object.assign(proc, { server: line.name as string });
   }
 
   /** Starts a compactor for `queue`; resolves once it is registered. */
-  startCompactor(
+  async startCompactor(
     queue: string,
     options: { name?: string; args?: string[]; env?: Record<string, string | undefined> } = {},
-  ): Promise<ManagedProcess> {
-    return this.procs.start(
+  ): Promise<CompactorProcess> {
+    const ready = (l: LogLine) => l.msg === 'compactor ready';
+    const proc = await this.procs.start(
       options.name ?? `compactor-${queue}`,
       ['compactor', queue, '--long-poll', '5000', ...(options.args ?? [])],
-      {
-        env: this.env(options.env),
-        readyWhen: (l) => l.msg === 'compactor ready',
-      },
+      { env: this.env(options.env), readyWhen: ready },
     );
+    const line = await proc.waitForLog(ready);
+    return Object.assign(proc, { compactor: line.compactor as string, status: line.status as string });
+  }
+
+  /**
+   * Starts a manager and a tablet server, creates a queue and a table whose compactions go to it, and
+   * resolves once every tablet is hosted.
+   */
+  async startWithTable(options: TableSetupOptions = {}): Promise<TableSetup> {
+    const table = options.table ?? 'TABLE1';
+    await this.startManager();
+    const tserver = await this.startTserver({ env: options.tserverEnv });
+    const queue = await createQueue(await this.session(), this.layout, options.queue ?? 'size256M', 4);
+    const meta = await this.meta();
+    await meta.call('POST', '/v1/tables', {
+      name: table,
+      splits: options.splits ?? [],
+      config: { queues: [{ queue: queue.name }], ...options.config },
+    });
+    const client = new ExcClient({
+      meta,
+      secret: this.secret,
+      logger: silentLogger(),
+      moveTimeoutMs: 20_000,
+    });
+    const tablets = await waitFor(async () => {
+      const t = await client.tablets(table);
+      return t.every((x) => x.loc) && t;
+    }, `every tablet of ${table} to be hosted`);
+    return { table, queue, meta, client, tserver, tablets };
   }
 
   /** Runs `excompact <args>` against this cluster and waits for it. */
@@ -156,8 +227,41 @@ export class TestCluster {
     return new RpcClient({ baseUrl: url, secret: this.secret, timeoutMs: 10_000 });
   }
 
+  /**
+   * A correctly signed POST of any bytes (what {@link client} cannot send: a body that is not JSON).
+   * Resolves with the status and the error the server answered, if any.
+   */
+  async postRaw(
+    url: string,
+    path: string,
+    body: string | Buffer,
+  ): Promise<{ status: number; error?: { code: string; message: string } }> {
+    const bytes = Buffer.from(body);
+    const res = await fetch(`${url}${path}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        ...signRequest(rpcKey(this.secret), { method: 'POST', path, body: bytes }),
+      },
+      body: bytes,
+    });
+    const json = (await res.json().catch(() => ({}))) as { error?: { code: string; message: string } };
+    return { status: res.status, ...(json.error ? { error: json.error } : {}) };
+  }
+
+  /** The object store the cluster's processes use (local or S3, from the same settings); closed after the test. */
+  store(): ObjectStore {
+    const store = openObjectStore(loadConfig({ env: this.env() }));
+    this.stores.push(store);
+    return store;
+  }
+
+  /** Closes the sessions and stores the test opened. */
   async closeSessions(): Promise<void> {
-    await Promise.all(this.sessions.splice(0).map((s) => s.close()));
+    await Promise.all([
+      ...this.sessions.splice(0).map((s) => s.close()),
+      ...this.stores.splice(0).map((s) => s.close()),
+    ]);
   }
 }
 

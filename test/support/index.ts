@@ -8,4 +8,5 @@ export * from './cluster.js';
 export * from './compactor-client.js';
 export * from './waits.js';
 export * from './model.js';
+export * from './meta-rows.js';
 export * from './invariants.js';

@@ -2,7 +2,7 @@
  * What a scan must return, computed the simple way from everything ever written: group by cell, drop
  * versions hidden by a delete at the same or a later timestamp, keep the newest `versions`.
  */
-import type { ClientEntry, ExcClient } from '../../src/client/client.js';
+import type { ClientEntry, ExcClient, ScannedEntry } from '../../src/client/client.js';
 
 const str = (v: Buffer | string | undefined): string => (v === undefined ? '' : v.toString());
 
@@ -45,10 +45,21 @@ function cmp(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
 
-/** A table's scan in the model's line format. */
-export async function scanLines(client: ExcClient, table: string): Promise<string[]> {
+/** `row/cf/cq@ts=value`: the model's line format. */
+export const modelLine = (e: ScannedEntry): string =>
+  `${e.row.toString()}/${e.cf.toString()}/${e.cq.toString()}@${e.ts}=${e.value.toString()}`;
+
+/** `row/cf/cq=value`: for writes whose timestamps the tablet server chose. */
+export const cellLine = (e: ScannedEntry): string =>
+  `${e.row.toString()}/${e.cf.toString()}/${e.cq.toString()}=${e.value.toString()}`;
+
+/** A table's scan, one line per entry (in the model's format unless told otherwise). */
+export async function scanLines(
+  client: ExcClient,
+  table: string,
+  format: (e: ScannedEntry) => string = modelLine,
+): Promise<string[]> {
   const out: string[] = [];
-  for await (const e of client.scan(table))
-    out.push(`${e.row.toString()}/${e.cf.toString()}/${e.cq.toString()}@${e.ts}=${e.value.toString()}`);
+  for await (const e of client.scan(table)) out.push(format(e));
   return out;
 }

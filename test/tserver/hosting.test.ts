@@ -9,46 +9,42 @@ import { silentLogger } from '../../src/log.js';
 import type { MetaClient } from '../../src/meta/client.js';
 import { COL_LOC } from '../../src/meta/tablet.js';
 import type { TabletView } from '../../src/meta/views.js';
-import { useCluster, useProcesses, useZooKeeper, type TestCluster } from '../support/index.js';
+import {
+  cellLine,
+  scanLines,
+  useCluster,
+  useProcesses,
+  useZooKeeper,
+  waitFor,
+  type TestCluster,
+} from '../support/index.js';
 
 async function tabletsOf(meta: MetaClient, table: string): Promise<TabletView[]> {
   return (await meta.call<{ tablets: TabletView[] }>('GET', `/v1/tables/${table}`)).tablets;
 }
 
-/** Polls until every tablet of `table` is hosted by one of `servers`; resolves with the time it took. */
+/** Polls until every tablet of `table` is hosted by one of `servers`. */
 async function allHostedBy(
   meta: MetaClient,
   table: string,
   servers: string[],
   timeoutMs: number,
 ): Promise<TabletView[]> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const tablets = await tabletsOf(meta, table);
-    if (tablets.every((t) => t.loc && servers.includes(t.loc.server))) return tablets;
-    if (Date.now() > deadline) {
-      throw new Error(
-        `tablets not hosted by ${servers.join(', ')} within ${timeoutMs} ms: ${JSON.stringify(tablets.map((t) => t.loc))}`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  let seen: TabletView[] = [];
+  return waitFor(
+    async () => {
+      seen = await tabletsOf(meta, table);
+      return seen.every((t) => t.loc && servers.includes(t.loc.server)) && seen;
+    },
+    () => `tablets hosted by ${servers.join(', ')} (last seen: ${JSON.stringify(seen.map((t) => t.loc))})`,
+    timeoutMs,
+    50,
+  );
 }
 
 function client(cluster: TestCluster, meta: MetaClient): ExcClient {
   return new ExcClient({ meta, secret: cluster.secret, logger: silentLogger(), moveTimeoutMs: 20_000 });
 }
-
-async function scanAll(c: ExcClient, table: string): Promise<string[]> {
-  const out: string[] = [];
-  for await (const e of c.scan(table))
-    out.push(`${e.row.toString()}/${e.cf.toString()}/${e.cq.toString()}=${e.value.toString()}`);
-  return out;
-}
-
-const serverName = async (p: {
-  waitForLog: (m: (l: Record<string, unknown>) => boolean) => Promise<Record<string, unknown>>;
-}) => (await p.waitForLog((l) => l.msg === 'tablet server ready')).name as string;
 
 describe('tablet hosting', () => {
   const zk = useZooKeeper();
@@ -57,8 +53,8 @@ describe('tablet hosting', () => {
 
   it('assignment - tablets are spread evenly over the live tablet servers; ingest and scan reach them', async () => {
     await cluster().startManager();
-    const a = await serverName(await cluster().startTserver({ name: 'tserver-a' }));
-    const b = await serverName(await cluster().startTserver({ name: 'tserver-b' }));
+    const a = (await cluster().startTserver({ name: 'tserver-a' })).server;
+    const b = (await cluster().startTserver({ name: 'tserver-b' })).server;
     const meta = await cluster().meta();
     await meta.call('POST', '/v1/tables', { name: 't', splits: ['b', 'd', 'f', 'h', 'j'] });
 
@@ -72,7 +68,7 @@ describe('tablet hosting', () => {
       't',
       rows.map((row) => ({ row, cf: 'f', cq: 'q', value: `v-${row}` })),
     );
-    expect(await scanAll(c, 't')).toEqual(rows.map((r) => `${r}/f/q=v-${r}`));
+    expect(await scanLines(c, 't', cellLine)).toEqual(rows.map((r) => `${r}/f/q=v-${r}`));
     const files = (await tabletsOf(meta, 't')).map((t) => t.files.length);
     expect(files.reduce((x, y) => x + y, 0)).toBe(6); // one file per tablet that received rows (k and z share one)
   });
@@ -80,7 +76,7 @@ describe('tablet hosting', () => {
   it('reassignment - kill -9 a tablet server: its tablets move to the survivor within the session timeout plus a margin', async () => {
     await cluster().startManager();
     const victim = await cluster().startTserver({ name: 'victim' });
-    const victimName = await serverName(victim);
+    const victimName = victim.server;
     const meta = await cluster().meta();
     await meta.call('POST', '/v1/tables', { name: 't', splits: ['m'] });
     await allHostedBy(meta, 't', [victimName], 10_000);
@@ -89,7 +85,7 @@ describe('tablet hosting', () => {
       { row: 'a', value: '1' },
       { row: 'x', value: '2' },
     ]);
-    const survivorName = await serverName(await cluster().startTserver({ name: 'survivor' }));
+    const survivorName = (await cluster().startTserver({ name: 'survivor' })).server;
 
     const killedAt = Date.now();
     victim.kill();
@@ -97,18 +93,18 @@ describe('tablet hosting', () => {
     const elapsed = Date.now() - killedAt;
     expect(elapsed).toBeLessThan(cluster().sessionTimeoutMs + 3_000);
     // Nothing was lost: the new host reads the same files.
-    expect(await scanAll(c, 't')).toEqual(['a//=1', 'x//=2']);
+    expect(await scanLines(c, 't', cellLine)).toEqual(['a//=1', 'x//=2']);
   });
 
   it('fencing - a paused tablet server that resumes after its session expired cannot apply any mutation', async () => {
     await cluster().startManager();
     const zombie = await cluster().startTserver({ name: 'zombie' });
-    const zombieName = await serverName(zombie);
+    const zombieName = zombie.server;
     const meta = await cluster().meta();
     await meta.call('POST', '/v1/tables', { name: 't' });
     const [tablet] = await allHostedBy(meta, 't', [zombieName], 10_000);
     const zombieLoc = tablet!.loc!;
-    const heirName = await serverName(await cluster().startTserver({ name: 'heir' }));
+    const heirName = (await cluster().startTserver({ name: 'heir' })).server;
 
     zombie.pause();
     await allHostedBy(meta, 't', [heirName], cluster().sessionTimeoutMs + 10_000);
@@ -134,7 +130,7 @@ describe('tablet hosting', () => {
     expect((await meta.row(tablet!.tablet)).get(COL_LOC)).toContain(heirName);
     expect((await zombie.waitExit(15_000)).code).toBe(3);
     const c = client(cluster(), meta);
-    expect(await scanAll(c, 't')).toEqual([]);
+    expect(await scanLines(c, 't', cellLine)).toEqual([]);
 
     // Even a hand-made mutation in the zombie's name is refused by the manager.
     const err = await meta
@@ -148,7 +144,7 @@ describe('tablet hosting', () => {
 
   it('ingest - a bad batch is rejected whole with a clear error and changes nothing', async () => {
     await cluster().startManager();
-    const name = await serverName(await cluster().startTserver());
+    const name = (await cluster().startTserver()).server;
     const meta = await cluster().meta();
     await meta.call('POST', '/v1/tables', { name: 't', splits: ['m'] });
     const [first] = await allHostedBy(meta, 't', [name], 10_000);

@@ -4,94 +4,22 @@
  * commit/cancel races, zombies, a tablet server dying under running compactions, poison jobs, bad input.
  */
 import { describe, expect, it } from 'vitest';
-import { ExcClient, type ClientEntry } from '../../src/client/client.js';
+import type { ClientEntry } from '../../src/client/client.js';
 import type { ExcError } from '../../src/errors.js';
-import { silentLogger } from '../../src/log.js';
-import type { MetaClient } from '../../src/meta/client.js';
-import { DEL_PREFIX, parseQueueRow, queuePrefix } from '../../src/meta/keys.js';
-import { parseTablet, type TabletMeta } from '../../src/meta/tablet.js';
-import type { TabletView } from '../../src/meta/views.js';
-import { createQueue, type QueueInfo } from '../../src/queue/registry.js';
+import { parseQueueRow } from '../../src/meta/keys.js';
+import { createQueue } from '../../src/queue/registry.js';
 import {
   TestCompactor,
+  delRows,
   expireSession,
+  queueRows,
+  readTablet,
+  scanLines,
   useCluster,
   useProcesses,
   useZooKeeper,
-  type ManagedProcess,
-  type TestCluster,
+  waitFor,
 } from '../support/index.js';
-
-interface Setup {
-  meta: MetaClient;
-  client: ExcClient;
-  queue: QueueInfo;
-  tserver: ManagedProcess;
-  server: string;
-  tablets: TabletView[];
-}
-
-async function setup(
-  cluster: TestCluster,
-  options: { splits?: string[]; queueName?: string; config?: object } = {},
-): Promise<Setup> {
-  await cluster.startManager();
-  const tserver = await cluster.startTserver();
-  const server = (await tserver.waitForLog((l) => l.msg === 'tablet server ready')).name as string;
-  const queue = await createQueue(
-    await cluster.session(),
-    cluster.layout,
-    options.queueName ?? 'size256M',
-    4,
-  );
-  const meta = await cluster.meta();
-  await meta.call('POST', '/v1/tables', {
-    name: 'TABLE1',
-    splits: options.splits ?? [],
-    config: { queues: [{ queue: queue.name }], ...options.config },
-  });
-  const client = new ExcClient({
-    meta,
-    secret: cluster.secret,
-    logger: silentLogger(),
-    moveTimeoutMs: 20_000,
-  });
-  const tablets = await waitFor(async () => {
-    const t = await client.tablets('TABLE1');
-    return t.every((x) => x.loc) ? t : undefined;
-  });
-  return { meta, client, queue, tserver, server, tablets };
-}
-
-async function waitFor<T>(
-  probe: () => Promise<T | undefined | false>,
-  timeoutMs = 10_000,
-  what = 'condition',
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
-async function tabletMeta(meta: MetaClient, tablet: string): Promise<TabletMeta> {
-  return parseTablet(tablet, await meta.row(tablet));
-}
-
-async function queueRows(meta: MetaClient, queue: QueueInfo): Promise<string[]> {
-  const rows: string[] = [];
-  for await (const c of meta.scanAll({ prefix: queuePrefix(queue.id) })) rows.push(c.row);
-  return rows;
-}
-
-async function delRows(meta: MetaClient): Promise<string[]> {
-  const rows: string[] = [];
-  for await (const c of meta.scanAll({ prefix: DEL_PREFIX })) rows.push(c.row.slice(DEL_PREFIX.length));
-  return rows.sort();
-}
 
 /** Ingests `count` entries with rows prefixed `prefix` as one batch (one file). */
 function batch(prefix: string, count: number, ts = 1_000): ClientEntry[] {
@@ -104,19 +32,13 @@ function batch(prefix: string, count: number, ts = 1_000): ClientEntry[] {
   }));
 }
 
-async function scanRows(client: ExcClient): Promise<string[]> {
-  const out: string[] = [];
-  for await (const e of client.scan('TABLE1')) out.push(`${e.row.toString()}@${e.ts}=${e.value.length}`);
-  return out;
-}
-
 describe('reservations', () => {
   const zk = useZooKeeper();
   const procs = useProcesses();
   const cluster = useCluster(zk, procs);
 
   it('example 1 - queue, compactor, table routed to it, selection, reservation, compaction, commit; rows checked at each step', async () => {
-    const s = await setup(cluster());
+    const s = await cluster().startWithTable();
     const tablet = s.tablets[0]!.tablet;
     // The queue: name → id in /queues, and its node for compactors.
     const session = await cluster().session();
@@ -131,9 +53,9 @@ describe('reservations', () => {
 
     // 100, 120 and 100 entries: the ratio is not met yet (320 < 3 x 120); 90 more: it is (410 >= 360).
     for (const [i, n] of [100, 120, 100].entries()) await s.client.ingest('TABLE1', batch(`r${i}-`, n));
-    expect(await queueRows(s.meta, s.queue)).toEqual([]);
+    expect(await queueRows(s.meta, s.queue.id)).toEqual([]);
     await s.client.ingest('TABLE1', batch('r3-', 90));
-    const [entryRow] = await queueRows(s.meta, s.queue);
+    const [entryRow] = await queueRows(s.meta, s.queue.id);
     const entry = parseQueueRow(entryRow!);
     expect(entry).toMatchObject({
       queueId: s.queue.id,
@@ -144,13 +66,13 @@ describe('reservations', () => {
     expect(entryRow).toMatch(
       new RegExp(`^~cq:${s.queue.id}:[0-9a-f]{4}:[0-9a-f]{8}:${tablet.slice(0, 4)}:<$`),
     );
-    const before = await tabletMeta(s.meta, tablet);
+    const before = await readTablet(s.meta, tablet);
     expect(before.files.size).toBe(4);
     expect(before.queued.get(s.queue.id)).toBe(entryRow);
 
     // The compactor finds the entry, locates the tablet, reserves the four files.
     expect((await compactor.entries()).map((e) => e.tablet)).toEqual([tablet]);
-    expect(await compactor.locate(tablet)).toBe(s.server);
+    expect(await compactor.locate(tablet)).toBe(s.tserver.server);
     const job = (await compactor.reserve(tablet))!;
     expect(job.inputs.map((i) => i.name).sort()).toEqual([...before.files.keys()].sort());
     expect(job).toMatchObject({
@@ -158,44 +80,44 @@ describe('reservations', () => {
       keepDeletes: false,
       settings: { dropDeletes: true, versions: 1 },
     });
-    const reserved = await tabletMeta(s.meta, tablet);
+    const reserved = await readTablet(s.meta, tablet);
     expect(reserved.reservations.get(job.ecid)).toMatchObject({
       compactor: compactor.path,
       queueId: s.queue.id,
       output: job.output,
     });
-    expect(await queueRows(s.meta, s.queue)).toEqual([]); // no more work for the queue: entry deleted
+    expect(await queueRows(s.meta, s.queue.id)).toEqual([]); // no more work for the queue: entry deleted
     expect(reserved.queued.size).toBe(0);
 
     // Compaction and commit: the four files are replaced by the output, the reservation removed.
     const result = await compactor.compact(job);
     expect(result.entriesWritten).toBe(410);
     await compactor.commit(job, result);
-    const after = await tabletMeta(s.meta, tablet);
+    const after = await readTablet(s.meta, tablet);
     expect([...after.files.keys()]).toEqual([job.output]);
     expect(after.reservations.size).toBe(0);
     expect(await delRows(s.meta)).toEqual([...before.files.keys()].sort());
-    expect(await scanRows(s.client)).toHaveLength(410);
+    expect(await scanLines(s.client, 'TABLE1')).toHaveLength(410);
     await compactor.close();
   });
 
   it('example 2 - the compactor dies mid-compaction: its reservation is cancelled, the work requeued and done by another', async () => {
-    const s = await setup(cluster());
+    const s = await cluster().startWithTable();
     const tablet = s.tablets[0]!.tablet;
     for (let i = 0; i < 3; i++) await s.client.ingest('TABLE1', batch(`r${i}-`, 50));
     const doomed = await TestCompactor.start(cluster(), 'size256M');
     const job = (await doomed.reserve(tablet))!;
-    expect(await queueRows(s.meta, s.queue)).toEqual([]);
+    expect(await queueRows(s.meta, s.queue.id)).toEqual([]);
 
     const diedAt = Date.now();
     await doomed.close(); // the process "dies": its node disappears
     await waitFor(
-      async () => (await queueRows(s.meta, s.queue)).length === 1,
-      cluster().sessionTimeoutMs + 3_000,
+      async () => (await queueRows(s.meta, s.queue.id)).length === 1,
       'requeue',
+      cluster().sessionTimeoutMs + 3_000,
     );
     expect(Date.now() - diedAt).toBeLessThan(2_000); // a clean close is seen at once
-    const cancelled = await tabletMeta(s.meta, tablet);
+    const cancelled = await readTablet(s.meta, tablet);
     expect(cancelled.reservations.size).toBe(0);
     expect(cancelled.files.size).toBe(3);
     expect(await delRows(s.meta)).toEqual([job.output]);
@@ -204,14 +126,14 @@ describe('reservations', () => {
     const [found] = await heir.entries();
     const job2 = (await heir.reserve(found!.tablet))!;
     await heir.commit(job2, await heir.compact(job2));
-    expect((await tabletMeta(s.meta, tablet)).files.size).toBe(1);
-    expect(await scanRows(s.client)).toHaveLength(150);
+    expect((await readTablet(s.meta, tablet)).files.size).toBe(1);
+    expect(await scanLines(s.client, 'TABLE1')).toHaveLength(150);
     await heir.close();
   });
 
   for (const way of ['session expiry', 'a delete of its node (zkCli)'] as const) {
     it(`cancel - the compactor's node vanishing by ${way} cancels its reservation and requeues within the session timeout`, async () => {
-      const s = await setup(cluster());
+      const s = await cluster().startWithTable();
       const tablet = s.tablets[0]!.tablet;
       for (let i = 0; i < 3; i++) await s.client.ingest('TABLE1', batch(`r${i}-`, 20));
       const c = await TestCompactor.start(cluster(), 'size256M', { viaProxy: true });
@@ -225,19 +147,19 @@ describe('reservations', () => {
         await (await cluster().session()).delete(c.path);
       }
       await waitFor(
-        async () => (await queueRows(s.meta, s.queue)).length === 1,
-        cluster().sessionTimeoutMs + 3_000,
+        async () => (await queueRows(s.meta, s.queue.id)).length === 1,
         'requeue',
+        cluster().sessionTimeoutMs + 3_000,
       );
       expect(Date.now() - start).toBeLessThan(cluster().sessionTimeoutMs + 1_000);
-      expect((await tabletMeta(s.meta, tablet)).reservations.size).toBe(0);
+      expect((await readTablet(s.meta, tablet)).reservations.size).toBe(0);
       c.proxy!.restore();
       await c.close();
     });
   }
 
   it('race - commit against cancel, many times: exactly one wins, never both, never neither', async () => {
-    const s = await setup(cluster());
+    const s = await cluster().startWithTable();
     const tablet = s.tablets[0]!.tablet;
     const outcomes = { committed: 0, cancelled: 0 };
     for (let round = 0; round < 16; round++) {
@@ -245,22 +167,22 @@ describe('reservations', () => {
       const c = await TestCompactor.start(cluster(), 'size256M');
       const job = (await c.reserve(tablet))!;
       const result = await c.compact(job);
-      const filesBefore = (await tabletMeta(s.meta, tablet)).files;
+      const filesBefore = (await readTablet(s.meta, tablet)).files;
       // Both sides start after random delays, so either may reach the tablet server first.
       const later = (ms: number) => new Promise((r) => setTimeout(r, Math.random() * ms));
       const cancel =
         round % 2 === 0
           ? later(10).then(() => c.close())
           : later(10).then(() =>
-              cluster().client(`http://${s.server}`).post('/v1/cancel', { tablet, ecid: job.ecid }),
+              cluster().client(`http://${s.tserver.server}`).post('/v1/cancel', { tablet, ecid: job.ecid }),
             );
       const [commit] = await Promise.allSettled([later(10).then(() => c.commit(job, result)), cancel]);
       await waitFor(
-        async () => (await tabletMeta(s.meta, tablet)).reservations.size === 0,
-        5_000,
+        async () => (await readTablet(s.meta, tablet)).reservations.size === 0,
         'reservation to end',
+        5_000,
       );
-      const after = await tabletMeta(s.meta, tablet);
+      const after = await readTablet(s.meta, tablet);
       const dels = await delRows(s.meta);
       const committed = after.files.has(job.output);
       if (committed) {
@@ -286,11 +208,11 @@ describe('reservations', () => {
       await tidy.close();
     }
     expect(outcomes.committed + outcomes.cancelled).toBe(16);
-    expect(await scanRows(s.client)).toHaveLength(16 * 3 * 5);
+    expect(await scanLines(s.client, 'TABLE1')).toHaveLength(16 * 3 * 5);
   });
 
   it('zombie - a compactor paused past its session timeout cannot commit; the job is done by another; the scan is exact', async () => {
-    const s = await setup(cluster());
+    const s = await cluster().startWithTable();
     const tablet = s.tablets[0]!.tablet;
     for (let i = 0; i < 3; i++) await s.client.ingest('TABLE1', batch(`r${i}-`, 30));
     const zombie = await TestCompactor.start(cluster(), 'size256M', { viaProxy: true });
@@ -303,8 +225,8 @@ describe('reservations', () => {
     const heir = await TestCompactor.start(cluster(), 'size256M');
     const entry = await waitFor(
       async () => (await heir.entries())[0],
-      cluster().sessionTimeoutMs + 3_000,
       'requeue',
+      cluster().sessionTimeoutMs + 3_000,
     );
     const heirJob = (await heir.reserve(entry.tablet))!;
     await heir.commit(heirJob, await heir.compact(heirJob));
@@ -313,16 +235,16 @@ describe('reservations', () => {
     zombie.proxy!.restore();
     const err = await zombie.commit(zombieJob, zombieResult).catch((e: unknown) => e as ExcError);
     expect((err as ExcError).code).toBe('RESERVATION_GONE');
-    const after = await tabletMeta(s.meta, tablet);
+    const after = await readTablet(s.meta, tablet);
     expect([...after.files.keys()]).toEqual([heirJob.output]);
     expect(await delRows(s.meta)).toContain(zombieJob.output);
-    expect(await scanRows(s.client)).toHaveLength(90);
+    expect(await scanLines(s.client, 'TABLE1')).toHaveLength(90);
     await zombie.close();
     await heir.close();
   });
 
   it('tablet server killed during compactions: the new host loads the reservations; the live compactor commits there, the dead one is cancelled', async () => {
-    const s = await setup(cluster(), { splits: ['m'] });
+    const s = await cluster().startWithTable({ splits: ['m'] });
     const [left, right] = s.tablets.map((t) => t.tablet) as [string, string];
     for (let i = 0; i < 3; i++) {
       await s.client.ingest('TABLE1', [...batch(`a${i}-`, 10), ...batch(`x${i}-`, 10)]);
@@ -333,35 +255,31 @@ describe('reservations', () => {
     const deadJob = (await doomed.reserve(right))!;
     const liveResult = await survivor.compact(liveJob);
 
-    const heir = (
-      await (
-        await cluster().startTserver({ name: 'heir' })
-      ).waitForLog((l) => l.msg === 'tablet server ready')
-    ).name as string;
+    const heir = (await cluster().startTserver({ name: 'heir' })).server;
     s.tserver.kill();
     await doomed.close();
     await waitFor(
       async () => (await s.client.tablets('TABLE1')).every((t) => t.loc?.server === heir),
-      cluster().sessionTimeoutMs + 8_000,
       'reassignment',
+      cluster().sessionTimeoutMs + 8_000,
     );
 
     // The heir cancelled the dead compactor's reservation on load, and kept the live one.
     await waitFor(
-      async () => (await tabletMeta(s.meta, right)).reservations.size === 0,
-      5_000,
+      async () => (await readTablet(s.meta, right)).reservations.size === 0,
       'orphan cancel',
+      5_000,
     );
-    expect((await tabletMeta(s.meta, left)).reservations.has(liveJob.ecid)).toBe(true);
+    expect((await readTablet(s.meta, left)).reservations.has(liveJob.ecid)).toBe(true);
     await survivor.commit(liveJob, liveResult); // located again: goes to the heir
-    expect([...(await tabletMeta(s.meta, left)).files.keys()]).toEqual([liveJob.output]);
+    expect([...(await readTablet(s.meta, left)).files.keys()]).toEqual([liveJob.output]);
     expect(await delRows(s.meta)).toContain(deadJob.output);
-    expect(await scanRows(s.client)).toHaveLength(60);
+    expect(await scanLines(s.client, 'TABLE1')).toHaveLength(60);
     await survivor.close();
   });
 
   it('poison - a job that keeps failing is parked after maxAttempts, visible with its error, and does not block other work', async () => {
-    const s = await setup(cluster(), { config: { maxAttempts: 2 } });
+    const s = await cluster().startWithTable({ config: { maxAttempts: 2 } });
     const tablet = s.tablets[0]!.tablet;
     for (let i = 0; i < 3; i++) await s.client.ingest('TABLE1', batch(`r${i}-`, 10));
     for (let attempt = 0; attempt < 2; attempt++) {
@@ -371,10 +289,10 @@ describe('reservations', () => {
       await c.fail(job, `boom ${attempt}`);
       await c.close();
     }
-    const parked = await tabletMeta(s.meta, tablet);
+    const parked = await readTablet(s.meta, tablet);
     const [failure] = [...parked.failures.values()];
     expect(failure).toMatchObject({ attempts: 2, parked: true, lastError: 'boom 1' });
-    expect(await queueRows(s.meta, s.queue)).toEqual([]);
+    expect(await queueRows(s.meta, s.queue.id)).toEqual([]);
 
     // New files make new work, without the parked ones.
     for (let i = 0; i < 3; i++) await s.client.ingest('TABLE1', batch(`n${i}-`, 10));
@@ -388,11 +306,11 @@ describe('reservations', () => {
     await s.meta.call('POST', '/v1/tables/TABLE1/config', { config: { maxAttempts: 5 } });
     const released = await waitFor(
       async () => {
-        const entries = await queueRows(s.meta, s.queue);
+        const entries = await queueRows(s.meta, s.queue.id);
         return entries.length > 0 && ((await c.reserve(tablet)) ?? undefined);
       },
-      10_000,
       'the released job to be queued',
+      10_000,
     );
     expect(released.inputs.some((input) => failure!.inputs.includes(input.name))).toBe(true);
     expect(released.attempt).toBe(2);
@@ -400,13 +318,13 @@ describe('reservations', () => {
   });
 
   it('bad input - every endpoint answers a clear 4xx and nothing changes', async () => {
-    const s = await setup(cluster());
+    const s = await cluster().startWithTable();
     const tablet = s.tablets[0]!.tablet;
     for (let i = 0; i < 3; i++) await s.client.ingest('TABLE1', batch(`r${i}-`, 10));
     const c = await TestCompactor.start(cluster(), 'size256M');
     const job = (await c.reserve(tablet))!;
     const before = await s.meta.row(tablet);
-    const ts = cluster().client(`http://${s.server}`);
+    const ts = cluster().client(`http://${s.tserver.server}`);
     const attempt = (path: string, body: unknown) =>
       ts.post(path, body).then(
         () => 'ok',
