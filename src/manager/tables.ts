@@ -6,9 +6,9 @@
  * conditional mutation, so a table appears whole or not at all.
  *
  * Deletion first marks the table `deleting` and takes its tablets away from their tablet servers (clears
- * `loc`/`future`, after which no tablet server can change them), then removes each tablet row while
- * recording `~del` rows for its files and for the outputs of its reservations, removes its queue
- * entries, and finally the table rows. Every step is idempotent; a manager that dies half way resumes on
+ * `loc`/`future`, after which no tablet server can change them), then removes each tablet row with its
+ * queue entries while recording `~del` rows for its files and for the outputs of its reservations, and
+ * finally the table rows. Every step is idempotent; a manager that dies half way resumes on
  * start-up.
  */
 import { z } from 'zod';
@@ -19,7 +19,6 @@ import {
   TABLE_PREFIX,
   delRow,
   formatId,
-  parseQueueRow,
   tableNameRow,
   tableRange,
   tableRow,
@@ -265,8 +264,9 @@ export class Tables {
         if (loc) await unload(loc.server, tablet.row).catch(() => undefined);
       }
     }
-    // 2. Remove the tablets, recording their files and reservation outputs for the garbage collector. No
-    //    tablet server can change them any more, so what we read is what we delete.
+    // 2. Remove the tablets with their queue entries (each tablet records its own, see queue/entries.ts),
+    //    recording their files and reservation outputs for the garbage collector. No tablet server can
+    //    change them any more, so what we read is what we delete.
     const now = String(Date.now());
     const removals: Mutation[] = [];
     for (const tablet of this.tablets(tableId)) {
@@ -276,19 +276,12 @@ export class Tables {
       const doomed = [...tablet.files.keys(), ...[...tablet.reservations.values()].map((r) => r.output)];
       removals.push({
         conditions: [{ op: 'absent', row: tablet.row, col: COL_LOC }],
-        deleteRows: [tablet.row],
+        deleteRows: [tablet.row, ...tablet.queued.values()],
         puts: doomed.map((file) => ({ row: delRow(file), col: 'at', value: now })),
       });
     }
     if (removals.length > 0) await this.commits.submit({ mutations: removals });
-    // 3. Queue entries of the table, then the table itself.
-    const entries: string[] = [];
-    for (const c of this.store.scanAll({ prefix: '~cq:' })) {
-      if (parseQueueRow(c.row).tableId === tableId) entries.push(c.row);
-    }
-    for (let i = 0; i < entries.length; i += 1_000) {
-      await this.commits.submit({ mutations: [{ deleteRows: entries.slice(i, i + 1_000) }] });
-    }
+    // 3. The table itself.
     const name = this.store.get(tableRow(tableId), 'name');
     await this.commits.submit({
       mutations: [{ deleteRows: [tableRow(tableId), ...(name ? [tableNameRow(name)] : [])] }],
