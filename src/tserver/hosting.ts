@@ -218,6 +218,16 @@ export class Hosting {
   }
 
   /**
+   * Plans a tablet's queue entries again, for a change outside the tablet (a queue added or deleted) or a
+   * plan that failed. A stale tablet is read back first (by `change`).
+   */
+  async replan(tablet: HostedTablet): Promise<void> {
+    await tablet.mutex.run(async () => {
+      if (tablet.state === 'hosted') await this.change(tablet, { replan: true });
+    });
+  }
+
+  /**
    * Reads a tablet back from the store after a change with an unknown outcome (inside its mutex). Keeps
    * trying while the manager does not answer; a tablet that is no longer ours is dropped. On failure the
    * tablet stays stale and the error is thrown; the next use tries again.

@@ -1,6 +1,6 @@
 /**
  * The tablet server's periodic backstop. Every round, for each hosted tablet:
- *   - a tablet whose in-memory copy is stale (a change's outcome was unknown) is read back;
+ *   - a tablet whose in-memory copy is stale (a change's outcome was unknown) is read back and planned;
  *   - a tablet whose queue entries could not be planned is planned again;
  *   - every few rounds the tablet is refreshed from its row, for what the manager writes there (user
  *     compactions, released jobs) in case its notification was lost;
@@ -57,13 +57,7 @@ export class Reconciler {
     for (const tablet of this.hosting.all()) {
       try {
         if (refresh) await this.hosting.refresh(tablet.row);
-        else if (tablet.stale || tablet.replanNeeded) {
-          await tablet.mutex.run(async () => {
-            if (tablet.stale) await this.hosting.resync(tablet);
-            if (tablet.state === 'hosted' && tablet.replanNeeded)
-              await this.hosting.change(tablet, { replan: true });
-          });
-        }
+        else if (tablet.stale || tablet.replanNeeded) await this.hosting.replan(tablet);
       } catch (err) {
         this.log.debug(
           { tablet: tablet.row, err: describeError(err) },

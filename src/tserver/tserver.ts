@@ -187,7 +187,7 @@ export class TabletServer extends EventEmitter<Events> {
     });
     // A new queue: tablets routing to it can queue their work there now.
     queues.onAdded(() => {
-      for (const t of hosting.all()) void hosting.refresh(t.row).catch(() => undefined);
+      for (const t of hosting.all()) void hosting.replan(t).catch(() => undefined);
     });
     // A deleted queue: its reservations are cancelled and the tablets requeue elsewhere.
     queues.onRemoved((removed) => {
@@ -197,7 +197,7 @@ export class TabletServer extends EventEmitter<Events> {
           if (ids.has(r.queueId))
             void reservations.cancel(t.row, ecid, 'queue-deleted').catch(() => undefined);
         }
-        void hosting.refresh(t.row).catch(() => undefined);
+        void hosting.replan(t).catch(() => undefined);
       }
     });
     watch.start();
