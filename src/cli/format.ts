@@ -6,13 +6,18 @@ export function printJson(value: unknown): void {
 
 /** An aligned text table; `rows` of cells, already formatted. */
 export function printTable(headers: string[], rows: (string | number | null | undefined)[][]): void {
+  process.stdout.write(formatTable(headers, rows));
+}
+
+/** The text of {@link printTable}: a header line and a line per row (`(none)` when there are none). */
+export function formatTable(headers: string[], rows: (string | number | null | undefined)[][]): string {
   const text = rows.map((r) => r.map((c) => (c === null || c === undefined ? '-' : String(c))));
   const widths = headers.map((h, i) => Math.max(h.length, ...text.map((r) => r[i]?.length ?? 0)));
   const line = (cells: string[]) =>
     cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
-  process.stdout.write(`${line(headers)}\n`);
-  for (const r of text) process.stdout.write(`${line(r)}\n`);
-  if (rows.length === 0) process.stdout.write('(none)\n');
+  const lines = [line(headers), ...text.map(line)];
+  if (rows.length === 0) lines.push('(none)');
+  return `${lines.join('\n')}\n`;
 }
 
 /** `1.2 MiB`, `512 B`. */

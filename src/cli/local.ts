@@ -22,7 +22,7 @@ import { silentLogger } from '../log.js';
 import { MetaClient } from '../meta/client.js';
 import type { TableInfo, TabletView } from '../meta/views.js';
 import type { QueueInfo } from '../queue/registry.js';
-import { RpcClient } from '../rpc/client.js';
+import { PeerClients } from '../rpc/peers.js';
 import { sleep } from '../retry.js';
 import {
   ZkLayout,
@@ -34,6 +34,7 @@ import {
 } from '../zk/index.js';
 import { configFrom } from './connect.js';
 import { action } from './exit.js';
+import { formatTable } from './format.js';
 import { Supervised, type ChildSpec } from './supervisor.js';
 
 interface LocalFlags {
@@ -236,9 +237,11 @@ async function runLocal(flags: LocalFlags, cmd: Command): Promise<void> {
   const client = new ExcClient({ meta, secret, logger: silentLogger() });
   const workload = flags.workload ? startWorkload(client, (m) => !stopping && say(`  ! ${m}`)) : undefined;
   if (workload) stops.push(workload.stop);
+  // Short timeouts and no retries: a slow tablet server must not hold up (or pile up) the summary.
+  const tservers = new PeerClients({ secret, timeoutMs: 2_000, attempts: 1 });
   const summary = setInterval(() => {
     if (stopping) return;
-    void printSummary(meta, secret, workload?.written ?? (() => 0)).catch((err: unknown) =>
+    void printSummary(meta, tservers, workload?.written ?? (() => 0)).catch((err: unknown) =>
       say(`  ! summary: ${describeError(err)}`),
     );
   }, flags.summaryEvery);
@@ -284,8 +287,8 @@ function startWorkload(
   };
 }
 
-async function printSummary(meta: MetaClient, secret: string, written: () => number): Promise<void> {
-  const [{ queues }, { tablets }, { tservers }] = await Promise.all([
+async function printSummary(meta: MetaClient, tservers: PeerClients, written: () => number): Promise<void> {
+  const [{ queues }, { tablets }, { tservers: live }] = await Promise.all([
     meta.call<{ queues: (QueueInfo & { queued: number; running: number; compactors: number })[] }>(
       'GET',
       '/v1/queues',
@@ -295,37 +298,34 @@ async function printSummary(meta: MetaClient, secret: string, written: () => num
   ]);
   const completed: Record<string, number> = {};
   await Promise.all(
-    tservers.map(async ({ server }) => {
+    live.map(async ({ server }) => {
       type Status = { reservations?: { committedByQueue?: Record<string, number> } };
-      const status: Status = await new RpcClient({
-        baseUrl: `http://${server}`,
-        secret,
-        timeoutMs: 2_000,
-        attempts: 1,
-      })
+      const status = await tservers
+        .get(server)
         .get<Status>('/v1/status')
         .catch((): Status => ({}));
       for (const [q, n] of Object.entries(status.reservations?.committedByQueue ?? {}))
         completed[q] = (completed[q] ?? 0) + n;
     }),
   );
-  const lines = [
-    `── ${new Date().toISOString().slice(11, 19)} ─ ${written()} entries written by the workload`,
-    'tablet   files  bytes       host',
-    ...tablets.map((t) => {
-      const bytes = t.files.reduce((s, f) => s + f.size, 0);
-      return `${t.tablet.padEnd(8)} ${String(t.files.length).padStart(5)}  ${String(bytes).padStart(10)}  ${t.loc?.server ?? '(moving)'}`;
-    }),
-    'queue    queued  running  completed  compactors',
-    ...queues.map(
-      (q) =>
-        `${q.name.padEnd(8)} ${String(q.queued).padStart(6)}  ${String(q.running).padStart(7)}  ${String(completed[q.id] ?? 0).padStart(9)}  ${String(q.compactors).padStart(10)}`,
+  const text = [
+    `── ${new Date().toISOString().slice(11, 19)} ─ ${written()} entries written by the workload\n`,
+    formatTable(
+      ['TABLET', 'FILES', 'BYTES', 'HOST'],
+      tablets.map((t) => [
+        t.tablet,
+        t.files.length,
+        t.files.reduce((s, f) => s + f.size, 0),
+        t.loc?.server ?? '(moving)',
+      ]),
     ),
-  ];
+    formatTable(
+      ['QUEUE', 'QUEUED', 'RUNNING', 'COMPLETED', 'COMPACTORS'],
+      queues.map((q) => [q.name, q.queued, q.running, completed[q.id] ?? 0, q.compactors]),
+    ),
+  ].join('');
   const tty = process.stdout.isTTY;
-  process.stdout.write(
-    `${tty ? '\x1b[2J\x1b[H' : ''}${lines.join('\n')}\n${tty ? '\n(Ctrl-C stops everything)\n' : '\n'}`,
-  );
+  process.stdout.write(`${tty ? '\x1b[2J\x1b[H' : ''}${text}${tty ? '\n(Ctrl-C stops everything)\n' : '\n'}`);
 }
 
 /** An S3 server (s3rver) for `--s3` without an endpoint, with a bucket `excompact`. */
