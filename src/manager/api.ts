@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { ALL_TABLETS, tableRange, tabletSeekKey } from '../meta/keys.js';
+import { locationSchema } from '../meta/tablet.js';
 import { describeTablet } from '../meta/views.js';
 import type { MetaStore } from '../meta/store.js';
 import { mutationSchema, scanSchema } from '../meta/types.js';
@@ -31,7 +32,6 @@ export interface ActiveParts {
   notifyTservers: (what: { tableId?: string; tablet?: string }) => void;
 }
 
-const fenceSchema = z.object({ server: z.string().min(1), session: z.string().regex(/^[0-9a-f]{16}$/) });
 const tableNameParam = z.object({ name: z.string().min(1) });
 
 export function registerManagerApi(
@@ -49,7 +49,7 @@ export function registerManagerApi(
     {
       body: z.object({
         mutations: z.array(mutationSchema).min(1).max(10_000),
-        fence: fenceSchema.optional(),
+        fence: locationSchema.optional(),
       }),
     },
     async ({ body }) => ({ results: await parts().commits.submit({ ...body, validated: true }) }),

@@ -10,14 +10,10 @@
  */
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
+import type { Fence } from '../meta/tablet.js';
 import type { BatchWriter } from '../meta/writer.js';
 import { mutationSchema, type Mutation, type MutationResult } from '../meta/types.js';
 import { parseInput } from '../validate.js';
-
-export interface Fence {
-  server: string;
-  session: string;
-}
 
 export interface Submission {
   mutations: Mutation[];

@@ -39,6 +39,8 @@ export const locationSchema = z.object({
   session: z.string().regex(/^[0-9a-f]{16}$/),
 });
 export type Location = z.infer<typeof locationSchema>;
+/** What a tablet server's submission names to be fenced: its own location (address and session). */
+export type Fence = Location;
 
 export const fileMetaSchema = z.object({
   size: z.number().int().nonnegative(),
