@@ -4,11 +4,14 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { queuePrefix } from '../../src/meta/keys.js';
 import { parseTablet } from '../../src/meta/tablet.js';
 import { cliJson as json, cliOk as ok } from '../support/cli.js';
 import { useCluster, useProcesses, useZooKeeper, waitFor, type TestCluster } from '../support/index.js';
+
+const COMPACTOR_BIN = fileURLToPath(new URL('../../bin/compactor.js', import.meta.url));
 
 /** What commander adds after an argument error it catches itself, on a line of its own. */
 const USAGE_HINT = '(run with --help for usage)';
@@ -328,6 +331,15 @@ describe('excompact CLI', () => {
     const noSecret = await c.cli(['admin', 'queue', 'list'], { env: { EXC_SECRET: undefined } });
     expect(noSecret.code).toBe(1);
     expectOneLine(noSecret.stderr, /no instance secret/);
+    // The standalone `compactor` command (package.json bin) for a queue that does not exist: it stops at
+    // once, exit 1, with one plain line naming the queue beside its JSON log.
+    const compactor = await procs.spawn('compactor-bin', process.execPath, [COMPACTOR_BIN, 'nope'], {
+      env: c.env(),
+    });
+    expect(await compactor.waitExit(30_000)).toEqual({ code: 1, signal: null });
+    expect(compactor.lines.filter((l) => l.level === undefined).map((l) => l.msg)).toEqual([
+      'excompact: UNKNOWN_QUEUE: no queue named "nope"',
+    ]);
     const help = await c.cli(['admin', 'table', 'compact', '--help']);
     expect(help.stdout).toMatch(/Examples:/);
   });
