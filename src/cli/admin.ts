@@ -2,7 +2,7 @@
  * `excompact admin …`: queues, compactors, compactions and tables — what operators type every day.
  * Every listing takes --json; human tables otherwise.
  */
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { ExcError } from '../errors.js';
 import { parseConfigAssignments } from '../meta/table-config.js';
 import { isParked } from '../meta/tablet.js';
@@ -18,6 +18,7 @@ import { sleep } from '../retry.js';
 import { withCluster } from './connect.js';
 import { registerStore } from './store.js';
 import { action } from './exit.js';
+import { intOption } from './flags.js';
 import { age, bytes, printJson, printTable, rowText } from './format.js';
 
 interface JsonFlag {
@@ -25,15 +26,6 @@ interface JsonFlag {
 }
 
 const examples = (lines: string[]): string => `\nExamples:\n${lines.map((l) => `  ${l}`).join('\n')}\n`;
-
-function int(name: string, min: number, max: number) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < min || n > max)
-      throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
-    return n;
-  };
-}
 
 const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
 
@@ -57,7 +49,12 @@ function registerQueues(admin: Command): void {
     .command('create')
     .description('Create a queue: compactors started with `compactor <name>` work for it.')
     .argument('<name>', 'queue name: letters, digits, _ . - (starting with a letter)')
-    .option('--bins <n>', 'number of bins (spreads compactors over the queue)', int('--bins', 1, 4096), 8)
+    .option(
+      '--bins <n>',
+      'number of bins (spreads compactors over the queue)',
+      intOption('--bins', 1, 4096),
+      8,
+    )
     .option('--if-not-exists', 'succeed (and change nothing) when the queue already exists')
     .option('--json', 'print JSON')
     .addHelpText(

@@ -1,21 +1,12 @@
 /**
  * `excompact compactor <queue>` (also `compactor <queue>`): runs compactions for one queue.
  */
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { Compactor, EXIT_QUEUE_DELETED } from '../compactor/compactor.js';
 import { openObjectStore } from '../storage/index.js';
 import { throttleReads } from '../compactor/throttle.js';
 import { action } from './exit.js';
-import { closeOnSignals, serverOptions, serverSetup, type ServerFlags } from './flags.js';
-
-function positiveInt(name: string, min = 1) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < min)
-      throw new InvalidArgumentError(`${name} must be an integer >= ${min}`);
-    return n;
-  };
-}
+import { closeOnSignals, intOption, serverOptions, serverSetup, type ServerFlags } from './flags.js';
 
 interface CompactorFlags extends ServerFlags {
   concurrency: number;
@@ -31,29 +22,29 @@ export function registerCompactor(program: Command): void {
       .command('compactor')
       .description('Run a compactor for one queue: find work, reserve it, compact, commit.')
       .argument('<queue>', 'the queue to work for (see `excompact admin queue list`)')
-      .option('--concurrency <n>', 'compactions at once', positiveInt('--concurrency'), 1)
+      .option('--concurrency <n>', 'compactions at once', intOption('--concurrency', 1), 1)
       .option(
         '--grace <ms>',
         'on SIGTERM, let running jobs finish for this long before releasing them',
-        positiveInt('--grace', 0),
+        intOption('--grace', 0),
         0,
       )
       .option(
         '--long-poll <ms>',
         'how long an idle request for work waits on the manager',
-        positiveInt('--long-poll', 100),
+        intOption('--long-poll', 100),
         15_000,
       )
       .option(
         '--progress-every <ms>',
         'report progress to the tablet server this often',
-        positiveInt('--progress-every', 50),
+        intOption('--progress-every', 50),
         2_000,
       )
       .option(
         '--throughput <bytes/s>',
         'limit how fast compactions read their inputs (default: unlimited)',
-        positiveInt('--throughput'),
+        intOption('--throughput', 1),
       ),
   )
     .addHelpText(

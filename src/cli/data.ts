@@ -12,13 +12,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pipeline } from 'node:stream/promises';
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { z } from 'zod';
 import { toWireEntry, type ClientEntry } from '../client/client.js';
 import { ExcError } from '../errors.js';
 import { wireEntrySchema } from '../rpc/entries.js';
 import { withCluster } from './connect.js';
 import { action } from './exit.js';
+import { intOption } from './flags.js';
 
 const lineSchema = z.strictObject({
   row: z.string().min(1),
@@ -79,14 +80,6 @@ async function* readEntries(path: string): AsyncGenerator<{ line: number; entry:
     const entry = parseLine(text, line);
     if (entry) yield { line, entry };
   }
-}
-
-function positiveInt(name: string) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${name} must be a positive integer`);
-    return n;
-  };
 }
 
 export function registerData(program: Command): void {
@@ -151,7 +144,7 @@ Examples:
     .argument('<table>')
     .option('--start <row>', 'first row (inclusive)')
     .option('--end <row>', 'last row (inclusive)')
-    .option('--limit <n>', 'at most this many entries', positiveInt('--limit'))
+    .option('--limit <n>', 'at most this many entries', intOption('--limit', 1))
     .addHelpText(
       'after',
       '\nExamples:\n  excompact scan events\n  excompact scan events --start a --end m --limit 100\n',

@@ -1,8 +1,27 @@
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { requireSecret, type Config, type SettingKey } from '../config.js';
 import { onShutdownSignals } from '../lifecycle.js';
 import { createLogger, type Logger } from '../log.js';
 import { configFrom } from './connect.js';
+
+/**
+ * The parser of an integer flag from `min` to `max` (no upper bound when omitted); anything else stops the
+ * command with a message naming the flag and its range.
+ */
+export function intOption(name: string, min: number, max?: number): (value: string) => number {
+  const range =
+    max !== undefined
+      ? `an integer from ${min} to ${max}`
+      : min === 1
+        ? 'a positive integer'
+        : `an integer >= ${min}`;
+  return (value) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min || (max !== undefined && n > max))
+      throw new InvalidArgumentError(`${name} must be ${range}`);
+    return n;
+  };
+}
 
 /** Flags shared by every server process; each overrides its environment variable. */
 export interface ServerFlags {

@@ -13,7 +13,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { ExcClient, type ClientEntry } from '../client/client.js';
 import { requireSecret } from '../config.js';
 import { ExcError, describeError } from '../errors.js';
@@ -34,6 +34,7 @@ import {
 } from '../zk/index.js';
 import { configFrom } from './connect.js';
 import { action } from './exit.js';
+import { intOption } from './flags.js';
 import { formatTable } from './format.js';
 import { Supervised, type ChildSpec } from './supervisor.js';
 
@@ -50,15 +51,6 @@ interface LocalFlags {
 const CLI = fileURLToPath(new URL('./main.js', import.meta.url));
 const S3RVER = fileURLToPath(new URL('../../scripts/s3rver.cjs', import.meta.url));
 
-function count(name: string, min: number, max: number) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < min || n > max)
-      throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
-    return n;
-  };
-}
-
 export function registerLocal(program: Command): void {
   program
     .command('local')
@@ -73,16 +65,16 @@ export function registerLocal(program: Command): void {
     .option(
       '--zk-port <port>',
       'port of the embedded ZooKeeper (default: 2181 if free, else any)',
-      count('--zk-port', 1, 65535),
+      intOption('--zk-port', 1, 65535),
     )
     .option('--s3', 'keep tablet files in S3: EXC_STORE/EXC_S3_* when set, else an embedded S3 server')
-    .option('--tservers <n>', 'tablet servers', count('--tservers', 1, 16), 2)
-    .option('--compactors <n>', 'compactors per queue', count('--compactors', 1, 16), 2)
+    .option('--tservers <n>', 'tablet servers', intOption('--tservers', 1, 16), 2)
+    .option('--compactors <n>', 'compactors per queue', intOption('--compactors', 1, 16), 2)
     .option('--no-workload', 'do not ingest demo data')
     .option(
       '--summary-every <ms>',
       'how often to print the summary',
-      count('--summary-every', 250, 600_000),
+      intOption('--summary-every', 250, 600_000),
       3_000,
     )
     .addHelpText(
