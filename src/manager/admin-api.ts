@@ -6,7 +6,7 @@ import { ulid } from '../ids.js';
 import { z } from 'zod';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { ALL_TABLETS, parseQueueRow, queueEntryTablet, queuePrefix } from '../meta/keys.js';
+import { ALL_TABLETS, parseQueueRow, prefixEnd, queueEntryTablet, queuePrefix } from '../meta/keys.js';
 import type { MetaStore } from '../meta/store.js';
 import { compactCol, failedCol, isParked, type TabletMeta } from '../meta/tablet.js';
 import type { CompactorView, ParkedCompaction, RunningCompaction, TableInfo } from '../meta/views.js';
@@ -46,12 +46,12 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
   server.route('GET', '/queues', {}, async () => {
     const p = parts();
     const queues = await listQueues(p.session, p.layout);
-    const running = runningCompactions(p, queues, tableNames(p.tables));
+    const running = runningCompactions(readCatalog(p), queues);
     return {
       queues: await Promise.all(
         queues.map(async (q) => ({
           ...q,
-          queued: p.store.count(queuePrefix(q.id), `${queuePrefix(q.id).slice(0, -1)};`),
+          queued: p.store.count(queuePrefix(q.id), prefixEnd(queuePrefix(q.id))!),
           running: running.filter((r) => r.queueId === q.id).length,
           compactors: (await compactorsOf(p, q)).length,
         })),
@@ -63,14 +63,14 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     const p = parts();
     const { name } = parseInput(nameParam, params, 'path');
     const queue = await resolveQueue(p.session, p.layout, name);
-    const names = tableNames(p.tables);
+    const catalog = readCatalog(p);
     const queued = [];
     for (const c of p.store.scanAll({ prefix: queuePrefix(queue.id) })) {
       const e = parseQueueRow(c.row);
       const since = (JSON.parse(c.value) as { at?: number }).at ?? null;
       queued.push({
         tablet: queueEntryTablet(e),
-        table: names.get(e.tableId) ?? e.tableId,
+        table: tableName(catalog, e.tableId),
         priority: e.priority,
         bin: e.bin,
         since,
@@ -81,8 +81,8 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     return {
       queue,
       queued,
-      running: runningCompactions(p, queues, names).filter((r) => r.queueId === queue.id),
-      parked: parkedCompactions(p, queues, names).filter((r) => r.queueId === queue.id),
+      running: runningCompactions(catalog, queues).filter((r) => r.queueId === queue.id),
+      parked: parkedCompactions(catalog, queues).filter((r) => r.queueId === queue.id),
       compactors: await compactorsOf(p, queue),
     };
   });
@@ -143,12 +143,12 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
       let queues = await listQueues(p.session, p.layout);
       if (query.queue) queues = [await resolveQueue(p.session, p.layout, query.queue)];
       if (query.table) p.tables.get(query.table); // UNKNOWN_TABLE for a bad name
-      const names = tableNames(p.tables);
+      const catalog = readCatalog(p);
       const keep = (c: { queueId: string | null; table: string }) =>
         (!query.queue || c.queueId === queues[0]!.id) && (!query.table || c.table === query.table);
       return {
-        running: query.state === 'parked' ? [] : runningCompactions(p, queues, names).filter(keep),
-        parked: query.state === 'running' ? [] : parkedCompactions(p, queues, names).filter(keep),
+        running: query.state === 'parked' ? [] : runningCompactions(catalog, queues).filter(keep),
+        parked: query.state === 'running' ? [] : parkedCompactions(catalog, queues).filter(keep),
       };
     },
   );
@@ -178,12 +178,12 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     async ({ body }) => {
       const p = parts();
       const tableId = body.table ? p.tables.get(body.table).id : undefined;
+      const catalog = readCatalog(p);
       const chosen: { tablet: string; id: string }[] = [];
-      for (const t of allTablets(p)) {
+      for (const t of catalog.tablets) {
         if (tableId && t.tableId !== tableId) continue;
-        const maxAttempts = p.tables.getById(t.tableId)?.config.maxAttempts ?? 3;
         for (const [key, f] of t.failures) {
-          if (!isParked(f, maxAttempts)) continue;
+          if (!isParked(f, maxAttempts(catalog, t.tableId))) continue;
           if (body.id && key !== body.id && f.lastEcid !== body.id) continue;
           chosen.push({ tablet: t.row, id: key });
         }
@@ -266,24 +266,34 @@ function allTablets(p: AdminParts): TabletMeta[] {
   return readTablets(p.store, ALL_TABLETS.start, ALL_TABLETS.end);
 }
 
-function tableNames(tables: Tables): Map<string, string> {
-  return new Map(tables.list().map((t: TableInfo) => [t.id, t.name]));
+/** The tablets and tables the compaction listings are made from: read once per request. */
+interface Catalog {
+  tablets: TabletMeta[];
+  tables: Map<string, TableInfo>;
 }
 
-function runningCompactions(
-  p: AdminParts,
-  queues: QueueInfo[],
-  names: Map<string, string>,
-): RunningCompaction[] {
+function readCatalog(p: AdminParts): Catalog {
+  return { tablets: allTablets(p), tables: new Map(p.tables.list().map((t) => [t.id, t])) };
+}
+
+function tableName(c: Catalog, tableId: string): string {
+  return c.tables.get(tableId)?.name ?? tableId;
+}
+
+function maxAttempts(c: Catalog, tableId: string): number {
+  return c.tables.get(tableId)?.config.maxAttempts ?? 3;
+}
+
+function runningCompactions(c: Catalog, queues: QueueInfo[]): RunningCompaction[] {
   const queueNames = new Map(queues.map((q) => [q.id, q.name]));
   const now = Date.now();
   const out: RunningCompaction[] = [];
-  for (const t of allTablets(p)) {
+  for (const t of c.tablets) {
     for (const [ecid, r] of t.reservations) {
       out.push({
         ecid,
         tablet: t.row,
-        table: names.get(t.tableId) ?? t.tableId,
+        table: tableName(c, t.tableId),
         queueId: r.queueId,
         queue: queueNames.get(r.queueId) ?? null,
         compactor: r.compactor,
@@ -300,21 +310,16 @@ function runningCompactions(
   return out.sort((a, b) => a.reservedAt - b.reservedAt);
 }
 
-function parkedCompactions(
-  p: AdminParts,
-  queues: QueueInfo[],
-  names: Map<string, string>,
-): ParkedCompaction[] {
+function parkedCompactions(c: Catalog, queues: QueueInfo[]): ParkedCompaction[] {
   const queueNames = new Map(queues.map((q) => [q.id, q.name]));
   const out: ParkedCompaction[] = [];
-  const maxAttempts = new Map(p.tables.list().map((t) => [t.id, t.config.maxAttempts]));
-  for (const t of allTablets(p)) {
+  for (const t of c.tablets) {
     for (const [id, f] of t.failures) {
-      if (!isParked(f, maxAttempts.get(t.tableId) ?? 3)) continue;
+      if (!isParked(f, maxAttempts(c, t.tableId))) continue;
       out.push({
         id,
         tablet: t.row,
-        table: names.get(t.tableId) ?? t.tableId,
+        table: tableName(c, t.tableId),
         queueId: f.queueId ?? null,
         queue: f.queueId ? (queueNames.get(f.queueId) ?? null) : null,
         attempts: f.attempts,
