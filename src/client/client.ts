@@ -11,7 +11,7 @@ import type { Logger } from '../log.js';
 import type { MetaClient } from '../meta/client.js';
 import type { TableInfo, TabletView } from '../meta/views.js';
 import { PeerClients } from '../rpc/peers.js';
-import { sleep } from '../retry.js';
+import { backoffDelay, sleep } from '../retry.js';
 import type { WireEntry } from '../rpc/entries.js';
 
 /** An entry as users give it: byte strings as Buffers or UTF-8 strings. */
@@ -89,7 +89,7 @@ export class ExcClient {
 
   /** Writes entries (puts and deletes). Resolves with the number written. */
   async ingest(table: string, entries: Iterable<ClientEntry> | AsyncIterable<ClientEntry>): Promise<number> {
-    const tablets = this.tabletCache.get(table) ?? (await this.tablets(table));
+    const tabletOf = router(this.tabletCache.get(table) ?? (await this.tablets(table)));
     const maxEntries = this.options.batchSize ?? 5_000;
     const maxBytes = this.options.batchBytes ?? 4 << 20;
     const pending = new Map<string, { entries: WireEntry[]; bytes: number }>();
@@ -109,8 +109,9 @@ export class ExcClient {
       written += batch.length;
     };
     for await (const e of entries) {
-      const wire = toWireEntry(e);
-      const tablet = tabletFor(tablets, Buffer.from(wire.row, 'base64')).tablet;
+      const row = toBuffer(e.row);
+      const tablet = tabletOf(row);
+      const wire = toWireEntry({ ...e, row });
       const batch = pending.get(tablet) ?? { entries: [], bytes: 0 };
       batch.entries.push(wire);
       batch.bytes += encodedSize(wire);
@@ -202,7 +203,7 @@ export class ExcClient {
           details: { tablet },
         });
       }
-      await sleep(Math.min(50 * 2 ** attempt, 1_000));
+      await sleep(backoffDelay(attempt, { maxMs: 1_000 }));
       tablets = await this.tablets(table);
     }
   }
@@ -224,11 +225,15 @@ function encodedSize(e: WireEntry): number {
   return e.row.length + (e.cf?.length ?? 0) + (e.cq?.length ?? 0) + (e.value?.length ?? 0) + 80;
 }
 
-/** The tablet whose range (prev, end] holds `row`. */
-export function tabletFor(tablets: readonly TabletView[], row: Buffer): TabletView {
-  const found = tablets.find(
-    (t) => t.endRowHex === null || Buffer.compare(row, Buffer.from(t.endRowHex, 'hex')) <= 0,
-  );
-  if (!found) throw new ExcError('INTERNAL', 'table has no last tablet');
-  return found;
+/** Which tablet holds a row: the first whose range (prev, end] does. End rows are decoded once. */
+function router(tablets: readonly TabletView[]): (row: Buffer) => string {
+  const ends = tablets.map((t) => ({
+    tablet: t.tablet,
+    end: t.endRowHex === null ? null : Buffer.from(t.endRowHex, 'hex'),
+  }));
+  return (row) => {
+    const found = ends.find((t) => t.end === null || Buffer.compare(row, t.end) <= 0);
+    if (!found) throw new ExcError('INTERNAL', 'table has no last tablet');
+    return found.tablet;
+  };
 }
