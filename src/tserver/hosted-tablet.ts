@@ -10,20 +10,32 @@
  */
 import { createHash } from 'node:crypto';
 import { Mutex } from '../mutex.js';
-import { COL_LOC, isParked, locationValue, type Location, type TabletMeta } from '../meta/tablet.js';
+import {
+  COL_LOC,
+  isParked,
+  locationValue,
+  type Location,
+  type Progress,
+  type TabletMeta,
+} from '../meta/tablet.js';
 import type { Condition } from '../meta/types.js';
 import type { TableConfig } from '../meta/table-config.js';
 import { plan, type PlannedJob } from '../queue/planner.js';
 
 export type TabletState = 'hosted' | 'gone';
 
+/** A compactor's progress report: its figures so far. */
+export type ProgressFigures = Omit<Progress, 'at'>;
+
 export class HostedTablet {
   readonly mutex = new Mutex();
   state: TabletState = 'hosted';
-  /** Last progress report per reservation (in memory; persisted at most every few seconds). */
-  readonly lastProgressAt = new Map<string, number>();
-  readonly lastPersistedProgressAt = new Map<string, number>();
-  readonly lastProgress = new Map<string, { entriesRead: number; bytesRead: number }>();
+  /**
+   * Per reservation, the figures its compactor last reported and when they last moved (in memory; the store
+   * gets them at most every few seconds, see `meta.progress`). The clock starts when the reservation is
+   * made or found.
+   */
+  readonly reported = new Map<string, { movedAt: number; figures?: ProgressFigures }>();
   /** The in-memory copy may differ from the store (a change's outcome was unknown): read it again first. */
   stale = false;
   /** Its queue entries could not be planned (table settings unavailable): plan again soon. */
@@ -34,11 +46,14 @@ export class HostedTablet {
     readonly me: Location,
   ) {}
 
+  /** Starts the progress clock of a reservation made or found now. */
+  startProgressClock(ecid: string): void {
+    this.reported.set(ecid, { movedAt: Date.now() });
+  }
+
   /** Forgets the in-memory progress of a reservation that ended. */
   forgetProgress(ecid: string): void {
-    this.lastProgressAt.delete(ecid);
-    this.lastPersistedProgressAt.delete(ecid);
-    this.lastProgress.delete(ecid);
+    this.reported.delete(ecid);
   }
 
   get row(): string {

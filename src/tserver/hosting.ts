@@ -167,7 +167,7 @@ export class Hosting {
     // gone as soon as they are recorded, which cancels them (the reconciler retries a cancellation that
     // fails now). Their progress clock starts now: their reports went to the previous host.
     for (const [ecid, r] of current.reservations) {
-      tablet.lastProgressAt.set(ecid, Date.now());
+      tablet.startProgressClock(ecid);
       const alive = await this.deps.watch.checkAndWatch(r.compactor).catch(() => true);
       if (!alive)
         log.info(
@@ -248,7 +248,7 @@ export class Hosting {
     for (const [ecid, r] of fresh.reservations) {
       if (tablet.meta.reservations.has(ecid)) continue;
       watch.add(r.compactor, { tablet: tablet.row, ecid });
-      tablet.lastProgressAt.set(ecid, Date.now());
+      tablet.startProgressClock(ecid);
     }
     tablet.meta = fresh;
     tablet.stale = false;

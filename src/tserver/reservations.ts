@@ -35,7 +35,7 @@ import type { Condition } from '../meta/types.js';
 import type { CommitRequest, ReserveRequest, ReservedJob } from '../queue/protocol.js';
 import type { ZkLayout } from '../zk/index.js';
 import type { CompactorWatch, ReservationRef } from './compactor-watch.js';
-import { failureKey, type HostedTablet } from './hosted-tablet.js';
+import { failureKey, type HostedTablet, type ProgressFigures } from './hosted-tablet.js';
 import type { Hosting } from './hosting.js';
 import type { TableConfigs } from './table-configs.js';
 
@@ -172,7 +172,7 @@ export class Reservations {
       if (!applied)
         throw new ExcError('CONFLICT', `tablet ${tablet.row} changed during the reservation; try again`);
       watch.add(req.compactor, { tablet: tablet.row, ecid });
-      tablet.lastProgressAt.set(ecid, Date.now());
+      tablet.startProgressClock(ecid);
       this.stats.reserved++;
       this.deps.log.debug(
         { tablet: tablet.row, ecid, compactor: req.compactor, files: job.files.length, kind: job.kind },
@@ -429,35 +429,39 @@ export class Reservations {
     tabletRow: string,
     ecid: string,
     compactor: string,
-    progress: Omit<Progress, 'at'>,
+    progress: ProgressFigures,
   ): Promise<void> {
     const tablet = await this.deps.hosting.get(tabletRow);
     this.owned(tablet, ecid, compactor);
     const now = Date.now();
     // Only figures that moved count as progress: a compactor that keeps reporting the same numbers is stuck.
-    const previous = tablet.lastProgress.get(ecid);
-    if (!previous || progress.entriesRead > previous.entriesRead || progress.bytesRead > previous.bytesRead) {
-      tablet.lastProgressAt.set(ecid, now);
-    }
-    tablet.lastProgress.set(ecid, progress);
-    const persistedAt = tablet.lastPersistedProgressAt.get(ecid) ?? 0;
-    if (now - persistedAt < (this.deps.progressPersistMs ?? 5_000)) return;
-    tablet.lastPersistedProgressAt.set(ecid, now);
+    const seen = tablet.reported.get(ecid);
+    const moved =
+      !seen?.figures ||
+      progress.entriesRead > seen.figures.entriesRead ||
+      progress.bytesRead > seen.figures.bytesRead;
+    tablet.reported.set(ecid, { movedAt: moved ? now : seen.movedAt, figures: progress });
+    // Persisted when the store's copy is old enough; checked again in the mutex, so reports that queued
+    // behind one write do not each write again.
+    const due = (): boolean =>
+      now - (tablet.meta.progress.get(ecid)?.at ?? 0) >= (this.deps.progressPersistMs ?? 5_000);
+    if (!due()) return;
     const value: Progress = { ...progress, at: now };
-    await tablet.mutex.run(() =>
-      this.deps.hosting.change(tablet, {
+    await tablet.mutex.run(async () => {
+      if (!due()) return;
+      await this.deps.hosting.change(tablet, {
         conditions: [reservationExists(tablet.row, ecid)],
         puts: [{ row: tablet.row, col: progressCol(ecid), value: JSON.stringify(value) }],
         apply: (meta) => meta.progress.set(ecid, value),
-      }),
-    );
+      });
+    });
   }
 
   private async cancelStalled(stallMs: number): Promise<void> {
     const now = Date.now();
     for (const tablet of this.deps.hosting.all()) {
       for (const [ecid, r] of tablet.meta.reservations) {
-        const last = tablet.lastProgressAt.get(ecid) ?? r.reservedAt;
+        const last = tablet.reported.get(ecid)?.movedAt ?? r.reservedAt;
         if (now - last > stallMs) {
           this.deps.log.warn(
             { tablet: tablet.row, ecid, compactor: r.compactor, silentMs: now - last },

@@ -49,6 +49,7 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
   let loseNext = 0;
   let refuseNext: ExcError | undefined;
   let reads = 0;
+  let writes = 0;
   let configDown = false;
   const meta = {
     row: async (r: string) => {
@@ -58,6 +59,7 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
     // Applies the mutations, then (when asked) loses the answer, as a timeout after sending would; or
     // (when asked) refuses them unapplied, as a manager that is stopping does.
     mutate: async (mutations: Mutation[]) => {
+      writes++;
       const refusal = refuseNext;
       refuseNext = undefined;
       if (refusal) throw refusal;
@@ -112,6 +114,7 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
     loseNextAnswer: (n = 1) => (loseNext = n),
     refuseNext: (err: ExcError) => (refuseNext = err),
     reads: () => reads,
+    writes: () => writes,
     setConfigDown: (down: boolean) => (configDown = down),
     stored: () => parseTablet(row, store.row(row)),
     entries: () => store.scan({ prefix: queuePrefix(queue.id) }).cells.map((c) => c.row),
@@ -252,6 +255,25 @@ describe('tablet server - lost answers', () => {
     expect(tablet.stale).toBe(false);
     expect(w.reads()).toBe(readsBefore);
     expect(tablet.meta.files.has('d')).toBe(false);
+  });
+
+  it('progress reports arriving together are persisted once', async () => {
+    const w = world();
+    await w.hosting.load(row);
+    const job = (await w.reservations.reserve({ tablet: row, queueId: queue.id, compactor: compactor(1) }))!;
+    const writesBefore = w.writes();
+    const report = (n: number) =>
+      w.reservations.progress(row, job.ecid, compactor(1), {
+        entriesRead: n,
+        entriesWritten: n,
+        bytesRead: n,
+        bytesWritten: n,
+      });
+    await Promise.all([report(1), report(2), report(3)]);
+    expect(w.writes() - writesBefore).toBe(1);
+    expect(w.stored().progress.get(job.ecid)?.entriesRead).toBe(1);
+    await report(4); // within the persisting interval: kept in memory only
+    expect(w.writes() - writesBefore).toBe(1);
   });
 
   it('queue entries stay when the table settings cannot be read, and are planned again once they can', async () => {
