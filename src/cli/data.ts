@@ -7,6 +7,7 @@
  * Ingest validates the whole input before writing anything (stdin is spooled to a temporary file first),
  * so a bad line is reported with its number and nothing is written.
  */
+import { isUtf8 } from 'node:buffer';
 import { createReadStream, createWriteStream, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -172,10 +173,6 @@ Examples:
         });
       }),
     );
-}
-
-function isUtf8(b: Buffer): boolean {
-  return Buffer.from(b.toString('utf8'), 'utf8').equals(b);
 }
 
 /** A progress line on a terminal (stderr), silent otherwise. */

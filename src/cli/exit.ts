@@ -8,9 +8,8 @@
  */
 import { ExcError, describeError } from '../errors.js';
 
-export const EXIT_OK = 0;
-export const EXIT_USER_ERROR = 1;
-export const EXIT_UNREACHABLE = 2;
+const EXIT_USER_ERROR = 1;
+const EXIT_UNREACHABLE = 2;
 /** A server process lost its ZooKeeper session (the lock it served under) and stopped serving. */
 export const EXIT_LOST_LOCK = 3;
 
@@ -22,7 +21,7 @@ const UNREACHABLE_CODES = new Set([
   'ZK_SESSION_LOST',
 ]);
 
-export function exitCodeFor(err: unknown): number {
+function exitCodeFor(err: unknown): number {
   if (err instanceof ExcError && UNREACHABLE_CODES.has(err.code)) return EXIT_UNREACHABLE;
   return EXIT_USER_ERROR;
 }

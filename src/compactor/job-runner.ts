@@ -14,7 +14,7 @@
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { MetaClient } from '../meta/client.js';
-import { COL_LOC, ecompCol, fileCol, locationSchema } from '../meta/tablet.js';
+import { ecompCol, fileCol, parseTablet } from '../meta/tablet.js';
 import type { PeerClients } from '../rpc/peers.js';
 import { backoffDelay, sleep } from '../retry.js';
 import {
@@ -24,6 +24,9 @@ import {
   type ObjectStore,
 } from '../storage/index.js';
 import type { ReservedJob } from '../queue/protocol.js';
+
+/** How long a finished job keeps trying to commit (following its tablet) before it reports a failure. */
+const COMMIT_DEADLINE_MS = 60_000;
 
 export type JobOutcome = 'committed' | 'discarded' | 'failed' | 'released' | 'abandoned';
 
@@ -45,8 +48,6 @@ export interface JobRunnerDeps {
   peers: PeerClients;
   log: Logger;
   progressEveryMs: number;
-  /** Give up committing after this long (default 60 s). */
-  commitDeadlineMs?: number;
   /** Whether the session this job was reserved under still holds (checked before each commit attempt). */
   sessionLive: () => boolean;
 }
@@ -157,7 +158,7 @@ async function commit(
   const output =
     result.empty || !result.output ? null : { size: result.output.size, entries: result.output.entries };
   const body = { tablet: job.tablet, ecid: job.ecid, compactor: deps.compactor, output };
-  const deadline = Date.now() + (deps.commitDeadlineMs ?? 60_000);
+  const deadline = Date.now() + COMMIT_DEADLINE_MS;
   let unknownOutcome = false;
   let lastError: unknown;
   for (let attempt = 0; Date.now() <= deadline; attempt++) {
@@ -240,6 +241,5 @@ async function committedInStore(
 }
 
 async function currentHost(meta: MetaClient, tablet: string): Promise<string | undefined> {
-  const loc = (await meta.row(tablet)).get(COL_LOC);
-  return loc ? locationSchema.parse(JSON.parse(loc)).server : undefined;
+  return parseTablet(tablet, await meta.row(tablet)).loc?.server;
 }
