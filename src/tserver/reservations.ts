@@ -435,11 +435,14 @@ export class Reservations {
     this.owned(tablet, ecid, compactor);
     const now = Date.now();
     // Only figures that moved count as progress: a compactor that keeps reporting the same numbers is stuck.
+    // Written figures count too: a compactor that has read everything may still be writing its output.
     const seen = tablet.reported.get(ecid);
     const moved =
       !seen?.figures ||
       progress.entriesRead > seen.figures.entriesRead ||
-      progress.bytesRead > seen.figures.bytesRead;
+      progress.bytesRead > seen.figures.bytesRead ||
+      progress.entriesWritten > seen.figures.entriesWritten ||
+      progress.bytesWritten > seen.figures.bytesWritten;
     tablet.reported.set(ecid, { movedAt: moved ? now : seen.movedAt, figures: progress });
     // Persisted when the store's copy is old enough; checked again in the mutex, so reports that queued
     // behind one write do not each write again.

@@ -5,7 +5,7 @@
  * (in-memory) SQLite metadata store; only the transport to it is a stand-in that can lose answers, and
  * the compactor watch is a stand-in that says every compactor lives.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ExcError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import type { MetaClient } from '../../src/meta/client.js';
@@ -274,6 +274,33 @@ describe('tablet server - lost answers', () => {
     expect(w.stored().progress.get(job.ecid)?.entriesRead).toBe(1);
     await report(4); // within the persisting interval: kept in memory only
     expect(w.writes() - writesBefore).toBe(1);
+  });
+
+  it('progress - output still being written counts as progress, the same figures again do not', async () => {
+    const w = world();
+    await w.hosting.load(row);
+    const job = (await w.reservations.reserve({ tablet: row, queueId: queue.id, compactor: compactor(1) }))!;
+    const tablet = await w.hosting.get(row);
+    const report = (bytesWritten: number) =>
+      w.reservations.progress(row, job.ecid, compactor(1), {
+        entriesRead: 10,
+        entriesWritten: 10,
+        bytesRead: 100,
+        bytesWritten,
+      });
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(1_000_000);
+      await report(50);
+      vi.setSystemTime(1_060_000);
+      await report(80); // everything read; the output is still growing
+      expect(tablet.reported.get(job.ecid)?.movedAt).toBe(1_060_000);
+      vi.setSystemTime(1_120_000);
+      await report(80);
+      expect(tablet.reported.get(job.ecid)?.movedAt).toBe(1_060_000);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('queue entries stay when the table settings cannot be read, and are planned again once they can', async () => {
