@@ -13,6 +13,8 @@ import { RpcClient } from '../../src/rpc/client.js';
 import {
   compactFiles,
   LocalObjectStore,
+  type CompactFilesArgs,
+  type CompactionProgress,
   type CompactionResult,
   type ObjectStore,
 } from '../../src/storage/index.js';
@@ -106,13 +108,31 @@ export class TestCompactor {
     return job;
   }
 
-  /** Runs the job's compaction with the real storage code. */
-  compact(job: ReservedJob): Promise<CompactionResult> {
+  /**
+   * Runs the job's compaction with the real storage code. A test stops it part way with `signal`, from
+   * `onProgress` (called for every batch of entries when `progressEveryMs` is 0).
+   */
+  compact(
+    job: ReservedJob,
+    options: Pick<CompactFilesArgs, 'signal' | 'onProgress' | 'progressEveryMs'> = {},
+  ): Promise<CompactionResult> {
     return compactFiles({
       store: this.store,
       inputs: job.inputs.map((i) => i.name),
       output: job.output,
       settings: job.settings,
+      ...options,
+    });
+  }
+
+  /** Reports progress to the tablet's current host, as the compactor process does while it works. */
+  async progress(job: ReservedJob, progress: CompactionProgress): Promise<void> {
+    const server = await this.locate(job.tablet);
+    await this.tserver(server).post('/v1/progress', {
+      tablet: job.tablet,
+      ecid: job.ecid,
+      compactor: this.path,
+      progress,
     });
   }
 

@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ClientEntry } from '../../src/client/client.js';
 import type { ExcError } from '../../src/errors.js';
+import type { CompactionProgress } from '../../src/storage/index.js';
 import { parseQueueRow } from '../../src/meta/keys.js';
 import { createQueue } from '../../src/queue/registry.js';
 import {
@@ -105,13 +106,31 @@ describe('reservations', () => {
   it('example 2 - the compactor dies mid-compaction: its reservation is cancelled, the work requeued and done by another', async () => {
     const s = await cluster().startWithTable();
     const tablet = s.tablets[0]!.tablet;
-    for (let i = 0; i < 3; i++) await s.client.ingest('TABLE1', batch(`r${i}-`, 50));
+    for (let i = 0; i < 3; i++) await s.client.ingest('TABLE1', batch(`r${i}-`, 1_000));
     const doomed = await TestCompactor.start(cluster(), 'size256M');
     const job = (await doomed.reserve(tablet))!;
     expect(await queueRows(s.meta, s.queue.id)).toEqual([]);
 
+    // It compacts, and stops dead after its first batch of entries. Its last report tells the tablet
+    // server how far it got; then its process "dies": its node disappears.
+    const death = new AbortController();
+    let reached: CompactionProgress | undefined;
+    const compaction = doomed.compact(job, {
+      signal: death.signal,
+      progressEveryMs: 0,
+      onProgress: (p) => {
+        if (reached || p.entriesRead === 0) return;
+        reached = p;
+        death.abort(new Error('the compactor died'));
+      },
+    });
+    await expect(compaction).rejects.toThrow('the compactor died');
+    expect(reached!.entriesRead).toBeLessThan(3_000); // part way
+    await doomed.progress(job, reached!);
+    expect((await readTablet(s.meta, tablet)).progress.get(job.ecid)).toMatchObject(reached!);
+    expect(await doomed.store.stat(job.output)).toBeNull(); // nothing half-written is left under its name
     const diedAt = Date.now();
-    await doomed.close(); // the process "dies": its node disappears
+    await doomed.close();
     await waitFor(
       async () => (await queueRows(s.meta, s.queue.id)).length === 1,
       'requeue',
@@ -120,15 +139,17 @@ describe('reservations', () => {
     expect(Date.now() - diedAt).toBeLessThan(2_000); // a clean close is seen at once
     const cancelled = await readTablet(s.meta, tablet);
     expect(cancelled.reservations.size).toBe(0);
+    expect(cancelled.progress.size).toBe(0);
     expect(cancelled.files.size).toBe(3);
     expect(await delRows(s.meta)).toEqual([job.output]);
 
     const heir = await TestCompactor.start(cluster(), 'size256M');
     const [found] = await heir.entries();
     const job2 = (await heir.reserve(found!.tablet))!;
+    expect(job2.inputs.map((i) => i.name).sort()).toEqual(job.inputs.map((i) => i.name).sort());
     await heir.commit(job2, await heir.compact(job2));
     expect((await readTablet(s.meta, tablet)).files.size).toBe(1);
-    expect(await scanLines(s.client, 'TABLE1')).toHaveLength(150);
+    expect(await scanLines(s.client, 'TABLE1')).toHaveLength(3_000);
     await heir.close();
   });
 
