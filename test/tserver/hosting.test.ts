@@ -110,7 +110,8 @@ describe('tablet hosting', () => {
     await allHostedBy(meta, 't', [heirName], cluster().sessionTimeoutMs + 10_000);
     const before = await meta.row(tablet!.tablet);
 
-    // A write reaches the zombie while it is frozen; it handles it when it resumes.
+    // A write reaches the zombie while it is frozen; it handles it when it resumes, and the manager refuses
+    // the zombie's change to the tablet: the session it names (the fencing token) has expired.
     const zombieClient = cluster().client(`http://${zombieName}`);
     const write = zombieClient
       .post(
@@ -119,11 +120,14 @@ describe('tablet hosting', () => {
         { attempts: 1, timeoutMs: 15_000 },
       )
       .then(
-        () => 'applied',
-        (err: ExcError) => err.code ?? 'error',
+        () => undefined,
+        (err: ExcError) => err,
       );
     zombie.resume();
-    expect(await write).not.toBe('applied');
+    const refused = await write;
+    expect(refused?.code).toBe('FENCED');
+    // The zombie itself answered so (not a connection lost as it exits).
+    expect(refused?.details.remoteCode).toBe('FENCED');
 
     // The store is exactly as the heir left it, and the zombie stopped serving (it exits).
     expect(await meta.row(tablet!.tablet)).toEqual(before);
