@@ -39,3 +39,33 @@ export function rangeIsEmpty(range: RowRange): boolean {
   if (c > 0) return true;
   return c === 0 && !(range.startInclusive !== false && range.endInclusive === true);
 }
+
+/** The rows in both `a` and `b`: the later start and the earlier end (it may be empty, see {@link rangeIsEmpty}). */
+export function intersectRanges(a: RowRange, b: RowRange): RowRange {
+  const start = laterStart(a, b);
+  const end = earlierEnd(a, b);
+  return {
+    ...(start.startRow === undefined
+      ? {}
+      : { startRow: start.startRow, startInclusive: start.startInclusive !== false }),
+    ...(end.endRow === undefined ? {} : { endRow: end.endRow, endInclusive: end.endInclusive === true }),
+  };
+}
+
+/** Of two starts, the one that admits fewer rows (at the same row, the exclusive one). */
+function laterStart(a: RowRange, b: RowRange): RowRange {
+  if (a.startRow === undefined) return b;
+  if (b.startRow === undefined) return a;
+  const c = compareBytes(a.startRow, b.startRow);
+  if (c !== 0) return c > 0 ? a : b;
+  return a.startInclusive === false ? a : b;
+}
+
+/** Of two ends, the one that admits fewer rows (at the same row, the exclusive one). */
+function earlierEnd(a: RowRange, b: RowRange): RowRange {
+  if (a.endRow === undefined) return b;
+  if (b.endRow === undefined) return a;
+  const c = compareBytes(a.endRow, b.endRow);
+  if (c !== 0) return c < 0 ? a : b;
+  return a.endInclusive === true ? b : a;
+}

@@ -14,9 +14,11 @@
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { newFileName } from '../meta/paths.js';
-import { fileCol } from '../meta/tablet.js';
+import { fileCol, type TabletMeta } from '../meta/tablet.js';
 import {
   compareKeys,
+  intersectRanges,
+  rowInRange,
   scanFiles,
   validateFilters,
   writeRFile,
@@ -49,12 +51,12 @@ export const scanSchema = z.object({
   filters: z.unknown().optional(),
 });
 
-/** Inside (prev, end]? */
-function inTablet(tablet: HostedTablet, row: Buffer): boolean {
-  const { prevEndRow, endRow } = tablet.meta;
-  if (prevEndRow !== null && Buffer.compare(row, prevEndRow) <= 0) return false;
-  if (endRow !== null && Buffer.compare(row, endRow) > 0) return false;
-  return true;
+/** The rows a tablet holds: (prevEndRow, endRow]. */
+function tabletRange(meta: TabletMeta): RowRange {
+  return {
+    ...(meta.prevEndRow === null ? {} : { startRow: meta.prevEndRow, startInclusive: false }),
+    ...(meta.endRow === null ? {} : { endRow: meta.endRow, endInclusive: true }),
+  };
 }
 
 function describeRow(row: Buffer): string {
@@ -79,9 +81,10 @@ export class DataPath {
     const req = parseInput(ingestSchema, body, 'body');
     const tablet = await this.hosting.get(req.tablet);
     const now = Date.now();
+    const rows = tabletRange(tablet.meta);
     const entries: Entry[] = req.entries.map((w, i) => {
       const row = Buffer.from(w.row, 'base64');
-      if (!inTablet(tablet, row)) {
+      if (!rowInRange(row, rows)) {
         throw new ExcError(
           'BAD_REQUEST',
           `entries.${i}: row ${describeRow(row)} is outside tablet ${tablet.row}`,
@@ -164,40 +167,17 @@ export class DataPath {
     return { entries: out, nextRow: cut && lastRow ? lastRow.toString('base64') : null };
   }
 
-  /** The requested range clipped to the tablet's (prev, end]. */
+  /** The requested range, after `afterRow` when resuming, clipped to the tablet's rows. */
   private rangeOf(tablet: HostedTablet, req: z.output<typeof scanSchema>): RowRange {
-    const { prevEndRow, endRow } = tablet.meta;
-    let start: { row: Buffer; inclusive: boolean } | undefined = prevEndRow
-      ? { row: prevEndRow, inclusive: false }
-      : undefined;
-    const after =
-      req.afterRow !== undefined ? { row: Buffer.from(req.afterRow, 'base64'), inclusive: false } : undefined;
-    const asked =
-      req.startRow !== undefined
-        ? { row: Buffer.from(req.startRow, 'base64'), inclusive: req.startInclusive }
-        : undefined;
-    for (const candidate of [asked, after]) {
-      if (!candidate) continue;
-      if (!start) start = candidate;
-      else {
-        const c = Buffer.compare(candidate.row, start.row);
-        if (c > 0 || (c === 0 && !candidate.inclusive)) start = candidate;
-      }
-    }
-    let end: { row: Buffer; inclusive: boolean } | undefined = endRow
-      ? { row: endRow, inclusive: true }
-      : undefined;
-    if (req.endRow !== undefined) {
-      const e = { row: Buffer.from(req.endRow, 'base64'), inclusive: req.endInclusive };
-      if (!end) end = e;
-      else {
-        const c = Buffer.compare(e.row, end.row);
-        if (c < 0 || (c === 0 && !e.inclusive)) end = e;
-      }
-    }
-    return {
-      ...(start ? { startRow: start.row, startInclusive: start.inclusive } : {}),
-      ...(end ? { endRow: end.row, endInclusive: end.inclusive } : {}),
+    const row = (base64: string | undefined) =>
+      base64 === undefined ? undefined : Buffer.from(base64, 'base64');
+    const asked: RowRange = {
+      startRow: row(req.startRow),
+      startInclusive: req.startInclusive,
+      endRow: row(req.endRow),
+      endInclusive: req.endInclusive,
     };
+    const after: RowRange = { startRow: row(req.afterRow), startInclusive: false };
+    return intersectRanges(intersectRanges(tabletRange(tablet.meta), asked), after);
   }
 }
