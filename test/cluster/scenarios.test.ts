@@ -18,8 +18,8 @@ import {
   useS3,
   useZooKeeper,
   waitFor,
-  type ManagedProcess,
   type TestCluster,
+  type TserverProcess,
 } from '../support/index.js';
 import { cliJson, cliOk } from '../support/cli.js';
 
@@ -32,7 +32,7 @@ interface Env {
   client: ExcClient;
   store: ObjectStore;
   model: DataModel;
-  tservers: ManagedProcess[];
+  tservers: TserverProcess[];
 }
 
 let clock = 1_000_000;
@@ -56,7 +56,7 @@ describe('cluster scenarios', () => {
   async function start(options: { tservers?: number; splits?: string } = {}): Promise<Env> {
     const c = cluster();
     await c.startManager();
-    const tservers: ManagedProcess[] = [];
+    const tservers: TserverProcess[] = [];
     for (let i = 0; i < (options.tservers ?? 2); i++)
       tservers.push(await c.startTserver({ name: `tserver-${i + 1}` }));
     await cliOk(c, ['admin', 'store', 'init']);
@@ -159,33 +159,34 @@ describe('cluster scenarios', () => {
 
   it('a tablet server killed with running compactions: tablets reassigned, reservations loaded, commits go to the new host', async () => {
     const env = await start({ tservers: 1, splits: 'm' });
+    // The heir is up before the work starts (tablets are not rebalanced onto it), so the kill can follow
+    // the reservations at once. Both jobs share 30 kB/s: they take seconds, long past the kill.
+    const heir = await env.cluster.startTserver({ name: 'heir' });
     const compactor = await env.cluster.startCompactor('size256M', {
-      args: ['--throughput', '60000', '--concurrency', '2'],
+      args: ['--throughput', '30000', '--concurrency', '2'],
     });
     for (let i = 0; i < 3; i++) await ingest(env, [...rows(`a${i}-`, 150, 200), ...rows(`x${i}-`, 150, 200)]);
-    await waitFor(
-      async () => (await env.client.tablets('TABLE1')).every((t) => t.reservations.length === 1),
-      'both tablets reserved',
-    );
-    const heir = (
-      await (
-        await env.cluster.startTserver({ name: 'heir' })
-      ).waitForLog((l) => l.msg === 'tablet server ready')
-    ).name as string;
+    const reserved = await waitFor(async () => {
+      const tablets = await env.client.tablets('TABLE1');
+      return tablets.every((t) => t.reservations.length === 1) && tablets;
+    }, 'both tablets reserved');
 
     env.tservers[0]!.kill();
+    expect(compactor.lines.filter((l) => l.msg === 'compaction committed')).toEqual([]);
     await waitFor(
-      async () => (await env.client.tablets('TABLE1')).every((t) => t.loc?.server === heir),
+      async () => (await env.client.tablets('TABLE1')).every((t) => t.loc?.server === heir.server),
       'reassignment',
       env.cluster.sessionTimeoutMs + 15_000,
     );
     // The reservations survived the move, and both commits reach the heir.
-    await waitFor(
-      async () => compactor.lines.filter((l) => l.msg === 'compaction committed').length >= 2,
-      'both commits',
-      60_000,
-      100,
-    );
+    for (const t of reserved) {
+      const ecid = t.reservations[0]!.ecid;
+      const loaded = await heir.waitForLog((l) => l.msg === 'tablet loaded' && l.tablet === t.tablet);
+      expect(loaded.reservations).toBe(1);
+      await heir.waitForLog((l) => l.msg === 'committed' && l.tablet === t.tablet && l.ecid === ecid, 60_000);
+      await compactor.waitForLog((l) => l.msg === 'compaction committed' && l.ecid === ecid);
+    }
+    expect(env.tservers[0]!.lines.filter((l) => l.msg === 'committed')).toEqual([]);
     for (const t of await env.client.tablets('TABLE1')) expect(t.files.length).toBe(1);
     await finish(env);
   });
