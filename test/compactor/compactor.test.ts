@@ -21,6 +21,7 @@ import {
   useZooKeeper,
   waitFor,
   type TableSetup,
+  type LogLine,
   type TableSetupOptions,
   type TestCluster,
 } from '../support/index.js';
@@ -110,19 +111,35 @@ describe('compactor', () => {
     await expect(fetch(`${c1.status}/v1/status`).then((r) => r.status)).resolves.toBe(401);
   });
 
-  it('kill -9 mid-job - another compactor completes the job; the scan is exact', async () => {
+  it('kill -9 mid-job - its reservation is cancelled, then another compactor does the job; the scan is exact', async () => {
     const s = await setup(cluster());
+    const tablet = s.tablets[0]!.tablet;
     const slow = await cluster().startCompactor('q', { name: 'slow', args: ['--throughput', '20000'] });
-    const slowPath = slow.compactor;
     await oneJob(s, 300);
-    await slow.waitForLog((l) => l.msg === 'compaction started');
+    const doomed = await slow.waitForLog((l) => l.msg === 'compaction started');
+    // The reservation the compactor holds as it dies.
+    expect((await readTablet(s.meta, tablet)).reservations.get(doomed.ecid as string)).toMatchObject({
+      compactor: slow.compactor,
+    });
     const heir = await cluster().startCompactor('q', { name: 'heir' });
 
     slow.kill();
-    await heir.waitForLog((l) => l.msg === 'compaction committed', cluster().sessionTimeoutMs + 10_000);
+    const isCancel = (l: LogLine) => l.msg === 'reservation cancelled' && l.ecid === doomed.ecid;
+    const cancel = await s.tserver.waitForLog(isCancel, cluster().sessionTimeoutMs + 10_000);
+    expect(cancel).toMatchObject({ tablet, reason: 'compactor-gone', compactor: slow.compactor });
+    // The heir gets the same job under a new reservation, as a second attempt (the death counts as one).
+    const redone = await heir.waitForLog((l) => l.msg === 'compaction started');
+    expect(redone).toMatchObject({ tablet, inputs: 3, attempt: 1 });
+    expect(redone.ecid).not.toBe(doomed.ecid);
+    const committed = await heir.waitForLog((l) => l.msg === 'compaction committed');
+    expect(committed.ecid).toBe(redone.ecid);
+    // In the tablet server's own order: the dead compactor's reservation was cancelled before the heir's
+    // was made.
+    const at = (match: (l: LogLine) => boolean) => s.tserver.lines.findIndex(match);
+    expect(at(isCancel)).toBeLessThan(at((l) => l.msg === 'reserved' && l.ecid === redone.ecid));
+
     const [t] = await quiet(s);
     expect(t!.files.size).toBe(1);
-    for (const r of t!.reservations.values()) expect(r.compactor).not.toBe(slowPath);
     expect(await scanLines(s.client, 't')).toEqual(s.model.expected());
   });
 
@@ -176,25 +193,29 @@ describe('compactor', () => {
 
   it('SIGTERM - the node goes at once, the released job is re-reserved by another compactor, exit 0', async () => {
     const s = await setup(cluster());
+    const tablet = s.tablets[0]!.tablet;
     const leaving = await cluster().startCompactor('q', { name: 'leaving', args: ['--throughput', '20000'] });
-    const leavingPath = leaving.compactor;
     await oneJob(s, 300);
-    await leaving.waitForLog((l) => l.msg === 'compaction started');
+    const released = await leaving.waitForLog((l) => l.msg === 'compaction started');
     const heir = await cluster().startCompactor('q', { name: 'heir' });
     const session = await cluster().session();
 
     const stoppedAt = Date.now();
     const exit = leaving.terminate();
-    await waitFor(async () => !(await session.exists(leavingPath)), 'node to disappear', 5_000, 5);
+    await waitFor(async () => !(await session.exists(leaving.compactor)), 'node to disappear', 5_000, 5);
     const nodeGoneMs = Date.now() - stoppedAt;
-    const reserved = await heir.waitForLog(
-      (l) => l.msg === 'reserved' || l.msg === 'compaction started',
-      5_000,
-    );
-    expect(reserved).toBeTruthy();
     expect(await exit).toEqual({ code: 0, signal: null });
     expect(nodeGoneMs).toBeLessThan(2_000);
     expect(leaving.lines.some((l) => l.msg === 'compaction released')).toBe(true);
+    // The tablet server took the job back as released: not a failed attempt.
+    const cancel = await s.tserver.waitForLog(
+      (l) => l.msg === 'reservation cancelled' && l.ecid === released.ecid,
+    );
+    expect(cancel).toMatchObject({ reason: 'released', compactor: leaving.compactor });
+    // The heir does the same job under a new reservation, still as the first attempt.
+    const redone = await heir.waitForLog((l) => l.msg === 'compaction started', 15_000);
+    expect(redone).toMatchObject({ tablet, inputs: 3, attempt: 0 });
+    expect(redone.ecid).not.toBe(released.ecid);
     await heir.waitForLog((l) => l.msg === 'compaction committed');
     expect(await scanLines(s.client, 't')).toEqual(s.model.expected());
   });
