@@ -10,6 +10,7 @@ import { ExcError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { MetaClient } from '../meta/client.js';
 import type { TableInfo, TabletView } from '../meta/views.js';
+import { notApplied } from '../rpc/client.js';
 import { PeerClients } from '../rpc/peers.js';
 import { backoffDelay, sleep } from '../retry.js';
 import type { WireEntry } from '../rpc/entries.js';
@@ -194,8 +195,7 @@ export class ExcClient {
           const again =
             err instanceof ExcError &&
             (err.code === 'NOT_SERVING' ||
-              (err.code === 'UNAVAILABLE' &&
-                (options.idempotent || err.details.sent === false || err.details.notApplied === true)));
+              (err.code === 'UNAVAILABLE' && (options.idempotent || notApplied(err))));
           if (!again || Date.now() > deadline) throw err;
         }
       } else if (Date.now() > deadline) {
