@@ -6,7 +6,14 @@ import { ulid } from '../ids.js';
 import { z } from 'zod';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { ALL_TABLETS, parseQueueRow, prefixEnd, queueEntryTablet, queuePrefix } from '../meta/keys.js';
+import {
+  ALL_TABLETS,
+  MAX_BINS,
+  parseQueueRow,
+  prefixEnd,
+  queueEntryTablet,
+  queuePrefix,
+} from '../meta/keys.js';
 import type { MetaStore } from '../meta/store.js';
 import { compactCol, failedCol, isParked, type TabletMeta } from '../meta/tablet.js';
 import type { CompactorView, ParkedCompaction, RunningCompaction, TableInfo } from '../meta/views.js';
@@ -36,7 +43,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
   server.route(
     'POST',
     '/queues',
-    { body: z.object({ name: z.string(), bins: z.number().int().min(1).max(4096).default(8) }) },
+    { body: z.object({ name: z.string(), bins: z.number().int().min(1).max(MAX_BINS).default(8) }) },
     async ({ body }) => {
       const p = parts();
       return createQueue(p.session, p.layout, body.name, body.bins, p.log);

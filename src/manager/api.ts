@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
-import { ALL_TABLETS, tableRange, tabletSeekKey } from '../meta/keys.js';
+import { ALL_TABLETS, MAX_BINS, QUEUE_ID_RE } from '../meta/keys.js';
 import { locationSchema } from '../meta/tablet.js';
 import { describeTablet } from '../meta/views.js';
 import type { MetaStore } from '../meta/store.js';
@@ -60,31 +60,6 @@ export function registerManagerApi(
     cols: Object.fromEntries(parts().store.row(body.row)),
   }));
 
-  server.route(
-    'POST',
-    '/meta/locate',
-    {
-      body: z.object({
-        table: z.string().min(1),
-        /** The row to find, hex; omitted: the first tablet. */
-        rowHex: z
-          .string()
-          .regex(/^(?:[0-9a-f]{2})*$/)
-          .optional(),
-      }),
-    },
-    ({ body }) => {
-      const p = parts();
-      const table = p.tables.get(body.table);
-      const { start, end } = tableRange(table.id);
-      const seek =
-        body.rowHex === undefined ? start : tabletSeekKey(table.id, Buffer.from(body.rowHex, 'hex'));
-      const [tablet] = readTablets(p.store, seek, end).slice(0, 1);
-      if (!tablet) throw new ExcError('INTERNAL', `table ${table.name} has no tablet for that row`);
-      return { table: table.id, tablet: describeTablet(tablet) };
-    },
-  );
-
   server.route('POST', '/tables', { body: createTableSchema }, async ({ body }) => {
     const p = parts();
     const table = await p.tables.create(body);
@@ -99,8 +74,8 @@ export function registerManagerApi(
     '/queues/next',
     {
       body: z.object({
-        queueId: z.string().regex(/^[0-9a-z]{4}$/),
-        bins: z.number().int().min(1).max(4096),
+        queueId: z.string().regex(QUEUE_ID_RE),
+        bins: z.number().int().min(1).max(MAX_BINS),
         startBin: z.number().int().min(0),
         /** Long poll: wait up to this long for work to appear. */
         waitMs: z.number().int().min(0).max(60_000).default(0),
@@ -159,14 +134,4 @@ export function registerManagerApi(
     await gc.runCycle();
     return gc.stats;
   });
-
-  server.route(
-    'POST',
-    '/meta/scan-rows',
-    { body: z.object({ start: z.string(), end: z.string() }) },
-    ({ body }) => {
-      // Whole tablets in [start, end): for clients that need parsed tablets without paging cells.
-      return { tablets: readTablets(parts().store, body.start, body.end).map(describeTablet) };
-    },
-  );
 }

@@ -1,7 +1,7 @@
 /**
  * Finding the active manager: the ephemeral node /excompact/manager holds its address.
  */
-import { isZkCode, type ZkLayout, type ZkSession, type ZkWatchEvent } from '../zk/index.js';
+import { isZkCode, type ZkLayout, type ZkSession } from '../zk/index.js';
 
 export interface ManagerAddress {
   host: string;
@@ -14,17 +14,12 @@ export interface ManagerAddress {
 export async function readManagerAddress(
   session: ZkSession,
   layout: ZkLayout,
-  watcher?: (event: ZkWatchEvent) => void,
 ): Promise<ManagerAddress | undefined> {
   try {
-    const { data } = await session.get(layout.manager, watcher);
+    const { data } = await session.get(layout.manager);
     return JSON.parse(data.toString('utf8')) as ManagerAddress;
   } catch (err) {
-    if (isZkCode(err, 'ZK_NO_NODE')) {
-      // Watch for its creation instead.
-      if (watcher) await session.exists(layout.manager, watcher);
-      return undefined;
-    }
+    if (isZkCode(err, 'ZK_NO_NODE')) return undefined;
     throw err;
   }
 }

@@ -68,10 +68,6 @@ export function parseTabletRow(row: string): { tableId: string; endRow: EndRow }
   return { tableId: m[1]!, endRow: m[3] ? null : unhex(m[2]!, 'tablet end row') };
 }
 
-export function isTabletRow(row: string): boolean {
-  return /^[0-9a-z]{4}(?:;(?:[0-9a-f]{2})*|<)$/.test(row);
-}
-
 /** The first and the after-last row of a table's tablets, for a range scan [start, end). */
 export function tableRange(tableId: string): { start: string; end: string } {
   checkTableId(tableId);
@@ -80,11 +76,6 @@ export function tableRange(tableId: string): { start: string; end: string } {
 
 /** Every tablet row, for a range scan [start, end): table ids sort between '0000' and '~'. */
 export const ALL_TABLETS = { start: '0000', end: '~' } as const;
-
-/** The row key at or after which the tablet holding `row` is found. */
-export function tabletSeekKey(tableId: string, row: Buffer): string {
-  return tabletRow(tableId, row);
-}
 
 // --- queue entries -----------------------------------------------------------------------------------------
 
@@ -155,10 +146,6 @@ export function binOf(tablet: string, bins: number): number {
 export const DEL_PREFIX = '~del:';
 export function delRow(path: string): string {
   return `${DEL_PREFIX}${path}`;
-}
-export function parseDelRow(row: string): string {
-  if (!row.startsWith(DEL_PREFIX)) throw new ExcError('BAD_REQUEST', `not a deletion row: ${row}`);
-  return row.slice(DEL_PREFIX.length);
 }
 
 export const TABLE_PREFIX = '~table:';
