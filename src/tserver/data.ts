@@ -30,7 +30,7 @@ import { parseInput } from '../validate.js';
 import { MAX_BATCH_ENTRIES, toWire, wireEntrySchema, type WireEntry } from '../rpc/entries.js';
 import type { HostedTablet } from './hosted-tablet.js';
 import type { Hosting } from './hosting.js';
-import type { TableConfigs } from './table-configs.js';
+import { iteratorSettings, type TableConfigs } from './table-configs.js';
 
 export const ingestSchema = z.object({
   tablet: z.string().min(1),
@@ -149,13 +149,7 @@ export class DataPath {
       store: this.store,
       files,
       range,
-      settings: {
-        versions: settings.config.versions,
-        ...(settings.config.ttlMs === undefined ? {} : { ttlMs: settings.config.ttlMs }),
-        nowMs: Date.now(),
-        filters,
-        dropDeletes: true,
-      },
+      settings: iteratorSettings(settings.config, filters, true),
     })) {
       if (out.length >= req.limit && lastRow && !e.key.row.equals(lastRow)) {
         cut = true;

@@ -26,18 +26,20 @@ import {
   ecompCol,
   failedCol,
   fileCol,
+  isParked,
   progressCol,
   type Failure,
   type Progress,
   type Reservation,
 } from '../meta/tablet.js';
+import { tableConfigSchema } from '../meta/table-config.js';
 import type { Condition } from '../meta/types.js';
 import type { CommitRequest, ReserveRequest, ReservedJob } from '../queue/protocol.js';
 import type { ZkLayout } from '../zk/index.js';
 import type { CompactorWatch, ReservationRef } from './compactor-watch.js';
 import { failureKey, type HostedTablet, type ProgressFigures } from './hosted-tablet.js';
 import type { Hosting } from './hosting.js';
-import type { TableConfigs } from './table-configs.js';
+import { iteratorSettings, type TableConfigs } from './table-configs.js';
 
 /** Why a reservation ended without a commit. Only some count as failed attempts. */
 export type CancelReason = 'compactor-gone' | 'failed' | 'stalled' | 'released' | 'admin' | 'queue-deleted';
@@ -60,6 +62,9 @@ export interface ReservationsDeps {
   /** Cancel a reservation with no progress for this long (0 disables). */
   stallTimeoutMs?: number;
 }
+
+/** Used when the table's settings cannot be read to decide whether a failed job is parked. */
+const DEFAULT_MAX_ATTEMPTS = tableConfigSchema.parse({}).maxAttempts;
 
 const isUnknown = (err: unknown): boolean => err instanceof ExcError && err.code === 'OUTCOME_UNKNOWN';
 
@@ -148,13 +153,7 @@ export class Reservations {
         allFiles: job.allFiles,
         ...(job.userCompactionId ? { userCompactionId: job.userCompactionId } : {}),
         ...(req.requestId ? { requestId: req.requestId } : {}),
-        settings: {
-          versions: settings.config.versions,
-          ...(settings.config.ttlMs === undefined ? {} : { ttlMs: settings.config.ttlMs }),
-          nowMs: Date.now(),
-          filters: user?.filters ?? [],
-          dropDeletes: job.allFiles,
-        },
+        settings: iteratorSettings(settings.config, user?.filters ?? [], job.allFiles),
       };
       let applied: boolean;
       try {
@@ -359,16 +358,16 @@ export class Reservations {
     const key = failureKey(r.inputs);
     let failure: Failure | undefined;
     if (COUNTS_AS_FAILURE.has(reason)) {
-      const attempts = Math.max(tablet.meta.failures.get(key)?.attempts ?? 0, r.attempt) + 1;
       failure = {
         inputs: r.inputs,
-        attempts,
+        attempts: Math.max(tablet.meta.failures.get(key)?.attempts ?? 0, r.attempt) + 1,
         lastError: error ?? reason,
         at: Date.now(),
-        parked: attempts >= (settings?.config.maxAttempts ?? 3),
+        parked: false,
         queueId: r.queueId,
         lastEcid: ecid,
       };
+      failure.parked = isParked(failure, settings?.config.maxAttempts ?? DEFAULT_MAX_ATTEMPTS);
     }
     let applied: boolean;
     try {

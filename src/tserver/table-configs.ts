@@ -6,6 +6,7 @@ import { ExcError } from '../errors.js';
 import type { MetaClient } from '../meta/client.js';
 import { tableRow } from '../meta/keys.js';
 import { tableConfigSchema, type TableConfig } from '../meta/table-config.js';
+import type { FilterSpec, IteratorSettings } from '../storage/index.js';
 
 export interface TableSettings {
   id: string;
@@ -53,4 +54,22 @@ export class TableConfigs {
     this.cache.set(tableId, { at: Date.now(), settings });
     return settings;
   }
+}
+
+/**
+ * What the iterator stack keeps for a table, reading (a scan) or compacting (a reservation) as of now:
+ * versions and age-off from its settings, filters and delete handling from the caller.
+ */
+export function iteratorSettings(
+  config: TableConfig,
+  filters: FilterSpec[],
+  dropDeletes: boolean,
+): IteratorSettings {
+  return {
+    versions: config.versions,
+    ...(config.ttlMs === undefined ? {} : { ttlMs: config.ttlMs }),
+    nowMs: Date.now(),
+    filters,
+    dropDeletes,
+  };
 }
