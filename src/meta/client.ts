@@ -10,8 +10,9 @@ import { ExcError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { readManagerAddress } from './discovery.js';
 import { notApplied, RpcClient, type CallOptions } from '../rpc/client.js';
-import { sleep } from '../retry.js';
+import { backoffDelay, sleep } from '../retry.js';
 import type { ZkLayout, ZkSession } from '../zk/index.js';
+import type { Fence } from './tablet.js';
 import type { Cell, Mutation, MutationResult, ScanPage, ScanRequest } from './types.js';
 
 export interface MetaClientOptions {
@@ -24,11 +25,6 @@ export interface MetaClientOptions {
   session?: ZkSession;
   layout?: ZkLayout;
   url?: string;
-}
-
-export interface Fence {
-  server: string;
-  session: string;
 }
 
 export class MetaClient {
@@ -136,7 +132,7 @@ export class MetaClient {
           'manager unavailable: looking for the active one',
         );
         if (!this.options.url) this.client = undefined;
-        await sleep(Math.min(50 * 2 ** attempt, 500));
+        await sleep(backoffDelay(attempt, { baseMs: 50, maxMs: 500 }));
       }
     }
   }
