@@ -12,6 +12,7 @@ import { z } from 'zod';
 import { ExcError } from '../../errors.js';
 import type { Entry } from '../key.js';
 import { rowInRange, type RowRange } from '../range.js';
+import { BlockEntry } from '../rfile/block-entry.js';
 
 export interface FilterSpec {
   name: string;
@@ -65,9 +66,27 @@ function define<S extends z.ZodType>(d: FilterDefinition<S>): FilterDefinition<S
 const hasPrefix = (b: Buffer, prefix: Buffer): boolean =>
   b.length >= prefix.length && b.compare(prefix, 0, prefix.length, 0, prefix.length) === 0;
 
-function familySet(families: Buffer[]): (family: Buffer) => boolean {
-  const set = new Set(families.map((f) => f.toString('hex')));
-  return (family) => set.has(family.toString('hex'));
+/**
+ * Whether an entry's column family is one of `families`. Per entry, so it compares bytes in place: no
+ * string per entry, and no Key made for a BlockEntry (three Buffer slices); only the families of the
+ * entry's length are compared.
+ */
+function familyIn(families: Buffer[]): (e: Entry) => boolean {
+  const byLength = new Map<number, Buffer[]>();
+  for (const f of families) byLength.set(f.length, [...(byLength.get(f.length) ?? []), f]);
+  const matches = (bytes: Buffer, start: number, end: number): boolean =>
+    byLength.get(end - start)?.some((f) => bytesEqual(bytes, start, f)) ?? false;
+  return (e) => {
+    if (e instanceof BlockEntry) return matches(e.block, e.familyStart, e.qualifierStart);
+    const family = e.key.family;
+    return matches(family, 0, family.length);
+  };
+}
+
+/** Whether `bytes` holds `b` at `start` (the caller has checked that the lengths fit). */
+function bytesEqual(bytes: Buffer, start: number, b: Buffer): boolean {
+  for (let i = 0; i < b.length; i++) if (bytes[start + i] !== b[i]) return false;
+  return true;
 }
 
 function toRowRange(o: z.output<typeof rowRange>): RowRange {
@@ -96,17 +115,14 @@ export const FILTERS = {
     doc: 'Drops the column families in `families`.',
     options: z.strictObject({ families: byteList }),
     build: ({ families }) => {
-      const has = familySet(families);
-      return (e) => !has(e.key.family);
+      const has = familyIn(families);
+      return (e) => !has(e);
     },
   }),
   keepFamily: define({
     doc: 'Keeps only the column families in `families`.',
     options: z.strictObject({ families: byteList }),
-    build: ({ families }) => {
-      const has = familySet(families);
-      return (e) => has(e.key.family);
-    },
+    build: ({ families }) => familyIn(families),
   }),
   keepRowRange: define({
     doc: 'Keeps only the rows in [start, end) (or as `startInclusive` / `endInclusive` say; either end may be left out).',
