@@ -10,14 +10,14 @@ import { randomInt } from 'node:crypto';
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { ID_LENGTH, QUEUE_ID_RE } from '../meta/keys.js';
+import { ID_LENGTH, MAX_BINS, QUEUE_ID_RE } from '../meta/keys.js';
 import { QUEUE_NAME_RE } from '../meta/table-config.js';
 import { isZkCode, type ZkLayout, type ZkSession } from '../zk/index.js';
 
 export const DEFAULT_BINS = 8;
 
 const queueMapSchema = z.record(z.string(), z.string().regex(QUEUE_ID_RE));
-const queueSettingsSchema = z.object({ bins: z.number().int().min(1).max(4096) });
+const queueSettingsSchema = z.object({ bins: z.number().int().min(1).max(MAX_BINS) });
 export type QueueSettings = z.infer<typeof queueSettingsSchema>;
 
 export interface QueueInfo {
@@ -89,8 +89,8 @@ export async function createQueue(
       `invalid queue name ${JSON.stringify(name)}: letters, digits, _ . - (at most 64, starting with a letter)`,
     );
   }
-  if (!Number.isInteger(bins) || bins < 1 || bins > 4096)
-    throw new ExcError('BAD_REQUEST', `--bins must be 1..4096, not ${bins}`);
+  if (!Number.isInteger(bins) || bins < 1 || bins > MAX_BINS)
+    throw new ExcError('BAD_REQUEST', `--bins must be 1..${MAX_BINS}, not ${bins}`);
   for (let attempt = 0; attempt < 50; attempt++) {
     const { map, version } = await readQueueMap(session, layout);
     if (map[name])

@@ -16,6 +16,7 @@
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
+import { QUEUE_ID_RE } from '../meta/keys.js';
 import type { RpcServer } from '../rpc/server.js';
 import type { DataPath } from './data.js';
 import type { Hosting } from './hosting.js';
@@ -80,7 +81,7 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
     {
       body: z.object({
         tablet,
-        queueId: z.string().regex(/^[0-9a-z]{4}$/),
+        queueId: z.string().regex(QUEUE_ID_RE),
         compactor,
         requestId: ecid.optional(),
       }),
