@@ -2,14 +2,14 @@
  * k-way merge of sorted batch sources with a loser tree (a tournament tree that stores the loser of
  * each match): after the winner advances, one replay from its leaf to the root, ⌈log2 k⌉ comparisons,
  * decides the next winner. Sources are read a batch (a data block) at a time; the only awaits are for a
- * source's next batch and, every `batchSize` kept entries, for the consumer. Entries that compare equal
- * come out in source order.
+ * source's next batch and, every {@link BATCH_SIZE} kept entries, for the consumer. Entries that compare
+ * equal come out in source order.
  *
  * `accept` sees every entry in merged order and says whether it is kept: the stack's rules (stack.ts)
  * run inside the merge loop rather than as further async stages. Output batches may be empty (a
  * heartbeat when many entries in a row are dropped).
  */
-import type { BatchSource } from '../batches.js';
+import { BATCH_SIZE, type BatchSource } from '../batches.js';
 import type { Entry } from '../key.js';
 import { ENTRY_OPS, type EntryOps } from '../order.js';
 
@@ -26,8 +26,6 @@ export interface MergeOptions<T extends Entry> {
   /** The order; default compareEntries (via ENTRY_OPS). */
   compare?: EntryOps<T>['compare'];
   signal?: AbortSignal | undefined;
-  /** Kept entries per output batch. Default 512. */
-  batchSize?: number;
 }
 
 export async function* mergeBatches<T extends Entry = Entry>(
@@ -37,7 +35,6 @@ export async function* mergeBatches<T extends Entry = Entry>(
 ): AsyncGenerator<T[]> {
   const compare: EntryOps<T>['compare'] = options.compare ?? ENTRY_OPS.compare;
   const k = sources.length;
-  const batchSize = options.batchSize ?? 512;
   const stats = options.stats ?? { entriesRead: 0 };
   const { signal } = options;
   const iterators = sources.map(asyncIterator);
@@ -123,7 +120,7 @@ export async function* mergeBatches<T extends Entry = Entry>(
 
       // Also yield (possibly an empty batch) after many entries read: a merge that drops everything still
       // reports progress and notices an abort promptly.
-      if (out.length >= batchSize || read >= HEARTBEAT_ENTRIES) {
+      if (out.length >= BATCH_SIZE || read >= HEARTBEAT_ENTRIES) {
         stats.entriesRead += read;
         read = 0;
         signal?.throwIfAborted();
