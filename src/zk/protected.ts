@@ -63,9 +63,3 @@ async function findOwn(session: ZkSession, parent: string, marker: string): Prom
   });
   return undefined;
 }
-
-/** The 10-digit sequence suffix of a sequential node name; sort by this, never by the full name. */
-export function sequenceOf(name: string): number {
-  const match = /(\d{10})$/.exec(name);
-  return match ? Number(match[1]) : Number.NaN;
-}
