@@ -3,21 +3,27 @@
  * servers, compactor pools per queue) as real processes on loopback, driven through the CLI where an
  * operator would use it. After every scenario the invariants are checked: exact data, no reservation of a
  * dead compactor, queue entries that match the work, and no unreferenced file after garbage collection.
+ * The reservation and queue-entry invariants are also checked mid-scenario, when a compactor has just died
+ * or work is waiting: once a scenario is over there are no reservations or entries left to check.
  */
 import { describe, expect, it } from 'vitest';
 import { ExcClient } from '../../src/client/client.js';
 import { silentLogger } from '../../src/log.js';
 import type { MetaClient } from '../../src/meta/client.js';
 import { parseTablet } from '../../src/meta/tablet.js';
+import type { RunningCompaction } from '../../src/meta/views.js';
 import { openObjectStore, type ObjectStore } from '../../src/storage/index.js';
 import {
   DataModel,
   checkInvariants,
+  checkNoDeadReservations,
+  checkQueueEntriesHaveWork,
   useCluster,
   useProcesses,
   useS3,
   useZooKeeper,
   waitFor,
+  type CompactorProcess,
   type TestCluster,
   type TserverProcess,
 } from '../support/index.js';
@@ -33,6 +39,12 @@ interface Env {
   store: ObjectStore;
   model: DataModel;
   tservers: TserverProcess[];
+}
+
+/** What `admin queue info --json` prints (the parts these scenarios look at). */
+interface QueueInfo {
+  queued: { table: string; tablet: string }[];
+  running: RunningCompaction[];
 }
 
 let clock = 1_000_000;
@@ -86,9 +98,20 @@ describe('cluster scenarios', () => {
     return { cluster: c, meta, client, store, model: new DataModel(), tservers };
   }
 
+  /** Writes through `excompact ingest` (NDJSON on stdin), as an operator loading data would. */
   async function ingest(env: Env, entries: ReturnType<typeof rows>): Promise<void> {
     env.model.write(entries);
-    await env.client.ingest('TABLE1', entries);
+    await cliOk(env.cluster, ['ingest', 'TABLE1'], entries.map((e) => JSON.stringify(e)).join('\n') + '\n');
+  }
+
+  /** Waits until the compactor's ZooKeeper node is gone: its session has expired. */
+  async function nodeGone(env: Env, compactor: CompactorProcess): Promise<void> {
+    const session = await env.cluster.session();
+    await waitFor(
+      async () => !(await session.exists(compactor.compactor)),
+      `the node of ${compactor.name} to go`,
+      env.cluster.sessionTimeoutMs + 10_000,
+    );
   }
 
   /** Big batches: three of them make a job over the small limit, routed to size256M. */
@@ -119,11 +142,39 @@ describe('cluster scenarios', () => {
 
   it('example 1 - a queue for big jobs, its compactor, a table routed to it; ingest, compact, commit', async () => {
     const env = await start();
-    const big = await env.cluster.startCompactor('size256M');
-    await env.cluster.startCompactor('small');
+    const c = env.cluster;
+    await c.startCompactor('small');
+    // The job waits in size256M until a compactor for it starts, and the queue entry agrees with the tablet.
     await bigJob(env);
+    const waiting = await waitFor(async () => {
+      const info = await cliJson<QueueInfo>(c, ['admin', 'queue', 'info', 'size256M']);
+      return info.queued.length > 0 && info;
+    }, 'the job to be queued');
+    expect(waiting.queued.map((q) => q.table)).toEqual(['TABLE1']);
+    expect(await checkQueueEntriesHaveWork(c, env.meta)).toBe(1);
+
+    // Slow enough to be seen running through the CLI.
+    const big = await c.startCompactor('size256M', { args: ['--throughput', '20000'] });
+    const running = await waitFor(
+      async () =>
+        (
+          await cliJson<{ running: RunningCompaction[] }>(c, [
+            'admin',
+            'compactions',
+            'list',
+            '--queue',
+            'size256M',
+          ])
+        ).running[0],
+      'the compaction to show as running',
+    );
+    expect(running).toMatchObject({ table: 'TABLE1', queue: 'size256M', compactor: big.compactor });
     const committed = await big.waitForLog((l) => l.msg === 'compaction committed', 30_000);
-    expect(committed).toBeTruthy();
+    expect(committed.ecid).toBe(running.ecid);
+    await waitFor(async () => {
+      const info = await cliJson<QueueInfo>(c, ['admin', 'queue', 'info', 'size256M']);
+      return info.queued.length === 0 && info.running.length === 0;
+    }, 'size256M to be idle');
     const queues = await cliJson<{ name: string; compactors: number }[]>(env.cluster, [
       'admin',
       'queue',
@@ -152,7 +203,16 @@ describe('cluster scenarios', () => {
     await bigJob(env);
     await doomed.waitForLog((l) => l.msg === 'compaction started');
     const heir = await env.cluster.startCompactor('size256M', { name: 'heir' });
+    const { running } = await cliJson<{ running: RunningCompaction[] }>(env.cluster, [
+      'admin',
+      'compactions',
+      'list',
+    ]);
+    expect(running.map((r) => r.compactor)).toEqual([doomed.compactor]);
     doomed.kill();
+    // Once its node is gone, its reservation must not outlast the tablet server's notice.
+    await nodeGone(env, doomed);
+    await checkNoDeadReservations(env.cluster, env.meta);
     await heir.waitForLog((l) => l.msg === 'compaction committed', env.cluster.sessionTimeoutMs + 20_000);
     await finish(env);
   });
@@ -201,6 +261,9 @@ describe('cluster scenarios', () => {
     const started = await zombie.waitForLog((l) => l.msg === 'compaction started');
     zombie.pause();
     const heir = await env.cluster.startCompactor('size256M', { name: 'heir' });
+    // Frozen past its session, it is dead to the cluster: its reservation goes like a dead one's.
+    await nodeGone(env, zombie);
+    await checkNoDeadReservations(env.cluster, env.meta);
     await heir.waitForLog((l) => l.msg === 'compaction committed', env.cluster.sessionTimeoutMs + 20_000);
     zombie.resume();
     // It learns that its session is gone; whatever it tries with the old job is refused.
@@ -224,6 +287,8 @@ describe('cluster scenarios', () => {
     await big.waitForLog((l) => l.msg === 'compaction started');
     await cliOk(env.cluster, ['admin', 'queue', 'delete', 'size256M', '--force']);
     expect((await big.waitExit(20_000)).code).toBe(4);
+    // No entry is left for the deleted queue, and none for small: every job is routed to size256M still.
+    expect(await checkQueueEntriesHaveWork(env.cluster, env.meta)).toBe(0);
     await cliOk(env.cluster, ['admin', 'table', 'config', 'TABLE1', `queues=small`]);
     // With every job routed to small now, the small pool does the work.
     await small.waitForLog((l) => l.msg === 'compaction committed', 30_000);
