@@ -39,12 +39,19 @@ describe('excompact CLI', () => {
     return cluster();
   }
 
-  it('queues - create, list, info, delete (refused while a table routes to it unless --force)', async () => {
+  it('queues - create (again: refused, or a no-op with --if-not-exists), list, info, delete (refused while a table routes to it unless --force)', async () => {
     const c = await running();
     expect(await ok(c, ['admin', 'queue', 'create', 'small', '--bins', '4'])).toMatch(
       /created queue small \(id [0-9a-z]{4}, 4 bins\)/,
     );
-    await ok(c, ['admin', 'queue', 'create', 'large']);
+    const again = await c.cli(['admin', 'queue', 'create', 'small']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/queue "small" already exists/);
+    // Idempotent for provisioning scripts: it succeeds and changes nothing (the bins stay 4).
+    expect(await ok(c, ['admin', 'queue', 'create', 'small', '--bins', '16', '--if-not-exists'])).toBe(
+      'queue small already exists\n',
+    );
+    await ok(c, ['admin', 'queue', 'create', 'large', '--if-not-exists']);
     const queues = await json<
       { name: string; bins: number; queued: number; running: number; compactors: number }[]
     >(c, ['admin', 'queue', 'list']);
@@ -134,9 +141,25 @@ describe('excompact CLI', () => {
     expect((await ok(c, ['scan', 'b'])).trim().split('\n')).toHaveLength(300);
   });
 
-  it('tables and data - create with splits and config, ingest (file and stdin), scan, info, config, delete', async () => {
+  it('tables and data - create (again with --if-not-exists: a no-op) with splits and config, ingest (file and stdin), scan, info, config, delete', async () => {
     const c = await running();
     await ok(c, ['admin', 'table', 'create', 'events', '--splits', 'g,p', '--config', 'versions=2']);
+    const again = await c.cli(['admin', 'table', 'create', 'events']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/table "events" already exists/);
+    expect(
+      await ok(c, [
+        'admin',
+        'table',
+        'create',
+        'events',
+        '--split',
+        'x',
+        '--config',
+        'versions=5',
+        '--if-not-exists',
+      ]),
+    ).toBe('table events already exists\n');
     const file = join(c.dataDir, 'in.ndjson');
     const t0 = Date.now() - 60_000; // recent: the ttl set below must not age these off
     writeFileSync(
@@ -181,6 +204,7 @@ describe('excompact CLI', () => {
       'events',
     ]);
     expect(info.tablets.map((t) => t.files.length)).toEqual([1, 2, 1]);
+    expect(info.table.config.versions).toBe(2); // as created: the --if-not-exists run changed nothing
     expect(await ok(c, ['admin', 'table', 'info', 'events'])).toMatch(/TABLET\s+END ROW\s+HOST\s+FILES/);
     await ok(c, ['admin', 'table', 'config', 'events', 'versions=1', 'ttl=30d']);
     const tables = await json<{ name: string; config: { versions: number; ttlMs: number } }[]>(c, [
