@@ -1,10 +1,8 @@
 /**
- * The real `compactor <queue>` process against a real cluster: steady-state compaction, and every way a
- * compactor can stop (kill -9, SIGSTOP past its session, SIGTERM, its queue deleted) or fail (a corrupt
- * input).
+ * The real `compactor <queue>` process against a real cluster whose files are in a real S3 server:
+ * steady-state compaction, and every way a compactor can stop (kill -9, SIGSTOP past its session, SIGTERM,
+ * its queue deleted) or fail (a corrupt input).
  */
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ClientEntry } from '../../src/client/client.js';
 import type { TabletMeta } from '../../src/meta/tablet.js';
@@ -18,6 +16,7 @@ import {
   scanLines,
   useCluster,
   useProcesses,
+  useS3,
   useZooKeeper,
   waitFor,
   type TableSetup,
@@ -76,8 +75,9 @@ async function oneJob(s: Setup, rows: number): Promise<void> {
 
 describe('compactor', () => {
   const zk = useZooKeeper();
+  const s3 = useS3();
   const procs = useProcesses();
-  const cluster = useCluster(zk, procs);
+  const cluster = useCluster(zk, procs, { env: () => s3().env });
 
   it('end to end - two compactors keep up with many small files; files per tablet fall as the planner says; the scan is exact', async () => {
     const s = await setup(cluster(), { splits: ['r032', 'r064'] });
@@ -94,6 +94,12 @@ describe('compactor', () => {
       expect(files.length).toBeLessThan(8);
     }
     expect(await scanLines(s.client, 't')).toEqual(s.model.expected());
+    // The compactors wrote their outputs to S3, as the metadata records them.
+    const store = cluster().store();
+    expect(store.url).toBe(s3().storeUrl);
+    for (const t of tablets) {
+      for (const [name, f] of t.files) expect((await store.stat(name))?.size, name).toBe(f.size);
+    }
 
     // What happened is visible to Prometheus.
     const tserverMetrics = await (await fetch(`http://${s.tserver.server}/metrics`)).text();
@@ -247,10 +253,10 @@ describe('compactor', () => {
     await oneJob(s, 50);
     const [before] = await Promise.all(s.tablets.map((t) => readTablet(s.meta, t.tablet)));
     const victim = [...before!.files.keys()][1]!;
-    const path = join(cluster().storePath, victim);
-    const bytes = readFileSync(path);
+    const store = cluster().store();
+    const bytes = await store.readRange(victim, 0, (await store.stat(victim))!.size);
     bytes[40] = bytes[40]! ^ 0xff; // inside the first data block
-    writeFileSync(path, bytes);
+    await store.write(victim, bytes);
 
     const c = await cluster().startCompactor('q');
     const parked = await waitFor(async () => {
