@@ -218,7 +218,7 @@ describe('excompact CLI', () => {
     expect(await json<unknown[]>(c, ['admin', 'table', 'list'])).toEqual([]);
   });
 
-  it('user compaction with a filter removes exactly what the filter says, and --wait returns when done', async () => {
+  it('user compaction with a filter removes exactly what the filter says, and --wait returns when done; with --start/--end only the tablets in range', async () => {
     const c = await running();
     await ok(c, ['admin', 'queue', 'create', 'q']);
     await ok(c, ['admin', 'table', 'create', 't', '--splits', 'm', '--config', 'queues=q']);
@@ -237,13 +237,47 @@ describe('excompact CLI', () => {
       '--wait',
     ]);
     expect(out).toMatch(/2\/2 tablets done/);
-    const scanned = (await ok(c, ['scan', 't']))
-      .trim()
-      .split('\n')
-      .map((l) => (JSON.parse(l) as { row: string }).row);
-    expect(scanned).toEqual(['a1', 'a1', 'b2', 'n1', 'z9']);
-    const info = await json<{ tablets: { files: unknown[] }[] }>(c, ['admin', 'table', 'info', 't']);
+    const scanRows = async (): Promise<string[]> =>
+      (await ok(c, ['scan', 't']))
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { row: string }).row);
+    expect(await scanRows()).toEqual(['a1', 'a1', 'b2', 'n1', 'z9']);
+    const info = await json<{ tablets: { tablet: string; files: unknown[] }[] }>(c, [
+      'admin',
+      'table',
+      'info',
+      't',
+    ]);
     expect(info.tablets.map((t) => t.files.length)).toEqual([1, 1]);
+
+    // A range after the split touches the second tablet only: the filter runs there alone, and --wait
+    // returns once that tablet is done (the first one, left with two files, is never compacted).
+    await ok(
+      c,
+      ['ingest', 't'],
+      ndjson([
+        { row: 'd_1', value: 'w', ts: 102 },
+        { row: 'p_1', value: 'w', ts: 102 },
+      ]),
+    );
+    const ranged = await json<{ tablets: string[]; done: boolean }>(c, [
+      'admin',
+      'table',
+      'compact',
+      't',
+      '--start',
+      'n',
+      '--end',
+      'z',
+      '--filter',
+      'dropRowPrefix:{"prefixes":["d_","p_"]}',
+      '--wait',
+    ]);
+    expect(ranged).toMatchObject({ tablets: [info.tablets[1]!.tablet], done: true });
+    expect(await scanRows()).toEqual(['a1', 'a1', 'b2', 'd_1', 'n1', 'z9']);
+    const after = await json<{ tablets: { files: unknown[] }[] }>(c, ['admin', 'table', 'info', 't']);
+    expect(after.tablets.map((t) => t.files.length)).toEqual([2, 1]);
   });
 
   it('compactors and compactions - list, cancel, release a parked job', async () => {
