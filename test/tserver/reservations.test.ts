@@ -388,11 +388,17 @@ describe('reservations', () => {
     const c = await TestCompactor.start(cluster(), 'size256M');
     const job = (await c.reserve(tablet))!;
     const before = await s.meta.row(tablet);
-    const ts = cluster().client(`http://${s.tserver.server}`);
+    const deletesBefore = await delRows(s.meta);
+    const url = `http://${s.tserver.server}`;
+    const ts = cluster().client(url);
+    const statuses: number[] = [];
     const attempt = (path: string, body: unknown) =>
       ts.post(path, body).then(
-        () => 'ok',
-        (e: ExcError) => `${e.code}: ${e.message}`,
+        (answer) => `ok: ${JSON.stringify(answer)}`,
+        (e: ExcError) => {
+          statuses.push(e.details.status as number);
+          return `${e.code}: ${e.message}`;
+        },
       );
     const otherQueue = await createQueue(await cluster().session(), cluster().layout, 'other');
     expect(await attempt('/v1/reserve', { tablet, queueId: otherQueue.id, compactor: c.path })).toMatch(
@@ -444,7 +450,89 @@ describe('reservations', () => {
     expect(await attempt('/v1/scan', { tablet, limit: 0 })).toMatch(/^BAD_REQUEST: .*body\.limit/);
     expect(await attempt('/v1/scan', { tablet: 'zzzz<' })).toMatch(/^NOT_SERVING/);
     expect(await attempt('/v1/tablets/load', { tablet, session: '0000000000000000' })).toMatch(/^CONFLICT/);
+
+    // Bodies that are not JSON at all.
+    for (const path of ['/v1/cancel', '/v1/release', '/v1/tablets/unload', '/v1/tablets/refresh']) {
+      expect(await cluster().postRaw(url, path, '{"tablet": "'), path).toMatchObject({
+        status: 400,
+        error: { code: 'BAD_REQUEST', message: expect.stringMatching(/not valid JSON/) as unknown },
+      });
+    }
+    const unknownEcid = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
+    const hostile = ['../../../etc/passwd', "'; DROP TABLE t; --", '\u0000\uffff<', '%2e%2e%2f', ' '];
+
+    // /v1/cancel, from an admin: the reservation is named exactly, or the call is refused.
+    expect(await attempt('/v1/cancel', { tablet })).toMatch(/^BAD_REQUEST: .*body\.ecid/);
+    expect(await attempt('/v1/cancel', { tablet, ecid: job.ecid.toLowerCase() })).toMatch(
+      /^BAD_REQUEST: .*body\.ecid/,
+    );
+    expect(await attempt('/v1/cancel', { tablet: 'x'.repeat(201), ecid: job.ecid })).toMatch(
+      /^BAD_REQUEST: .*body\.tablet/,
+    );
+    for (const h of hostile) {
+      expect(await attempt('/v1/cancel', { tablet: h, ecid: job.ecid }), h).toMatch(/^NOT_SERVING/);
+      expect(await attempt('/v1/cancel', { tablet, ecid: h }), h).toMatch(/^BAD_REQUEST: .*body\.ecid/);
+    }
+    // A reservation that does not exist is no error: the answer says nothing was cancelled.
+    expect(await attempt('/v1/cancel', { tablet, ecid: unknownEcid })).toBe('ok: {"cancelled":false}');
+
+    // /v1/release, from the compactor holding the reservation: anyone else is refused.
+    expect(await attempt('/v1/release', { tablet, ecid: job.ecid })).toMatch(
+      /^BAD_REQUEST: .*body\.compactor/,
+    );
+    expect(await attempt('/v1/release', { tablet, ecid: job.ecid, compactor: 'c'.repeat(1001) })).toMatch(
+      /^BAD_REQUEST: .*body\.compactor/,
+    );
+    expect(await attempt('/v1/release', { tablet, ecid: unknownEcid, compactor: c.path })).toMatch(
+      /^RESERVATION_GONE/,
+    );
+    for (const h of [`${c.path}x`, ...hostile]) {
+      expect(await attempt('/v1/release', { tablet, ecid: job.ecid, compactor: h }), h).toMatch(
+        /^RESERVATION_GONE/,
+      );
+    }
+    expect(await attempt('/v1/release', { tablet: 'zzzz<', ecid: job.ecid, compactor: c.path })).toMatch(
+      /^NOT_SERVING/,
+    );
+
+    // /v1/tablets/unload and /v1/tablets/refresh, from the manager.
+    for (const body of [{}, { tablet: 42 }, { tablet: '' }, { tablet: 'x'.repeat(201) }]) {
+      expect(await attempt('/v1/tablets/unload', body), JSON.stringify(body)).toMatch(
+        /^BAD_REQUEST: .*body\.tablet/,
+      );
+    }
+    expect(await attempt('/v1/tablets/refresh', { tablet: 5 })).toMatch(/^BAD_REQUEST: .*body\.tablet/);
+    expect(await attempt('/v1/tablets/refresh', { tableId: ['x'] })).toMatch(/^BAD_REQUEST: .*body\.tableId/);
+    // A tablet this server does not host: unload and refresh have nothing to do (the manager repeats them
+    // when an answer is lost, so they are not errors).
+    for (const h of ['zzzz<', ...hostile]) {
+      expect(await attempt('/v1/tablets/unload', { tablet: h }), h).toBe('ok: {"unloaded":true}');
+      expect(await attempt('/v1/tablets/refresh', { tablet: h }), h).toBe('ok: {"refreshed":true}');
+    }
+
+    // Every refusal was a 4xx, and nothing changed: the reservation, files, queue entry and host of the
+    // tablet, and the files marked for deletion.
+    expect(statuses.filter((status) => status < 400 || status > 499)).toEqual([]);
     expect(await s.meta.row(tablet)).toEqual(before);
+    expect(await delRows(s.meta)).toEqual(deletesBefore);
+    expect((await s.client.tablets('TABLE1'))[0]?.loc?.server).toBe(s.tserver.server);
+    await c.commit(job, await c.compact(job)); // the reservation still works
     await c.close();
+  });
+
+  // BUG (src/tserver/api.ts): /v1/tablets/refresh takes `tableId` as any string, of any length, and answers
+  // {refreshed: true} after looking it up; it should be refused like every other malformed id.
+  it.fails('bad input - /v1/tablets/refresh refuses a table id that is not one', async () => {
+    await cluster().startManager();
+    const tserver = await cluster().startTserver();
+    const ts = cluster().client(`http://${tserver.server}`);
+    for (const tableId of ['../../../etc/passwd', 'TABLE1', 'x'.repeat(100_000)]) {
+      const err = await ts.post('/v1/tablets/refresh', { tableId }).then(
+        () => undefined,
+        (e: ExcError) => e,
+      );
+      expect(err?.code, tableId.slice(0, 40)).toBe('BAD_REQUEST');
+      expect(err?.message).toMatch(/body\.tableId/);
+    }
   });
 });
