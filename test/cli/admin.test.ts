@@ -6,8 +6,10 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { configReference } from '../../src/config.js';
 import { queuePrefix } from '../../src/meta/keys.js';
 import { parseTablet } from '../../src/meta/tablet.js';
+import { digestAuthFromSecret, ZkSession, type ZkDigestAuth } from '../../src/zk/index.js';
 import { cliJson as json, cliOk as ok } from '../support/cli.js';
 import { useCluster, useProcesses, useZooKeeper, waitFor, type TestCluster } from '../support/index.js';
 
@@ -351,6 +353,86 @@ describe('excompact CLI', () => {
       'parked again',
     );
     expect(await ok(c, ['admin', 'compactions', 'release', '--table', 't'])).toMatch(/released 1 parked job/);
+  });
+
+  it('compactors and compactions - --queue and --table narrow the lists', async () => {
+    const c = await running();
+    for (const [queue, table] of [
+      ['q', 't'],
+      ['r', 'u'],
+    ] as const) {
+      await ok(c, ['admin', 'queue', 'create', queue]);
+      await ok(c, ['admin', 'table', 'create', table, '--config', `queues=${queue}`]);
+    }
+    // So slow that both jobs still run when the test ends.
+    const onQ = await c.startCompactor('q', { name: 'on-q', args: ['--throughput', '2000'] });
+    const onR = await c.startCompactor('r', { name: 'on-r', args: ['--throughput', '2000'] });
+    for (let i = 0; i < 3; i++) {
+      const batch = ndjson(
+        Array.from({ length: 200 }, (_, j) => ({ row: `r${j}`, ts: i, value: 'x'.repeat(100) })),
+      );
+      await ok(c, ['ingest', 't'], batch);
+      await ok(c, ['ingest', 'u'], batch);
+    }
+    await onQ.waitForLog((l) => l.msg === 'compaction started');
+    await onR.waitForLog((l) => l.msg === 'compaction started');
+
+    type Compactor = { queue: string; pid: number };
+    const compactors = (...filter: string[]) =>
+      json<Compactor[]>(c, ['admin', 'compactors', 'list', ...filter]);
+    expect((await compactors()).map((x) => x.pid).sort()).toEqual([onQ.pid, onR.pid].sort());
+    expect((await compactors('--queue', 'r')).map((x) => [x.queue, x.pid])).toEqual([['r', onR.pid]]);
+
+    type Running = { table: string; queue: string; compactor: string };
+    const compactions = async (...filter: string[]) =>
+      (await json<{ running: Running[] }>(c, ['admin', 'compactions', 'list', ...filter])).running.map(
+        (r) => [r.table, r.queue, r.compactor],
+      );
+    expect(await compactions()).toHaveLength(2);
+    expect(await compactions('--queue', 'q')).toEqual([['t', 'q', onQ.compactor]]);
+    expect(await compactions('--table', 'u')).toEqual([['u', 'r', onR.compactor]]);
+    expect(await compactions('--queue', 'q', '--table', 'u')).toEqual([]);
+  });
+
+  it('health and config - health asks a process by port (exit 2 when nothing answers); config prints the reference and the ZooKeeper digest', async () => {
+    const c = cluster();
+    await c.startManager();
+    const tserver = await c.startTserver();
+    const port = tserver.server.split(':')[1]!;
+    const healthy = await c.cli(['health', '--port', port]);
+    expect(healthy.code, healthy.stderr).toBe(0);
+    expect(JSON.parse(healthy.stdout)).toEqual({ ok: true, state: 'serving' });
+    // Without --port it asks EXC_PORT, the port a container's process was given.
+    const byEnv = await c.cli(['health'], { env: { EXC_PORT: port } });
+    expect(byEnv.code, byEnv.stderr).toBe(0);
+    tserver.kill();
+    await tserver.waitExit();
+    const down = await c.cli(['health', '--port', port]);
+    expect(down.code).toBe(2);
+    expectOneLine(down.stderr, new RegExp(`UNAVAILABLE: http://127\\.0\\.0\\.1:${port}/healthz`));
+
+    expect(await ok(c, ['config', '--docs'])).toBe(`${configReference()}\n`);
+    expect(await ok(c, ['config'])).toBe(`${configReference()}\n`);
+    // The digest is what zkCli.sh's `addauth digest` needs: with it the instance's nodes can be read,
+    // without it they cannot.
+    const digest = (await ok(c, ['config', '--zk-digest'])).trim();
+    const auth = digestAuthFromSecret(c.secret);
+    expect(digest).toBe(`${auth.user}:${auth.password}`);
+    const readQueues = async (withAuth?: ZkDigestAuth): Promise<string[]> => {
+      const session = await ZkSession.connect({
+        connectString: c.zk.connectString,
+        sessionTimeoutMs: 5_000,
+        ...(withAuth ? { auth: withAuth } : {}),
+      });
+      try {
+        return await session.children(c.layout.queues);
+      } finally {
+        await session.close();
+      }
+    };
+    const [user, password] = digest.split(':') as [string, string];
+    await expect(readQueues({ user, password })).resolves.toEqual([]);
+    await expect(readQueues()).rejects.toMatchObject({ code: 'ZK_NO_AUTH' });
   });
 
   it('errors - bad arguments and unknown names exit 1 with a one-line message; an unreachable cluster exits 2 saying what was tried', async () => {
