@@ -1,11 +1,19 @@
 /**
- * The test harness itself: the servers it starts are real and ours. (Process control is exercised by
- * every process test, and by test/cluster/local.test.ts.)
+ * The test harness itself: the servers it starts are real and ours, and the invariant checks can fail.
+ * (Process control is exercised by every process test, and by test/cluster/local.test.ts.)
  */
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { describe, expect, it } from 'vitest';
 import { startEmbeddedZooKeeper } from '../../src/zk/embedded.js';
-import { tempDir, useS3, useZooKeeper } from '../support/index.js';
+import {
+  TestCompactor,
+  checkNoDeadReservations,
+  tempDir,
+  useCluster,
+  useProcesses,
+  useS3,
+  useZooKeeper,
+} from '../support/index.js';
 
 describe('harness - zookeeper', () => {
   const zk = useZooKeeper();
@@ -43,5 +51,28 @@ describe('harness - s3', () => {
     await expect(client.send(new GetObjectCommand({ Bucket: other, Key: 'a/b.txt' }))).rejects.toMatchObject({
       name: 'NoSuchKey',
     });
+  });
+});
+
+describe('harness - invariant checks', () => {
+  const zk = useZooKeeper();
+  const procs = useProcesses();
+  const cluster = useCluster(zk, procs);
+
+  it('checkNoDeadReservations passes a live compactor and fails on a reservation its server never cancels', async () => {
+    const s = await cluster().startWithTable();
+    for (let i = 0; i < 3; i++) {
+      await s.client.ingest('TABLE1', [{ row: `r${i}`, cf: 'f', cq: 'q', ts: 1, value: 'v' }]);
+    }
+    const c = await TestCompactor.start(cluster(), 'size256M');
+    expect(await c.reserve(s.tablets[0]!.tablet)).not.toBeNull();
+    expect(await checkNoDeadReservations(cluster(), s.meta)).toBe(1);
+
+    // The tablet server freezes, so nothing cancels the reservation once the compactor is gone.
+    s.tserver.pause();
+    await c.close();
+    await expect(checkNoDeadReservations(cluster(), s.meta, { marginMs: 200 })).rejects.toThrow(
+      /reservations of compactors whose node is gone/,
+    );
   });
 });
