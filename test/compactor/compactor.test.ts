@@ -270,6 +270,10 @@ describe('compactor', () => {
     expect([...after.files.keys()].sort()).toEqual([...before!.files.keys()].sort());
     expect(after.reservations.size).toBe(0);
     expect(c.running).toBe(true);
-    expect(c.lines.filter((l) => l.msg === 'compaction failed')).toHaveLength(2);
+    // The compactor logs each failure before reporting it, but its output reaches us through a pipe, maybe
+    // after the report: wait for the lines, then count them.
+    const failed = () => c.lines.filter((l) => l.msg === 'compaction failed');
+    await waitFor(async () => failed().length >= 2, 'both failures in the compactor log', 5_000);
+    expect(failed()).toHaveLength(2);
   });
 });
