@@ -141,8 +141,9 @@ describe('compactor', () => {
     expect(committed.ecid).toBe(redone.ecid);
     // In the tablet server's own order: the dead compactor's reservation was cancelled before the heir's
     // was made.
-    const at = (match: (l: LogLine) => boolean) => s.tserver.lines.findIndex(match);
-    expect(at(isCancel)).toBeLessThan(at((l) => l.msg === 'reserved' && l.ecid === redone.ecid));
+    const isReserve = (l: LogLine) => l.msg === 'reserved' && l.ecid === redone.ecid;
+    await s.tserver.waitForLog(isReserve); // its log comes through a pipe, maybe after the heir's
+    expect(s.tserver.lines.findIndex(isCancel)).toBeLessThan(s.tserver.lines.findIndex(isReserve));
 
     const [t] = await quiet(s);
     expect(t!.files.size).toBe(1);
@@ -160,9 +161,7 @@ describe('compactor', () => {
     await stuck.waitForLog((l) => l.msg === 'compaction started');
     const heir = await cluster().startCompactor('q', { name: 'heir' });
     await heir.waitForLog((l) => l.msg === 'compaction committed', 20_000);
-    expect(s.tserver.lines.some((l) => l.msg === 'reservation cancelled' && l.reason === 'stalled')).toBe(
-      true,
-    );
+    await s.tserver.waitForLog((l) => l.msg === 'reservation cancelled' && l.reason === 'stalled', 5_000);
     await stuck.waitForLog(
       (l) => /abandoned|reservation (was|is being) cancelled/.test(String(l.msg)),
       20_000,
