@@ -127,6 +127,12 @@ export const SETTINGS = {
     60_000,
     'How often the manager collects garbage.',
   ),
+  outcomeRetentionMs: setting(
+    'EXC_OUTCOME_RETENTION_MS',
+    int(0, 365 * 86_400_000),
+    7 * 86_400_000,
+    'How long the manager keeps the record of how each compaction ended (admin compactions history).',
+  ),
   stallTimeoutMs: setting(
     'EXC_STALL_TIMEOUT_MS',
     int(0, 86_400_000),

@@ -4,7 +4,7 @@
  * once per character, and a system call per id is a measurable cost at thousands of ids per second.
  */
 import { randomFillSync } from 'node:crypto';
-import { ulid as makeUlid } from 'ulid';
+import { decodeTime, ulid as makeUlid } from 'ulid';
 
 const pool = Buffer.alloc(4096);
 let offset = pool.length;
@@ -25,4 +25,13 @@ export function randomPooled(n: number): Buffer {
 const prng = (): number => randomPooled(1)[0]! / 256;
 export function ulid(): string {
   return makeUlid(undefined, prng);
+}
+
+/** The time (ms since the epoch) a ULID was made; NaN when `id` is not a ULID. */
+export function ulidTime(id: string): number {
+  try {
+    return decodeTime(id);
+  } catch {
+    return NaN;
+  }
 }

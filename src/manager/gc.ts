@@ -18,7 +18,9 @@
  */
 import type { Logger } from '../log.js';
 import { ALL_TABLETS, DEL_PREFIX, delRow } from '../meta/keys.js';
+import { DONE_PREFIX } from '../meta/outcomes.js';
 import { TABLES_PREFIX } from '../meta/paths.js';
+import { ulidTime } from '../ids.js';
 import type { MetaStore } from '../meta/store.js';
 import { describeError } from '../errors.js';
 import type { CommitQueue } from './commit-queue.js';
@@ -78,6 +80,8 @@ export interface GcOptions {
   intervalMs: number;
   /** Sweep the store for leftovers every this many cycles (default 1: every cycle). */
   sweepEvery?: number;
+  /** Trim compaction outcome rows older than this (default: keep them). */
+  outcomeRetentionMs?: number;
 }
 
 export interface GcStats {
@@ -149,8 +153,24 @@ export class GarbageCollector {
     }
     if (plan.deleteFiles.length > 0)
       this.log.info({ deleted: plan.deleteFiles.length }, 'garbage collected files');
+    await this.trimOutcomes();
     this.stats.cycles++;
     this.stats.lastCycleAt = Date.now();
+  }
+
+  /** Drops outcome rows past their retention (ULIDs start with their time, so the old ones come first). */
+  private async trimOutcomes(): Promise<void> {
+    const retention = this.options.outcomeRetentionMs;
+    if (retention === undefined) return;
+    const cutoff = Date.now() - retention;
+    const old: string[] = [];
+    for (const row of this.store.scanRows({ prefix: DONE_PREFIX })) {
+      if (ulidTime(row.row.slice(DONE_PREFIX.length)) >= cutoff) break;
+      old.push(row.row);
+    }
+    for (let i = 0; i < old.length; i += 1_000) {
+      await this.commits.submit({ mutations: [{ deleteRows: old.slice(i, i + 1_000) }] });
+    }
   }
 
   private async listObjects(): Promise<Map<string, number>> {

@@ -41,6 +41,8 @@ export interface ManagerOptions extends ServerOptions {
   objectStore?: GcObjectStore;
   gcGraceMs: number;
   gcIntervalMs: number;
+  /** Keep compaction outcome rows (`~done:`) this long. */
+  outcomeRetentionMs: number;
   assignIntervalMs?: number;
 }
 
@@ -223,7 +225,11 @@ export class Manager extends EventEmitter<Events> {
           store,
           commits,
           this.options.objectStore,
-          { graceMs: this.options.gcGraceMs, intervalMs: this.options.gcIntervalMs },
+          {
+            graceMs: this.options.gcGraceMs,
+            intervalMs: this.options.gcIntervalMs,
+            outcomeRetentionMs: this.options.outcomeRetentionMs,
+          },
           this.log,
         )
       : undefined;

@@ -20,6 +20,7 @@ import { ExcError, describeError } from '../errors.js';
 import { ulid } from '../ids.js';
 import type { Logger } from '../log.js';
 import { delRow } from '../meta/keys.js';
+import { notEnded, outcomeCell, type Outcome } from '../meta/outcomes.js';
 import { newFileName } from '../meta/paths.js';
 import {
   compactCol,
@@ -78,6 +79,24 @@ const reservationExists = (row: string, ecid: string): Condition => ({
   row,
   col: ecompCol(ecid),
 });
+
+/** The outcome row of a reservation of `tablet` that ends now. */
+function ended(
+  tablet: HostedTablet,
+  r: Reservation,
+  how: Pick<Outcome, 'outcome' | 'at'> & Partial<Pick<Outcome, 'reason' | 'error' | 'entries'>>,
+): Outcome {
+  return {
+    ...how,
+    tablet: tablet.row,
+    queueId: r.queueId,
+    compactor: r.compactor,
+    kind: r.kind,
+    inputs: r.inputs.length,
+    reservedAt: r.reservedAt,
+    server: tablet.me.server,
+  };
+}
 
 export class Reservations {
   private stallTimer: NodeJS.Timeout | undefined;
@@ -252,6 +271,7 @@ export class Reservations {
       applied = await hosting.change(tablet, {
         conditions: [
           reservationExists(tablet.row, req.ecid),
+          notEnded(req.ecid),
           ...r.inputs.map((f) => ({ op: 'present' as const, row: tablet.row, col: fileCol(f) })),
         ],
         deletes: [
@@ -264,6 +284,10 @@ export class Reservations {
         puts: [
           ...(output ? [{ row: tablet.row, col: fileCol(r.output), value: JSON.stringify(output) }] : []),
           ...r.inputs.map((f) => ({ row: delRow(f), col: 'at', value: now })),
+          outcomeCell(
+            req.ecid,
+            ended(tablet, r, { outcome: 'committed', entries: output?.entries ?? 0, at: Number(now) }),
+          ),
         ],
         apply: (meta) => {
           for (const f of r.inputs) meta.files.delete(f);
@@ -372,13 +396,22 @@ export class Reservations {
     let applied: boolean;
     try {
       applied = await this.deps.hosting.change(tablet, {
-        conditions: [reservationExists(tablet.row, ecid)],
+        conditions: [reservationExists(tablet.row, ecid), notEnded(ecid)],
         deletes: [
           { row: tablet.row, col: ecompCol(ecid) },
           { row: tablet.row, col: progressCol(ecid) },
         ],
         puts: [
           { row: delRow(r.output), col: 'at', value: String(Date.now()) },
+          outcomeCell(
+            ecid,
+            ended(tablet, r, {
+              outcome: 'cancelled',
+              reason,
+              ...(error === undefined ? {} : { error: error.slice(0, 1_000) }),
+              at: Date.now(),
+            }),
+          ),
           ...(failure ? [{ row: tablet.row, col: failedCol(key), value: JSON.stringify(failure) }] : []),
         ],
         apply: (meta) => {

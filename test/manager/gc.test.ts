@@ -8,7 +8,9 @@ import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ExcClient } from '../../src/client/client.js';
 import { silentLogger } from '../../src/log.js';
+import { ulid as makeUlid } from 'ulid';
 import { DEL_PREFIX } from '../../src/meta/keys.js';
+import { DONE_PREFIX, doneRow } from '../../src/meta/outcomes.js';
 import { parseTablet } from '../../src/meta/tablet.js';
 import { createQueue } from '../../src/queue/registry.js';
 import { LocalObjectStore, scanFiles, writeRFile } from '../../src/storage/index.js';
@@ -108,5 +110,25 @@ describe('garbage collection', () => {
     for await (const e of client.scan('t')) scanned.push(e.row.toString());
     expect(scanned).toHaveLength(60);
     await store.close();
+  });
+});
+
+describe('garbage collection - compaction outcomes', () => {
+  const zk = useZooKeeper();
+  const procs = useProcesses();
+  const cluster = useCluster(zk, procs, { env: { EXC_OUTCOME_RETENTION_MS: '60000' } });
+
+  it('trims outcome rows older than the retention, and only those', async () => {
+    await cluster().startManager();
+    const meta = await cluster().meta();
+    const old = makeUlid(Date.now() - 120_000);
+    const recent = makeUlid(Date.now() - 1_000);
+    await meta.mutate(
+      [old, recent].map((ecid) => ({ puts: [{ row: doneRow(ecid), col: 'outcome', value: '{}' }] })),
+    );
+    await meta.call('POST', '/v1/gc/run');
+    const rows = [];
+    for await (const c of meta.scanAll({ prefix: DONE_PREFIX })) rows.push(c.row);
+    expect(rows).toEqual([doneRow(recent)]);
   });
 });

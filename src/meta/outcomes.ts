@@ -1,0 +1,59 @@
+/**
+ * How each external compaction ended: one `~done:<ecid>` row per reservation, written by the same
+ * conditional mutation that commits or cancels it (DESIGN.md, "Metadata store").
+ *
+ *   ~done:<ecid>  outcome → JSON {@link Outcome}
+ *
+ * The commit and the cancel both carry the condition that this cell is absent, so a reservation can end
+ * at most once even if its `ecomp` column were somehow written again, and the row is the durable answer
+ * to "what became of compaction X" after its reservation is gone: for operators (`admin compactions
+ * history`, a cancel of a job that already finished), and for the chaos run, which counts outcomes per
+ * reservation. Rows older than the retention are trimmed by the manager's garbage collector.
+ */
+import { z } from 'zod';
+import type { Condition } from './types.js';
+
+export const DONE_PREFIX = '~done:';
+export const COL_OUTCOME = 'outcome';
+
+export const doneRow = (ecid: string): string => `${DONE_PREFIX}${ecid}`;
+
+export const outcomeSchema = z.object({
+  outcome: z.enum(['committed', 'cancelled']),
+  /** Why a cancelled reservation ended (compactor-gone, failed, stalled, released, admin, queue-deleted). */
+  reason: z.string().optional(),
+  error: z.string().optional(),
+  tablet: z.string(),
+  queueId: z.string(),
+  compactor: z.string(),
+  kind: z.enum(['system', 'user']),
+  inputs: z.number().int().nonnegative(),
+  /** Entries written, for a commit (0: the output was empty). */
+  entries: z.number().int().nonnegative().optional(),
+  reservedAt: z.number(),
+  /** When the tablet server decided (just before its mutation was applied). */
+  at: z.number(),
+  /** The tablet server that applied it. */
+  server: z.string(),
+});
+export type Outcome = z.infer<typeof outcomeSchema>;
+
+/** The condition that no outcome was recorded for `ecid` yet. */
+export function notEnded(ecid: string): Condition {
+  return { op: 'absent', row: doneRow(ecid), col: COL_OUTCOME };
+}
+
+/** The cell recording how `ecid` ended. */
+export function outcomeCell(ecid: string, outcome: Outcome): { row: string; col: string; value: string } {
+  return { row: doneRow(ecid), col: COL_OUTCOME, value: JSON.stringify(outcome) };
+}
+
+/** Parses a stored outcome row; undefined for a malformed one (never fatal for a listing). */
+export function parseOutcome(value: string): Outcome | undefined {
+  try {
+    const parsed = outcomeSchema.safeParse(JSON.parse(value));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
