@@ -7,10 +7,10 @@
  * `moveTimeoutMs`.
  */
 import { ExcError } from '../errors.js';
+import { ulid } from '../ids.js';
 import type { Logger } from '../log.js';
 import type { MetaClient } from '../meta/client.js';
 import type { TableInfo, TabletView } from '../meta/views.js';
-import { notApplied } from '../rpc/client.js';
 import { PeerClients } from '../rpc/peers.js';
 import { backoffDelay, sleep } from '../retry.js';
 import type { WireEntry } from '../rpc/entries.js';
@@ -88,24 +88,33 @@ export class ExcClient {
     return shown.tablets;
   }
 
-  /** Writes entries (puts and deletes). Resolves with the number written. */
-  async ingest(table: string, entries: Iterable<ClientEntry> | AsyncIterable<ClientEntry>): Promise<number> {
+  /**
+   * Writes entries (puts and deletes). Resolves with the number written.
+   *
+   * Each batch sent to a tablet is named `<requestId>.<n>` (n counts the batches of this call), and a
+   * tablet applies a name once, so a batch whose answer was lost is simply sent again. Calling `ingest`
+   * again with the same entries and the same `requestId` (within a few minutes) is therefore safe too:
+   * batches already applied are not applied twice.
+   */
+  async ingest(
+    table: string,
+    entries: Iterable<ClientEntry> | AsyncIterable<ClientEntry>,
+    options: { requestId?: string } = {},
+  ): Promise<number> {
     const tabletOf = router(this.tabletCache.get(table) ?? (await this.tablets(table)));
     const maxEntries = this.options.batchSize ?? 5_000;
     const maxBytes = this.options.batchBytes ?? 4 << 20;
+    const requestId = options.requestId ?? ulid();
     const pending = new Map<string, { entries: WireEntry[]; bytes: number }>();
     let written = 0;
+    let batches = 0;
     const flush = async (tablet: string): Promise<void> => {
       const batch = pending.get(tablet)?.entries;
       if (!batch || batch.length === 0) return;
       pending.delete(tablet);
-      await this.onTablet(
-        table,
-        tablet,
-        (server) => this.peers.get(server).post('/v1/ingest', { tablet, entries: batch }),
-        {
-          idempotent: false,
-        },
+      const body = { tablet, requestId: `${requestId}.${batches++}`, entries: batch };
+      await this.onTablet(table, tablet, (server) =>
+        this.peers.get(server).post('/v1/ingest', body, { idempotent: true }),
       );
       written += batch.length;
     };
@@ -136,22 +145,18 @@ export class ExcClient {
       if (end && tPrev && Buffer.compare(tPrev, end) >= 0) break; // this and later tablets after it
       let afterRow: string | undefined;
       for (;;) {
-        const page = await this.onTablet(
-          table,
-          t.tablet,
-          (server) =>
-            this.peers.get(server).post<{ entries: WireEntry[]; nextRow: string | null }>(
-              '/v1/scan',
-              {
-                tablet: t.tablet,
-                ...(start ? { startRow: start.toString('base64') } : {}),
-                ...(end ? { endRow: end.toString('base64'), endInclusive: true } : {}),
-                ...(afterRow ? { afterRow } : {}),
-                limit: Math.min(5_000, Number.isFinite(remaining) ? remaining : 5_000),
-              },
-              { idempotent: true },
-            ),
-          { idempotent: true },
+        const page = await this.onTablet(table, t.tablet, (server) =>
+          this.peers.get(server).post<{ entries: WireEntry[]; nextRow: string | null }>(
+            '/v1/scan',
+            {
+              tablet: t.tablet,
+              ...(start ? { startRow: start.toString('base64') } : {}),
+              ...(end ? { endRow: end.toString('base64'), endInclusive: true } : {}),
+              ...(afterRow ? { afterRow } : {}),
+              limit: Math.min(5_000, Number.isFinite(remaining) ? remaining : 5_000),
+            },
+            { idempotent: true },
+          ),
         );
         for (const w of page.entries) {
           if (remaining <= 0) return;
@@ -172,15 +177,11 @@ export class ExcClient {
   }
 
   /**
-   * Runs `call` against the server hosting `tablet`, following the tablet when it moves: on NOT_SERVING or
-   * an unreachable server the locations are refreshed and the call repeated.
+   * Runs `call` (safe to repeat) against the server hosting `tablet`, following the tablet when it moves:
+   * on NOT_SERVING, an unknown outcome or an unreachable server the locations are refreshed and the call
+   * repeated, for up to `moveTimeoutMs`.
    */
-  private async onTablet<T>(
-    table: string,
-    tablet: string,
-    call: (server: string) => Promise<T>,
-    options: { idempotent: boolean },
-  ): Promise<T> {
+  private async onTablet<T>(table: string, tablet: string, call: (server: string) => Promise<T>): Promise<T> {
     const deadline = Date.now() + (this.options.moveTimeoutMs ?? 30_000);
     let tablets = this.tabletCache.get(table) ?? (await this.tablets(table));
     for (let attempt = 0; ; attempt++) {
@@ -190,12 +191,11 @@ export class ExcClient {
         try {
           return await call(view.loc.server);
         } catch (err) {
-          // Worth another try: the tablet moved, or its server cannot serve it right now. A write is
-          // repeated only when it certainly was not applied.
+          // Worth another try: the tablet moved, or its server cannot serve it right now. Every call made
+          // here is safe to repeat (scans, and ingest batches the tablet applies once by their name).
           const again =
             err instanceof ExcError &&
-            (err.code === 'NOT_SERVING' ||
-              (err.code === 'UNAVAILABLE' && (options.idempotent || notApplied(err))));
+            (err.code === 'NOT_SERVING' || err.code === 'OUTCOME_UNKNOWN' || err.retriable);
           if (!again || Date.now() > deadline) throw err;
         }
       } else if (Date.now() > deadline) {

@@ -10,6 +10,8 @@
  *   progress:<ecid> JSON progress of a reservation, as last reported by its compactor (throttled)
  *   failed:<key>    JSON { inputs, attempts, lastError, parked }: failures of a job over a set of files
  *   queued:<qid>    the ~cq row this tablet currently has in queue <qid> (to move or delete it atomically)
+ *   ingest:<id>     time an ingest request with this id was applied (a retried request is not applied
+ *                   twice); dropped after {@link INGEST_DEDUPE_MS}
  *
  * Every tablet mutation of a tablet server is conditional on `loc` naming it and its session.
  */
@@ -26,6 +28,13 @@ export const COMPACT_PREFIX = 'compact:';
 export const FAILED_PREFIX = 'failed:';
 export const PROGRESS_PREFIX = 'progress:';
 export const QUEUED_PREFIX = 'queued:';
+export const INGEST_PREFIX = 'ingest:';
+
+/**
+ * How long a tablet remembers an ingest request id. Clients retry a request only within this window
+ * (their deadline is far shorter), so a retry is always recognised.
+ */
+export const INGEST_DEDUPE_MS = 15 * 60_000;
 
 export const fileCol = (name: string): string => `${FILE_PREFIX}${name}`;
 export const ecompCol = (ecid: string): string => `${ECOMP_PREFIX}${ecid}`;
@@ -33,6 +42,7 @@ export const compactCol = (id: string): string => `${COMPACT_PREFIX}${id}`;
 export const failedCol = (key: string): string => `${FAILED_PREFIX}${key}`;
 export const progressCol = (ecid: string): string => `${PROGRESS_PREFIX}${ecid}`;
 export const queuedCol = (queueId: string): string => `${QUEUED_PREFIX}${queueId}`;
+export const ingestCol = (requestId: string): string => `${INGEST_PREFIX}${requestId}`;
 
 export const locationSchema = z.object({
   server: z.string().min(1),
@@ -124,6 +134,8 @@ export interface TabletMeta {
   progress: Map<string, Progress>;
   /** queue id → the ~cq row this tablet has in that queue. */
   queued: Map<string, string>;
+  /** Ingest request id → when it was applied. */
+  ingests: Map<string, number>;
 }
 
 function json<T>(schema: z.ZodType<T>, text: string, what: string): T {
@@ -158,6 +170,7 @@ export function parseTablet(row: string, cols: ReadonlyMap<string, string>): Tab
     failures: new Map(),
     progress: new Map(),
     queued: new Map(),
+    ingests: new Map(),
   };
   for (const [col, value] of cols) {
     const what = `${row} ${col}`;
@@ -177,6 +190,8 @@ export function parseTablet(row: string, cols: ReadonlyMap<string, string>): Tab
     else if (col.startsWith(PROGRESS_PREFIX))
       tablet.progress.set(col.slice(PROGRESS_PREFIX.length), json(progressSchema, value, what));
     else if (col.startsWith(QUEUED_PREFIX)) tablet.queued.set(col.slice(QUEUED_PREFIX.length), value);
+    else if (col.startsWith(INGEST_PREFIX))
+      tablet.ingests.set(col.slice(INGEST_PREFIX.length), Number(value));
   }
   return tablet;
 }

@@ -14,7 +14,7 @@
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { newFileName } from '../meta/paths.js';
-import { fileCol, type TabletMeta } from '../meta/tablet.js';
+import { fileCol, INGEST_DEDUPE_MS, ingestCol, type TabletMeta } from '../meta/tablet.js';
 import {
   compareKeys,
   intersectRanges,
@@ -34,6 +34,14 @@ import { iteratorSettings, type TableConfigs } from './table-configs.js';
 
 export const ingestSchema = z.object({
   tablet: z.string().min(1),
+  /**
+   * The client's name for this batch: a request repeated with the same id (its first answer was lost) is
+   * applied once. Remembered by the tablet for INGEST_DEDUPE_MS.
+   */
+  requestId: z
+    .string()
+    .regex(/^[0-9A-Za-z._-]{1,100}$/, 'expected 1-100 letters, digits, . _ -')
+    .optional(),
   entries: z.array(wireEntrySchema).min(1, 'a batch needs at least one entry').max(MAX_BATCH_ENTRIES),
 });
 
@@ -77,9 +85,12 @@ export class DataPath {
     private readonly assertServing: () => void = () => undefined,
   ) {}
 
-  async ingest(body: unknown): Promise<{ file: string; entries: number }> {
+  async ingest(body: unknown): Promise<{ file: string | null; entries: number; duplicate?: true }> {
     const req = parseInput(ingestSchema, body, 'body');
     const tablet = await this.hosting.get(req.tablet);
+    const { requestId } = req;
+    const seen = (): boolean => requestId !== undefined && tablet.meta.ingests.has(requestId);
+    if (seen()) return { file: null, entries: req.entries.length, duplicate: true };
     const now = Date.now();
     const rows = tabletRange(tablet.meta);
     const entries: Entry[] = req.entries.map((w, i) => {
@@ -119,13 +130,34 @@ export class DataPath {
     const name = newFileName(tablet.meta.tableId, 'ingest');
     const summary = await writeRFile(this.store, name, sorted);
     const file = { size: summary.size, entries: summary.entries };
-    await tablet.mutex.run(() =>
-      this.hosting.change(tablet, {
-        puts: [{ row: tablet.row, col: fileCol(name), value: JSON.stringify(file) }],
-        apply: (meta) => meta.files.set(name, file),
+    const applied = await tablet.mutex.run(async () => {
+      // Checked again in the mutex: a repeated request may have been applied while this one wrote its file.
+      if (seen()) return false;
+      const now = Date.now();
+      const expired = [...tablet.meta.ingests]
+        .filter(([, at]) => now - at > INGEST_DEDUPE_MS)
+        .map(([id]) => id);
+      return this.hosting.change(tablet, {
+        conditions: requestId ? [{ op: 'absent', row: tablet.row, col: ingestCol(requestId) }] : [],
+        puts: [
+          { row: tablet.row, col: fileCol(name), value: JSON.stringify(file) },
+          ...(requestId ? [{ row: tablet.row, col: ingestCol(requestId), value: String(now) }] : []),
+        ],
+        deletes: expired.map((id) => ({ row: tablet.row, col: ingestCol(id) })),
+        apply: (meta) => {
+          meta.files.set(name, file);
+          if (requestId) meta.ingests.set(requestId, now);
+          for (const id of expired) meta.ingests.delete(id);
+        },
         replan: true,
-      }),
-    );
+      });
+    });
+    if (!applied) {
+      // Applied by an earlier attempt: this attempt's file is referenced by nothing (the collector's
+      // sweep would find it too, after its grace period).
+      await this.store.delete(name).catch(() => undefined);
+      return { file: null, entries: req.entries.length, duplicate: true };
+    }
     this.stats.ingestedBatches++;
     this.stats.ingestedEntries += sorted.length;
     return { file: name, entries: sorted.length };

@@ -424,5 +424,6 @@ function cloneMeta(meta: TabletMeta): TabletMeta {
     failures: new Map(meta.failures),
     progress: new Map(meta.progress),
     queued: new Map(meta.queued),
+    ingests: new Map(meta.ingests),
   };
 }
