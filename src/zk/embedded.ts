@@ -102,6 +102,75 @@ async function startOnce(
       '',
     ].join('\n'),
   );
+  const jvm = spawnGuardedJava({
+    jar,
+    mainClass: 'org.apache.zookeeper.server.ZooKeeperServerMain',
+    args: [cfgPath],
+    pidFile,
+    logFile,
+  });
+  const stop = jvm.stop;
+  const fourLetter = (word: string, timeoutMs = 2_000) => fourLetterWord(port, word, timeoutMs);
+
+  const deadline = Date.now() + (options.startTimeoutMs ?? 30_000);
+  while (Date.now() < deadline) {
+    if (jvm.hasExited()) {
+      throw new ExcError(
+        'UNAVAILABLE',
+        `ZooKeeper exited during start-up on port ${port}: ${logTail(logFile)}`,
+      );
+    }
+    const conf = await fourLetter('conf', 500).catch(() => '');
+    // Verify it is *our* server: another process could own the port.
+    if (conf.includes(`clientPort=${port}`) && conf.includes(dataDir)) {
+      const pid = jvm.jvmPid();
+      return { connectString: `127.0.0.1:${port}`, port, pid, dataDir, logFile, fourLetter, stop };
+    }
+    await sleep(50);
+  }
+  await stop();
+  throw new ExcError('UNAVAILABLE', `ZooKeeper did not start on port ${port}: ${logTail(logFile)}`);
+}
+
+/** JVM options that let several ZooKeepers share a small test machine: a small heap, no optimising JIT. */
+export const ZK_JVM_OPTIONS: readonly string[] = [
+  '-Xmx256m',
+  '-XX:+UseSerialGC',
+  '-XX:TieredStopAtLevel=1',
+  '-Dzookeeper.admin.enableServer=false',
+];
+
+export interface GuardedJavaOptions {
+  /** Class path: one jar, or several joined with `:`. */
+  jar: string;
+  mainClass: string;
+  args: readonly string[];
+  /** Receives the JVM's own pid (the child process is the guard shell). Emptied at spawn. */
+  pidFile: string;
+  /** Receives stdout and stderr. Appended to, so a server started again keeps one log. */
+  logFile: string;
+  /** Default {@link ZK_JVM_OPTIONS}. */
+  jvmOptions?: readonly string[];
+}
+
+export interface GuardedJava {
+  /** The guard shell; it exits with the JVM. */
+  readonly child: ChildProcess;
+  readonly hasExited: () => boolean;
+  /** Resolves once the guard, and so the JVM, has exited. */
+  readonly exited: Promise<void>;
+  /** PID of the JVM itself, or 0 until the guard has recorded it. */
+  readonly jvmPid: () => number;
+  /** SIGTERM (with SIGCONT, for a paused JVM), SIGKILL after 3 s; resolves on exit. Safe to call twice. */
+  readonly stop: () => Promise<void>;
+}
+
+/**
+ * Runs `java <jvmOptions> -cp <jar> <mainClass> <args>` under a small shell guard that kills the JVM as
+ * soon as our end of the guard's stdin closes: when we stop it, or when this process dies, even by SIGKILL.
+ */
+export function spawnGuardedJava(options: GuardedJavaOptions): GuardedJava {
+  const { pidFile, logFile } = options;
   writeFileSync(pidFile, '');
   const logFd = openSync(logFile, 'a');
   // The guard: start the JVM in the background, record its pid, and kill it as soon as stdin reaches EOF
@@ -126,40 +195,37 @@ async function startOnce(
       'zk-guard',
       pidFile,
       'java',
-      '-Xmx256m',
-      '-XX:+UseSerialGC',
-      '-XX:TieredStopAtLevel=1',
-      '-Dzookeeper.admin.enableServer=false',
+      ...(options.jvmOptions ?? ZK_JVM_OPTIONS),
       '-cp',
-      jar,
-      'org.apache.zookeeper.server.ZooKeeperServerMain',
-      cfgPath,
+      options.jar,
+      options.mainClass,
+      ...options.args,
     ],
     { stdio: ['pipe', logFd, logFd] },
   );
   closeSync(logFd);
-  let exited = false;
-  child.once('exit', () => {
-    exited = true;
-  });
-  const stop = makeStop(child, pidFile);
-  const fourLetter = (word: string, timeoutMs = 2_000) => fourLetterWord(port, word, timeoutMs);
+  let hasExited = false;
+  const exited = new Promise<void>((resolveExit) =>
+    child.once('exit', () => {
+      hasExited = true;
+      resolveExit();
+    }),
+  );
+  return {
+    child,
+    hasExited: () => hasExited,
+    exited,
+    jvmPid: () => readPid(pidFile),
+    stop: makeStop(child, pidFile),
+  };
+}
 
-  const deadline = Date.now() + (options.startTimeoutMs ?? 30_000);
-  while (Date.now() < deadline) {
-    if (exited) {
-      throw new ExcError('UNAVAILABLE', `ZooKeeper exited during start-up on port ${port}: ${tail(logFile)}`);
-    }
-    const conf = await fourLetter('conf', 500).catch(() => '');
-    // Verify it is *our* server: another process could own the port.
-    if (conf.includes(`clientPort=${port}`) && conf.includes(dataDir)) {
-      const pid = Number(readFileSync(pidFile, 'utf8').trim());
-      return { connectString: `127.0.0.1:${port}`, port, pid, dataDir, logFile, fourLetter, stop };
-    }
-    await sleep(50);
+function readPid(pidFile: string): number {
+  try {
+    return Number(readFileSync(pidFile, 'utf8').trim()) || 0;
+  } catch {
+    return 0;
   }
-  await stop();
-  throw new ExcError('UNAVAILABLE', `ZooKeeper did not start on port ${port}: ${tail(logFile)}`);
 }
 
 function makeStop(child: ChildProcess, pidFile: string): () => Promise<void> {
@@ -168,7 +234,7 @@ function makeStop(child: ChildProcess, pidFile: string): () => Promise<void> {
     stopping ??= (async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
       const exited = new Promise<void>((r) => child.once('exit', () => r()));
-      const pid = Number(readFileSync(pidFile, 'utf8').trim());
+      const pid = readPid(pidFile);
       if (pid > 0) {
         signal(pid, 'SIGTERM');
         signal(pid, 'SIGCONT'); // a paused JVM handles SIGTERM only once resumed
@@ -193,10 +259,11 @@ function signal(pid: number, sig: NodeJS.Signals): void {
   }
 }
 
-function tail(file: string): string {
+/** The end of a server's log, for error messages. */
+export function logTail(file: string, maxChars = 800): string {
   try {
     const text = readFileSync(file, 'utf8').trim();
-    return text.slice(-800) || '(no output)';
+    return text.slice(-maxChars) || '(no output)';
   } catch {
     return '(no output)';
   }
