@@ -52,6 +52,8 @@ export const ERROR_CODES = {
   OBJECT_NOT_FOUND: { status: 404, retriable: false },
   INVALID_NAME: { status: 400, retriable: false },
   STORE_UNAVAILABLE: { status: 503, retriable: true },
+  /** The backend cannot do this at all (an S3-compatible server without an API): not a failure to retry. */
+  NOT_SUPPORTED: { status: 501, retriable: false },
 
   // Metadata store and the manager.
   CONDITION_FAILED: { status: 409, retriable: false },

@@ -1,6 +1,7 @@
 /**
  * The manager's operator API: queues (create, list, info, delete), compactors, compactions (list, cancel,
- * release parked jobs) and user compactions of tables. This is what `excompact admin` talks to.
+ * release parked jobs), user compactions of tables and the consistency check. This is what
+ * `excompact admin` talks to.
  */
 import { ulid } from '../ids.js';
 import { z } from 'zod';
@@ -23,7 +24,9 @@ import type { RpcServer } from '../rpc/server.js';
 import { validateFilters } from '../storage/index.js';
 import { parseInput } from '../validate.js';
 import { isZkCode, type ZkLayout, type ZkSession } from '../zk/index.js';
+import { runCheck } from './check-read.js';
 import type { CommitQueue } from './commit-queue.js';
+import type { GcObjectStore } from './gc.js';
 import { readTablets, type Tables } from './tables.js';
 
 export interface AdminParts {
@@ -35,6 +38,9 @@ export interface AdminParts {
   peers: PeerClients;
   log: Logger;
   notifyTservers: (what: { tableId?: string; tablet?: string }) => void;
+  /** The object store the garbage collector works on (undefined: none configured), and its grace. */
+  objects: GcObjectStore | undefined;
+  gcGraceMs: number;
 }
 
 const nameParam = z.object({ name: z.string().min(1) });
@@ -248,6 +254,13 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
       return { id, table: name, tablets: chosen.map((t) => t.row) };
     },
   );
+
+  /** The consistency check (check.ts): named problem lists with counts, and figures. */
+  server.route('GET', '/check', {}, async () => {
+    const p = parts();
+    const { store, session, layout, objects, gcGraceMs: graceMs, log } = p;
+    return runCheck({ store, session, layout, objects, graceMs, log });
+  });
 
   server.route('GET', '/tables/:name/compactions/:id', {}, ({ params }) => {
     const p = parts();

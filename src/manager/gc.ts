@@ -22,6 +22,7 @@ import { DONE_PREFIX } from '../meta/outcomes.js';
 import { TABLES_PREFIX } from '../meta/paths.js';
 import { ulidTime } from '../ids.js';
 import type { MetaStore } from '../meta/store.js';
+import type { TemporaryInfo } from '../storage/object-store.js';
 import { describeError } from '../errors.js';
 import type { CommitQueue } from './commit-queue.js';
 import { readTablets } from './tables.js';
@@ -32,6 +33,8 @@ export interface GcObjectStore {
   delete(name: string): Promise<void>;
   /** Stores whose writes leave temporary files behind on a crash (the local store) clean them up. */
   sweepTemporaries?(prefix: string, olderThanMs: number): Promise<number>;
+  /** Not used by the collector: the consistency check (check-read.ts) reports leftovers with it. */
+  listTemporaries?(prefix: string): AsyncIterable<TemporaryInfo>;
 }
 
 export interface GcInput {

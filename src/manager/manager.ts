@@ -126,6 +126,8 @@ export class Manager extends EventEmitter<Events> {
       layout: this.layout,
       peers: this.peers,
       log: this.log,
+      objects: this.options.objectStore,
+      gcGraceMs: this.options.gcGraceMs,
     }));
   }
 

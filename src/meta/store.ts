@@ -187,6 +187,17 @@ export class MetaStore {
     if (current) yield current;
   }
 
+  /**
+   * Runs `read` in one read transaction: every read inside it sees the same committed state, whatever is
+   * committed meanwhile (WAL keeps the snapshot), unlike the pages of {@link scanAll}. `read` must be
+   * synchronous and only read. For views that must not mix before and after a commit (the consistency
+   * check reads tablets and queue entries together).
+   */
+  snapshot<T>(read: () => T): T {
+    this.checkOpen();
+    return this.db.transaction(read)();
+  }
+
   /** Number of cells in rows [start, end). */
   count(start: string, end: string): number {
     return this.stmts.count.get(start, end)?.n ?? 0;

@@ -13,7 +13,14 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { ExcError } from '../errors.js';
 import { checkName, checkPrefix, checkRange, isValidName } from './names.js';
-import type { ObjectInfo, ObjectStore, ReadOptions, StreamOptions, WriteOptions } from './object-store.js';
+import type {
+  ObjectInfo,
+  ObjectStore,
+  ReadOptions,
+  StreamOptions,
+  TemporaryInfo,
+  WriteOptions,
+} from './object-store.js';
 
 /** Read size of a streaming read: large enough to amortise a thread-pool hop, small enough per reader. */
 const READ_CHUNK = 256 * 1024;
@@ -23,12 +30,12 @@ const WRITE_BATCH = 1 << 20;
 /**
  * A write's temporary file, next to its target: hidden (a name starting with '.' is never a valid object
  * name, so `list` skips it) and random, so that concurrent writes of one name never share a file.
- * TEMP_FILE matches exactly these names, for sweepTemporaries.
+ * TEMP_FILE matches exactly these names (capturing the target's base name), for listTemporaries.
  */
 function tempName(target: string): string {
   return join(dirname(target), `.${basename(target)}.${randomBytes(6).toString('hex')}.tmp`);
 }
-const TEMP_FILE = /^\..+\.[0-9a-f]{12}\.tmp$/;
+const TEMP_FILE = /^\.(.+)\.[0-9a-f]{12}\.tmp$/;
 
 export class LocalObjectStore implements ObjectStore {
   readonly url: string;
@@ -186,31 +193,48 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   /**
+   * The temporary files of writes in progress or never finished (a crashed process) whose target starts
+   * with `prefix`: hidden files next to their targets, so the walk is the one `list` does.
+   */
+  async *listTemporaries(prefix: string): AsyncGenerator<TemporaryInfo> {
+    checkPrefix(prefix);
+    const slash = prefix.lastIndexOf('/');
+    yield* this.walkTemporaries(slash < 0 ? '' : prefix.slice(0, slash), prefix);
+  }
+
+  private async *walkTemporaries(dirName: string, prefix: string): AsyncGenerator<TemporaryInfo> {
+    const dirPath = dirName === '' ? this.root : join(this.root, ...dirName.split('/'));
+    const dir = await openDirectory(dirPath, prefix);
+    if (!dir) return;
+    for await (const entry of dir) {
+      const name = dirName === '' ? entry.name : `${dirName}/${entry.name}`;
+      if (entry.isDirectory() && !entry.name.startsWith('.')) {
+        if (`${name}/`.startsWith(prefix) || prefix.startsWith(`${name}/`))
+          yield* this.walkTemporaries(name, prefix);
+        continue;
+      }
+      const target = entry.isFile() ? TEMP_FILE.exec(entry.name)?.[1] : undefined;
+      if (target === undefined) continue;
+      const targetName = dirName === '' ? target : `${dirName}/${target}`;
+      if (!targetName.startsWith(prefix)) continue;
+      const info = await stat(join(dirPath, entry.name)).catch(() => null);
+      // null: the write finished (renamed) or failed (removed) since the directory was read.
+      if (info) yield { target: targetName, id: name, modifiedMs: info.mtimeMs, size: info.size };
+    }
+  }
+
+  /**
    * Deletes the temporary files of writes that never finished (a crashed process) under `prefix`, when
    * last modified longer than `olderThanMs` ago. A write in progress keeps its file's modification time
    * recent, so it is never touched. Resolves with the number deleted.
    */
   async sweepTemporaries(prefix: string, olderThanMs: number): Promise<number> {
-    checkPrefix(prefix);
-    const slash = prefix.lastIndexOf('/');
-    const start = slash < 0 ? this.root : join(this.root, ...prefix.slice(0, slash).split('/'));
     let deleted = 0;
-    const visit = async (dirPath: string): Promise<void> => {
-      const dir = await openDirectory(dirPath, prefix);
-      if (!dir) return;
-      for await (const entry of dir) {
-        const path = join(dirPath, entry.name);
-        if (entry.isDirectory() && !entry.name.startsWith('.')) await visit(path);
-        else if (entry.isFile() && TEMP_FILE.test(entry.name)) {
-          const info = await stat(path).catch(() => null);
-          if (info && Date.now() - info.mtimeMs >= olderThanMs) {
-            await unlink(path).catch(() => undefined);
-            deleted++;
-          }
-        }
-      }
-    };
-    await visit(start);
+    for await (const t of this.listTemporaries(prefix)) {
+      if (Date.now() - t.modifiedMs < olderThanMs) continue;
+      await unlink(join(this.root, ...t.id.split('/'))).catch(() => undefined);
+      deleted++;
+    }
     return deleted;
   }
 

@@ -5,13 +5,23 @@
  */
 import { ExcError } from '../errors.js';
 import { checkName, checkPrefix, checkRange } from './names.js';
-import type { ObjectInfo, ObjectStore, ReadOptions, StreamOptions, WriteOptions } from './object-store.js';
+import type {
+  ObjectInfo,
+  ObjectStore,
+  ReadOptions,
+  StreamOptions,
+  TemporaryInfo,
+  WriteOptions,
+} from './object-store.js';
 
 const CHUNK = 256 * 1024;
 
 export class MemoryObjectStore implements ObjectStore {
   readonly url: string;
   private readonly objects = new Map<string, { data: Buffer; modifiedMs: number }>();
+  /** Writes in progress, as the temporaries a real store would show for them (see listTemporaries). */
+  private readonly writing = new Set<TemporaryInfo>();
+  private writeSeq = 0;
   /** Counters for tests: bytes handed out by reads, objects written. */
   readonly stats = { bytesRead: 0, writes: 0 };
 
@@ -26,21 +36,29 @@ export class MemoryObjectStore implements ObjectStore {
   ): Promise<{ size: number }> {
     checkName(name);
     options.signal?.throwIfAborted();
-    let data: Buffer;
-    if (Buffer.isBuffer(body)) {
-      data = Buffer.from(body);
-    } else {
-      const chunks: Buffer[] = [];
-      for await (const chunk of body) {
-        options.signal?.throwIfAborted();
-        chunks.push(Buffer.from(chunk));
+    const temporary = { target: name, id: `write-${++this.writeSeq}`, modifiedMs: Date.now(), size: 0 };
+    this.writing.add(temporary);
+    try {
+      let data: Buffer;
+      if (Buffer.isBuffer(body)) {
+        data = Buffer.from(body);
+      } else {
+        const chunks: Buffer[] = [];
+        for await (const chunk of body) {
+          options.signal?.throwIfAborted();
+          chunks.push(Buffer.from(chunk));
+          temporary.size += chunk.length;
+          temporary.modifiedMs = Date.now();
+        }
+        data = Buffer.concat(chunks);
       }
-      data = Buffer.concat(chunks);
+      options.signal?.throwIfAborted();
+      this.objects.set(name, { data, modifiedMs: Date.now() });
+      this.stats.writes++;
+      return { size: data.length };
+    } finally {
+      this.writing.delete(temporary);
     }
-    options.signal?.throwIfAborted();
-    this.objects.set(name, { data, modifiedMs: Date.now() });
-    this.stats.writes++;
-    return { size: data.length };
   }
 
   async readRange(name: string, offset: number, length: number, options: ReadOptions = {}): Promise<Buffer> {
@@ -79,6 +97,12 @@ export class MemoryObjectStore implements ObjectStore {
     for (const [name, obj] of [...this.objects]) {
       if (name.startsWith(prefix)) yield { name, size: obj.data.length, modifiedMs: obj.modifiedMs };
     }
+  }
+
+  /** Writes in progress: in memory nothing outlives a write, so there are never leftovers. */
+  async *listTemporaries(prefix: string): AsyncGenerator<TemporaryInfo> {
+    checkPrefix(prefix);
+    for (const t of [...this.writing]) if (t.target.startsWith(prefix)) yield { ...t };
   }
 
   async delete(name: string): Promise<void> {

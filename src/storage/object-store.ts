@@ -18,6 +18,21 @@ export interface ObjectInfo {
   modifiedMs: number;
 }
 
+/**
+ * What an unfinished write left in the store: a local temporary file, an incomplete S3 multipart upload.
+ * A write in progress has one too; one that stays long after its write began is a leftover.
+ */
+export interface TemporaryInfo {
+  /** The object the write would have created. */
+  target: string;
+  /** The leftover itself: the temporary file's path relative to the root, or the S3 upload id. */
+  id: string;
+  /** When the write began (S3: the upload's initiation) or last wrote (local: the file's mtime). */
+  modifiedMs: number;
+  /** Bytes written so far, when the store knows it without more requests. */
+  size?: number;
+}
+
 export interface WriteOptions {
   signal?: AbortSignal;
 }
@@ -66,6 +81,13 @@ export interface ObjectStore {
    * can be read and deleted.
    */
   list(prefix: string): AsyncIterable<ObjectInfo>;
+  /**
+   * The temporaries of writes in progress or never finished whose target starts with `prefix`, in any
+   * order. Optional: a store that cannot see them does not have it. NOT_SUPPORTED when the backend
+   * refuses to list them (s3rver has no ListMultipartUploads): the caller says "not checkable" rather
+   * than "none".
+   */
+  listTemporaries?(prefix: string): AsyncIterable<TemporaryInfo>;
   /** Idempotent: deleting a missing object is fine. */
   delete(name: string): Promise<void>;
   close(): Promise<void>;

@@ -46,11 +46,17 @@ export function isTransientS3Error(err: unknown): boolean {
   if (err instanceof ExcError) return err.retriable;
   if (err instanceof TypeError || err instanceof RangeError || err instanceof SyntaxError) return false;
   if (s3ErrorName(err) === 'AbortError') return false;
+  if (isNotImplemented(err)) return false;
   const status = s3Status(err);
   if (status !== undefined && (status >= 500 || status === 429)) return true;
   if (TRANSIENT_NAMES.has(s3ErrorName(err))) return true;
   // Dropped and refused connections, socket hang-ups: the Node system error codes.
   return isRetriable(err);
+}
+
+/** The server has no such API (s3rver lacks ListMultipartUploads): a 5xx that no retry can cure. */
+export function isNotImplemented(err: unknown): boolean {
+  return s3ErrorName(err) === 'NotImplemented' || s3Status(err) === 501;
 }
 
 export function isNotFound(err: unknown): boolean {
@@ -73,6 +79,12 @@ export function s3Failure(
   const details = { name, object, op, status: status ?? null };
   if (isNotFound(err))
     return new ExcError('OBJECT_NOT_FOUND', `no object ${object}`, { cause: err, details });
+  if (isNotImplemented(err)) {
+    return new ExcError('NOT_SUPPORTED', `S3 ${op} ${object}: the server does not implement it: ${why}`, {
+      cause: err,
+      details,
+    });
+  }
   if (isTransientS3Error(err)) {
     return new ExcError('STORE_UNAVAILABLE', `S3 ${op} ${object} failed after ${attempts} attempts: ${why}`, {
       cause: err,

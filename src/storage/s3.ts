@@ -14,6 +14,7 @@ import {
   DeleteObjectCommand,
   GetObjectCommand,
   HeadObjectCommand,
+  ListMultipartUploadsCommand,
   ListObjectsV2Command,
   S3Client,
   type GetObjectCommandOutput,
@@ -22,7 +23,14 @@ import { describeError, ExcError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { backoffDelay, retry, sleep } from '../retry.js';
 import { checkName, checkPrefix, checkRange, isValidName } from './names.js';
-import type { ObjectInfo, ObjectStore, ReadOptions, StreamOptions, WriteOptions } from './object-store.js';
+import type {
+  ObjectInfo,
+  ObjectStore,
+  ReadOptions,
+  StreamOptions,
+  TemporaryInfo,
+  WriteOptions,
+} from './object-store.js';
 import { isNotFound, isTransientS3Error, s3Failure, s3Status } from './s3-errors.js';
 import { uploadObject } from './s3-upload.js';
 
@@ -283,6 +291,39 @@ export class S3ObjectStore implements ObjectStore {
       }
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token);
+  }
+
+  /**
+   * Incomplete multipart uploads under `prefix`: uploads in progress, and those a crashed writer never
+   * completed nor aborted (they cost storage until aborted, or until a bucket lifecycle rule does it).
+   * NOT_SUPPORTED when the server has no ListMultipartUploads (s3rver).
+   */
+  async *listTemporaries(prefix: string): AsyncGenerator<TemporaryInfo> {
+    checkPrefix(prefix);
+    let keyMarker: string | undefined;
+    let uploadIdMarker: string | undefined;
+    do {
+      const markers = { KeyMarker: keyMarker, UploadIdMarker: uploadIdMarker };
+      const page = await this.call('ListMultipartUploads', prefix, () =>
+        this.client.send(
+          new ListMultipartUploadsCommand({
+            Bucket: this.bucket,
+            Prefix: this.keyPrefix + prefix,
+            ...markers,
+          }),
+        ),
+      );
+      for (const upload of page.Uploads ?? []) {
+        if (!upload.Key?.startsWith(this.keyPrefix) || !upload.UploadId) continue;
+        const target = upload.Key.slice(this.keyPrefix.length);
+        // As in list: keys no operation of this store accepts are another tool's.
+        if (!isValidName(target)) continue;
+        yield { target, id: upload.UploadId, modifiedMs: upload.Initiated?.getTime() ?? 0 };
+      }
+      const more = page.IsTruncated === true && page.NextKeyMarker !== undefined;
+      keyMarker = more ? page.NextKeyMarker : undefined;
+      uploadIdMarker = more ? page.NextUploadIdMarker : undefined;
+    } while (keyMarker !== undefined);
   }
 
   async delete(name: string): Promise<void> {

@@ -8,19 +8,12 @@
  * answer was lost), the copy is marked `stale` and read again from the store before anything else is done
  * with the tablet.
  */
-import { createHash } from 'node:crypto';
 import { Mutex } from '../mutex.js';
-import {
-  COL_LOC,
-  isParked,
-  locationValue,
-  type Location,
-  type Progress,
-  type TabletMeta,
-} from '../meta/tablet.js';
+import { COL_LOC, locationValue, type Location, type Progress, type TabletMeta } from '../meta/tablet.js';
 import type { Condition } from '../meta/types.js';
-import type { TableConfig } from '../meta/table-config.js';
-import { plan, type PlannedJob } from '../queue/planner.js';
+
+// Planning lives in src/queue (the manager's consistency check shares it); re-exported for this process.
+export { failureKey, planTablet } from '../queue/tablet-plan.js';
 
 export type TabletState = 'hosted' | 'gone';
 
@@ -64,58 +57,4 @@ export class HostedTablet {
   locCondition(): Condition {
     return { op: 'equals', row: this.meta.row, col: COL_LOC, value: locationValue(this.me) };
   }
-}
-
-/**
- * What a tablet (in the given state) wants compacted now. A user compaction whose job (all the files)
- * failed too often is parked like any other job: it is not planned again until released, and system work
- * goes on.
- */
-export function planTablet(meta: TabletMeta, config: TableConfig): PlannedJob[] {
-  const files = [...meta.files].map(([name, f]) => ({ name, size: f.size }));
-  let userCompactionId = pendingUserCompaction(meta);
-  if (userCompactionId !== undefined) {
-    const failure = meta.failures.get(failureKey(files.map((f) => f.name)));
-    if (failure && isParked(failure, config.maxAttempts)) userCompactionId = undefined;
-  }
-  return plan({
-    files,
-    reserved: reservedFiles(meta),
-    parked: parkedFiles(meta, config.maxAttempts),
-    config,
-    ...(userCompactionId === undefined ? {} : { userCompactionId }),
-  });
-}
-
-/** Files in running reservations. */
-function reservedFiles(meta: TabletMeta): Set<string> {
-  const out = new Set<string>();
-  for (const r of meta.reservations.values()) for (const f of r.inputs) out.add(f);
-  return out;
-}
-
-/** Files of parked jobs, by the table's current `maxAttempts`. */
-function parkedFiles(meta: TabletMeta, maxAttempts: number): Set<string> {
-  const out = new Set<string>();
-  for (const f of meta.failures.values()) {
-    if (isParked(f, maxAttempts)) for (const name of f.inputs) out.add(name);
-  }
-  return out;
-}
-
-/** The oldest pending user compaction. */
-function pendingUserCompaction(meta: TabletMeta): string | undefined {
-  let oldest: [string, number] | undefined;
-  for (const [id, c] of meta.userCompactions) {
-    if (!oldest || c.requestedAt < oldest[1]) oldest = [id, c.requestedAt];
-  }
-  return oldest?.[0];
-}
-
-/** Failures are recorded per set of input files. */
-export function failureKey(inputs: readonly string[]): string {
-  return createHash('sha256')
-    .update([...inputs].sort().join('\n'))
-    .digest('hex')
-    .slice(0, 24);
 }

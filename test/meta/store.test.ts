@@ -152,6 +152,23 @@ describe('meta store', () => {
     );
   });
 
+  it('snapshot - reads inside it do not see what another connection commits meanwhile', () => {
+    store.mutate({ puts: [{ row: 't1', col: 'file:a', value: '{}' }] });
+    // The manager writes through another connection (its writer thread); this one stands for it.
+    const writer = new MetaStore({ path: `${dir.path}/meta.sqlite` });
+    try {
+      const seen = store.snapshot(() => {
+        const before = [...store.scanAll({})].map((c) => c.row);
+        writer.mutate({ puts: [{ row: '~cq:t1', col: 'tablet', value: 't1' }] });
+        return [before, [...store.scanAll({})].map((c) => c.row)];
+      });
+      expect(seen).toEqual([['t1'], ['t1']]);
+      expect([...store.scanAll({})].map((c) => c.row)).toEqual(['t1', '~cq:t1']);
+    } finally {
+      writer.close();
+    }
+  });
+
   it('durability - what was applied is there after reopening the file', () => {
     store.mutate({ puts: [{ row: 'x', col: 'y', value: 'z' }] });
     store.close();

@@ -8,11 +8,24 @@ import { dirname, join } from 'node:path';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ExcError } from '../../src/errors.js';
-import { LocalObjectStore, S3ObjectStore, type ObjectStore } from '../../src/storage/index.js';
+import {
+  LocalObjectStore,
+  S3ObjectStore,
+  type ObjectStore,
+  type TemporaryInfo,
+} from '../../src/storage/index.js';
+import { waitFor } from '../support/waits.js';
 
 export interface ContractOptions {
   /** Size of the "large streaming write" test; it should span several multipart parts on S3. */
   largeBytes?: number;
+  /** Bytes a write sends before it pauses in the temporaries test: on S3, more than a part. */
+  pausedWriteBytes?: number;
+  /**
+   * 'refused' when the backend cannot list temporaries (s3rver has no ListMultipartUploads): the store
+   * must then say NOT_SUPPORTED, never answer "none". Default 'listed'.
+   */
+  temporaries?: 'listed' | 'refused';
 }
 
 export async function collect(stream: AsyncIterable<Buffer>): Promise<Buffer> {
@@ -25,6 +38,13 @@ export async function names(store: ObjectStore, prefix: string): Promise<string[
   const out: string[] = [];
   for await (const info of store.list(prefix)) out.push(info.name);
   return out.sort();
+}
+
+export async function temporaries(store: ObjectStore, prefix: string): Promise<TemporaryInfo[]> {
+  if (!store.listTemporaries) throw new Error(`${store.url} cannot list temporaries`);
+  const out: TemporaryInfo[] = [];
+  for await (const t of store.listTemporaries(prefix)) out.push(t);
+  return out;
 }
 
 async function* chunksOf(data: Buffer, size: number): AsyncGenerator<Buffer> {
@@ -262,6 +282,46 @@ export function objectStoreContract(
       await expect(store.write('aborted', body(), { signal: controller.signal })).rejects.toThrow('stop');
       expect(await store.stat('aborted')).toBeNull();
       expect(await names(store, '')).toEqual([]);
+    });
+
+    it('temporaries - a write in progress is listed under its target until it ends; none is left after', async () => {
+      if (options.temporaries === 'refused') {
+        // Not "none": a check that trusted an empty answer would report a clean store it never saw.
+        await expectCode(temporaries(store, 'tmp/'), 'NOT_SUPPORTED', 'ListMultipartUploads');
+        return;
+      }
+      let release!: () => void;
+      const paused = new Promise<void>((r) => (release = r));
+      const pausedBytes = options.pausedWriteBytes ?? 64 * 1024;
+      async function* body(): AsyncGenerator<Buffer> {
+        yield* chunksOf(randomBytes(pausedBytes), 64 * 1024);
+        await paused;
+        yield randomBytes(1000);
+      }
+      const before = Date.now();
+      const writing = store.write('tmp/a/obj.rf', body());
+      const [seen] = await waitFor(async () => {
+        const found = await temporaries(store, 'tmp/');
+        return found.length > 0 && found;
+      }, 'the paused write to show as a temporary');
+      expect(seen).toMatchObject({ target: 'tmp/a/obj.rf' });
+      expect(seen!.id).not.toBe('');
+      // S3 keeps whole seconds; a file system may round too.
+      expect(seen!.modifiedMs).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000 - 1000);
+      expect((await temporaries(store, 'tmp/a/o')).map((t) => t.target)).toEqual(['tmp/a/obj.rf']);
+      expect(await temporaries(store, 'tmp/b/')).toEqual([]);
+      expect(await names(store, 'tmp/')).toEqual([]);
+      release();
+      expect((await writing).size).toBe(pausedBytes + 1000);
+      expect(await temporaries(store, 'tmp/')).toEqual([]);
+      expect(await names(store, 'tmp/')).toEqual(['tmp/a/obj.rf']);
+
+      async function* failing(): AsyncGenerator<Buffer> {
+        yield* chunksOf(randomBytes(pausedBytes), 64 * 1024);
+        throw new Error('source failed');
+      }
+      await expect(store.write('tmp/a/failed.rf', failing())).rejects.toThrow('source failed');
+      expect(await temporaries(store, '')).toEqual([]);
     });
 
     it('large streaming write - arrives whole, and streams back whole', async () => {

@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LocalObjectStore, MemoryObjectStore, openObjectStore } from '../../src/storage/index.js';
 import { tempDir } from '../support/index.js';
-import { collect, names, objectStoreContract } from './object-store.contract.js';
+import { collect, names, objectStoreContract, temporaries } from './object-store.contract.js';
 
 const dirs: { cleanup: () => void }[] = [];
 afterAll(() => {
@@ -101,5 +101,14 @@ describe('local store', () => {
     await expect(collect(store.readStream('tables/1/F1.rf'))).rejects.toMatchObject({
       code: 'OBJECT_NOT_FOUND',
     });
+    // The leftover is listed as a temporary of its target, and swept only once old enough.
+    expect((await temporaries(store, 'tables/')).map((t) => [t.target, t.id])).toEqual([
+      ['tables/1/F1.rf', files[0]],
+    ]);
+    expect(await temporaries(store, 'tables/2')).toEqual([]);
+    expect(await store.sweepTemporaries('tables/', 60_000)).toBe(0);
+    expect(allFiles(root)).toHaveLength(1);
+    expect(await store.sweepTemporaries('tables/', 0)).toBe(1);
+    expect(allFiles(root)).toEqual([]);
   });
 });

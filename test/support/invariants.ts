@@ -15,10 +15,10 @@ import type { ExcClient } from '../../src/client/client.js';
 import type { MetaClient } from '../../src/meta/client.js';
 import { parseQueueRow, queueEntryTablet } from '../../src/meta/keys.js';
 import { tableConfigSchema } from '../../src/meta/table-config.js';
-import { isParked, type TabletMeta } from '../../src/meta/tablet.js';
+import type { TabletMeta } from '../../src/meta/tablet.js';
 import type { TableInfo } from '../../src/meta/views.js';
-import { plan, queueDemand } from '../../src/queue/planner.js';
 import { listQueues } from '../../src/queue/registry.js';
+import { tabletDemand } from '../../src/queue/tablet-plan.js';
 import type { ObjectStore } from '../../src/storage/index.js';
 import type { TestCluster } from './cluster.js';
 import { allTablets } from './meta-rows.js';
@@ -99,28 +99,10 @@ export async function checkQueueEntriesHaveWork(
       const queues = await listQueues(session, cluster.layout);
       const { tables } = await meta.call<{ tables: TableInfo[] }>('GET', '/v1/tables');
       const configs = new Map(tables.map((t) => [t.id, tableConfigSchema.parse(t.config)]));
+      // What each tablet wants, by the same function the tablet servers plan with.
       const demandOf = (t: TabletMeta): Map<string, number> => {
         const config = configs.get(t.tableId);
-        if (!config) return new Map();
-        const reserved = new Set([...t.reservations.values()].flatMap((r) => r.inputs));
-        const parked = new Set(
-          [...t.failures.values()].filter((f) => isParked(f, config.maxAttempts)).flatMap((f) => f.inputs),
-        );
-        const userCompactionId = [...t.userCompactions.keys()][0];
-        const jobs = plan({
-          files: [...t.files].map(([name, f]) => ({ name, size: f.size })),
-          reserved,
-          parked,
-          config,
-          ...(userCompactionId ? { userCompactionId } : {}),
-        });
-        const byName = queueDemand(jobs);
-        return new Map(
-          [...byName].flatMap(([name, prio]) => {
-            const q = queues.find((x) => x.name === name);
-            return q ? [[q.id, prio] as const] : [];
-          }),
-        );
+        return config ? tabletDemand(t, config, queues) : new Map<string, number>();
       };
       const byRow = new Map(tablets.map((t) => [t.row, t]));
       const entries: string[] = [];

@@ -1,0 +1,123 @@
+/** `excompact admin compactors …` and `excompact admin compactions …`: live compactors, running and parked jobs. */
+import type { Command } from 'commander';
+import { ExcError } from '../errors.js';
+import type { CompactorView, ParkedCompaction, RunningCompaction } from '../meta/views.js';
+import { examples, printCompactors, printParked, printRunning, type JsonFlag } from './admin-common.js';
+import { withCluster } from './connect.js';
+import { action } from './exit.js';
+import { printJson } from './format.js';
+
+export function registerCompactors(admin: Command): void {
+  admin
+    .command('compactors')
+    .description('Live compactors.')
+    .command('list')
+    .description('List live compactors (from their ZooKeeper nodes).')
+    .option('--queue <name>', 'only this queue')
+    .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      examples(['excompact admin compactors list', 'excompact admin compactors list --queue small --json']),
+    )
+    .action(
+      action(async (opts: JsonFlag & { queue?: string }, cmd: Command) => {
+        const { compactors } = await withCluster(cmd, (c) =>
+          c.meta.call<{ compactors: CompactorView[] }>(
+            'GET',
+            `/v1/compactors${opts.queue ? `?queue=${encodeURIComponent(opts.queue)}` : ''}`,
+          ),
+        );
+        if (opts.json) return printJson(compactors);
+        printCompactors(compactors);
+      }),
+    );
+}
+
+export function registerCompactions(admin: Command): void {
+  const compactions = admin.command('compactions').description('Running and parked compactions.');
+
+  compactions
+    .command('list')
+    .description('List running compactions (reservations) and parked jobs.')
+    .option('--queue <name>', 'only this queue')
+    .option('--table <name>', 'only this table')
+    .option('--state <state>', 'running or parked')
+    .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      examples([
+        'excompact admin compactions list',
+        'excompact admin compactions list --state parked --table events',
+      ]),
+    )
+    .action(
+      action(async (opts: JsonFlag & { queue?: string; table?: string; state?: string }, cmd: Command) => {
+        if (opts.state && opts.state !== 'running' && opts.state !== 'parked') {
+          throw new ExcError('BAD_REQUEST', `--state must be running or parked, not ${opts.state}`);
+        }
+        const query = new URLSearchParams(
+          Object.entries({ queue: opts.queue, table: opts.table, state: opts.state }).filter(
+            (e): e is [string, string] => !!e[1],
+          ),
+        );
+        const result = await withCluster(cmd, (c) =>
+          c.meta.call<{ running: RunningCompaction[]; parked: ParkedCompaction[] }>(
+            'GET',
+            `/v1/compactions${query.size ? `?${query.toString()}` : ''}`,
+          ),
+        );
+        if (opts.json) return printJson(result);
+        if (opts.state !== 'parked') {
+          process.stdout.write(`running (${result.running.length}):\n`);
+          printRunning(result.running);
+        }
+        if (opts.state !== 'running') {
+          process.stdout.write(`${opts.state ? '' : '\n'}parked (${result.parked.length}):\n`);
+          printParked(result.parked);
+        }
+      }),
+    );
+
+  compactions
+    .command('cancel')
+    .description('Cancel a running compaction; its tablet requeues the work.')
+    .argument('<ecid>', 'the compaction id (ECID column of `compactions list`)')
+    .addHelpText('after', examples(['excompact admin compactions cancel 01HZY3Q6W4M3V6Q7B2G8N5T0RZ']))
+    .action(
+      action(async (ecid: string, _opts: unknown, cmd: Command) => {
+        const result = await withCluster(cmd, (c) =>
+          c.meta.call<{ cancelled: boolean }>('POST', `/v1/compactions/${encodeURIComponent(ecid)}/cancel`),
+        );
+        process.stdout.write(result.cancelled ? `cancelled ${ecid}\n` : `${ecid} had already ended\n`);
+      }),
+    );
+
+  compactions
+    .command('release')
+    .description('Release parked jobs so they are tried again.')
+    .argument('[id]', 'a parked job (ID column of `compactions list --state parked`, or its last ECID)')
+    .option('--table <name>', 'release every parked job of a table')
+    .addHelpText(
+      'after',
+      examples([
+        'excompact admin compactions release 3f9c2a1b0d4e5f60718293a4',
+        'excompact admin compactions release --table events',
+      ]),
+    )
+    .action(
+      action(async (id: string | undefined, opts: { table?: string }, cmd: Command) => {
+        if (Boolean(id) === Boolean(opts.table))
+          throw new ExcError('BAD_REQUEST', 'give a parked job id or --table, not both');
+        const result = await withCluster(cmd, (c) =>
+          c.meta.call<{ released: { tablet: string; id: string }[] }>(
+            'POST',
+            '/v1/compactions/release',
+            id ? { id } : { table: opts.table },
+          ),
+        );
+        process.stdout.write(
+          `released ${result.released.length} parked job${result.released.length === 1 ? '' : 's'}\n`,
+        );
+      }),
+    );
+}

@@ -1,0 +1,245 @@
+/** `excompact admin table …`: create, list, inspect, configure, compact and delete tables. */
+import type { Command } from 'commander';
+import { ExcError } from '../errors.js';
+import { parseConfigAssignments } from '../meta/table-config.js';
+import { isParked } from '../meta/tablet.js';
+import type { TableInfo, TabletView } from '../meta/views.js';
+import { sleep } from '../retry.js';
+import { collect, examples, type JsonFlag } from './admin-common.js';
+import { withCluster } from './connect.js';
+import { action } from './exit.js';
+import { age, bytes, printJson, printTable, rowText } from './format.js';
+
+export function registerTables(admin: Command): void {
+  const table = admin
+    .command('table')
+    .description('Create, list, inspect, configure, compact and delete tables.');
+
+  table
+    .command('create')
+    .description('Create a table, optionally pre-split and configured.')
+    .argument('<name>')
+    .option('--split <row>', 'a split point (repeat for more)', collect)
+    .option('--splits <rows>', 'split points, comma-separated')
+    .option('--config <key=value>', 'a table setting (repeat; see `table config --help`)', collect)
+    .option('--if-not-exists', 'succeed (and change nothing) when the table already exists')
+    .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      examples([
+        'excompact admin table create events --splits g,p --config queues=small:64M,large',
+        'excompact admin table create logs --split m --config ttl=7d',
+      ]),
+    )
+    .action(
+      action(
+        async (
+          name: string,
+          opts: JsonFlag & { split?: string[]; splits?: string; config?: string[]; ifNotExists?: boolean },
+          cmd: Command,
+        ) => {
+          const splits = [...(opts.split ?? []), ...(opts.splits ? opts.splits.split(',') : [])];
+          const config = parseConfigAssignments(opts.config ?? []);
+          const created = await withCluster(cmd, (c) =>
+            c.meta.call<TableInfo>('POST', '/v1/tables', { name, splits, config }),
+          ).catch((err: unknown) => {
+            if (opts.ifNotExists && err instanceof ExcError && err.code === 'ALREADY_EXISTS')
+              return undefined;
+            throw err;
+          });
+          if (!created) return void process.stdout.write(`table ${name} already exists\n`);
+          if (opts.json) return printJson(created);
+          process.stdout.write(
+            `created table ${created.name} (id ${created.id}, ${splits.length + 1} tablet${splits.length ? 's' : ''})\n`,
+          );
+        },
+      ),
+    );
+
+  table
+    .command('list')
+    .description('List tables.')
+    .option('--json', 'print JSON')
+    .addHelpText('after', examples(['excompact admin table list', 'excompact admin table list --json']))
+    .action(
+      action(async (opts: JsonFlag, cmd: Command) => {
+        const { tables } = await withCluster(cmd, (c) =>
+          c.meta.call<{ tables: TableInfo[] }>('GET', '/v1/tables'),
+        );
+        if (opts.json) return printJson(tables);
+        printTable(
+          ['NAME', 'ID', 'STATE', 'QUEUES', 'VERSIONS', 'TTL'],
+          tables.map((t) => [
+            t.name,
+            t.id,
+            t.state,
+            t.config.queues
+              .map((q) => (q.maxInputBytes ? `${q.queue}<=${bytes(q.maxInputBytes)}` : q.queue))
+              .join(', ') || null,
+            t.config.versions,
+            t.config.ttlMs ? age(t.config.ttlMs) : null,
+          ]),
+        );
+      }),
+    );
+
+  table
+    .command('info')
+    .description('Show a table: its settings and tablets with hosts, files and bytes.')
+    .argument('<name>')
+    .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      examples(['excompact admin table info events', 'excompact admin table info events --json']),
+    )
+    .action(
+      action(async (name: string, opts: JsonFlag, cmd: Command) => {
+        const info = await withCluster(cmd, (c) =>
+          c.meta.call<{ table: TableInfo; tablets: TabletView[] }>(
+            'GET',
+            `/v1/tables/${encodeURIComponent(name)}`,
+          ),
+        );
+        if (opts.json) return printJson(info);
+        process.stdout.write(
+          `table ${info.table.name} (id ${info.table.id}, ${info.table.state})\nconfig ${JSON.stringify(info.table.config)}\n\n`,
+        );
+        printTable(
+          ['TABLET', 'END ROW', 'HOST', 'FILES', 'BYTES', 'ENTRIES', 'COMPACTING', 'PARKED'],
+          info.tablets.map((t) => [
+            t.tablet,
+            rowText(t.endRowHex),
+            t.loc?.server ?? (t.future ? `(loading on ${t.future.server})` : '(unassigned)'),
+            t.files.length,
+            bytes(t.files.reduce((s, f) => s + f.size, 0)),
+            t.files.reduce((s, f) => s + f.entries, 0),
+            t.reservations.length,
+            t.failures.filter((f) => isParked(f, info.table.config.maxAttempts)).length,
+          ]),
+        );
+      }),
+    );
+
+  table
+    .command('config')
+    .description('Change table settings.')
+    .argument('<name>')
+    .argument('<settings...>', 'key=value pairs')
+    .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      `
+Settings:
+  queues=small:64M,large   route jobs by total input size: the first queue they fit (the last may be unbounded)
+  ratio=3                  compact a set of files when its total size is at least ratio x its largest file
+  maxFiles=10              at most this many files per job
+  fileLimit=30             beyond this many files, compact the smallest regardless of the ratio
+  versions=1               versions of a cell to keep
+  ttl=7d                   drop entries older than this (ms, s, m, h, d)
+  maxAttempts=3            failed attempts after which a job is parked
+${examples(['excompact admin table config events queues=small:64M,large ratio=2', 'excompact admin table config logs ttl=30d versions=3'])}`,
+    )
+    .action(
+      action(async (name: string, settings: string[], opts: JsonFlag, cmd: Command) => {
+        const config = parseConfigAssignments(settings);
+        const updated = await withCluster(cmd, (c) =>
+          c.meta.call<TableInfo>('POST', `/v1/tables/${encodeURIComponent(name)}/config`, { config }),
+        );
+        if (opts.json) return printJson(updated);
+        process.stdout.write(`table ${updated.name}: ${JSON.stringify(updated.config)}\n`);
+      }),
+    );
+
+  table
+    .command('delete')
+    .description('Delete a table: its tablets are unloaded, its files collected, its compactions cancelled.')
+    .argument('<name>')
+    .addHelpText('after', examples(['excompact admin table delete events']))
+    .action(
+      action(async (name: string, _opts: unknown, cmd: Command) => {
+        await withCluster(cmd, (c) => c.meta.call('DELETE', `/v1/tables/${encodeURIComponent(name)}`));
+        process.stdout.write(`deleted table ${name}\n`);
+      }),
+    );
+
+  table
+    .command('compact')
+    .description('Compact all files of the table (or of a row range), optionally through filters.')
+    .argument('<name>')
+    .option('--start <row>', 'first row (inclusive)')
+    .option('--end <row>', 'last row (inclusive)')
+    .option('--filter <name:json>', 'a built-in filter with JSON options (repeat for more)', collect)
+    .option('--wait', 'show progress and return when every tablet in the range is done')
+    .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      `
+Filters: dropRowPrefix {"prefixes":[...]}, keepRowPrefix {"prefixes":[...]}, dropFamily {"families":[...]},
+keepFamily {"families":[...]}, keepRowRange {"start":..,"end":..}.
+${examples([
+  'excompact admin table compact events --wait',
+  `excompact admin table compact events --start a --end m --filter 'dropRowPrefix:{"prefixes":["tmp_"]}' --wait`,
+])}`,
+    )
+    .action(
+      action(
+        async (
+          name: string,
+          opts: JsonFlag & { start?: string; end?: string; filter?: string[]; wait?: boolean },
+          cmd: Command,
+        ) => {
+          const filters = (opts.filter ?? []).map(parseFilterFlag);
+          await withCluster(cmd, async (c) => {
+            const started = await c.meta.call<{ id: string; tablets: string[] }>(
+              'POST',
+              `/v1/tables/${encodeURIComponent(name)}/compact`,
+              {
+                ...(opts.start === undefined ? {} : { startRow: opts.start }),
+                ...(opts.end === undefined ? {} : { endRow: opts.end }),
+                filters,
+              },
+            );
+            if (!opts.wait) {
+              if (opts.json) printJson(started);
+              else
+                process.stdout.write(
+                  `compaction ${started.id} requested for ${started.tablets.length} tablet(s)\n`,
+                );
+              return;
+            }
+            const total = started.tablets.length;
+            const tty = process.stderr.isTTY;
+            for (;;) {
+              const status = await c.meta.call<{ remaining: string[]; done: boolean }>(
+                'GET',
+                `/v1/tables/${encodeURIComponent(name)}/compactions/${started.id}`,
+              );
+              const line = `compaction ${started.id}: ${total - status.remaining.length}/${total} tablets done`;
+              if (tty) process.stderr.write(`\r${line}`);
+              if (status.done) {
+                if (tty) process.stderr.write('\n');
+                if (opts.json) printJson({ ...started, done: true });
+                else process.stdout.write(`${line}\n`);
+                return;
+              }
+              await sleep(250);
+            }
+          });
+        },
+      ),
+    );
+}
+
+function parseFilterFlag(flag: string): { name: string; options?: unknown } {
+  const colon = flag.indexOf(':');
+  const name = colon < 0 ? flag : flag.slice(0, colon);
+  if (colon < 0) return { name };
+  try {
+    return { name, options: JSON.parse(flag.slice(colon + 1)) };
+  } catch (err) {
+    throw new ExcError(
+      'BAD_REQUEST',
+      `--filter ${name}: options are not valid JSON: ${(err as Error).message}`,
+    );
+  }
+}

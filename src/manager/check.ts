@@ -1,0 +1,248 @@
+/**
+ * The consistency check (`excompact admin check`, `GET /v1/check`): what DESIGN.md's invariants say must
+ * hold, judged against one snapshot of a live cluster. A pure function from what was read — metadata rows,
+ * live compactor nodes, the object store's listing — to named problem lists; check-read.ts does the
+ * reading, in an order that keeps false alarms momentary (see there).
+ *
+ * Problems, most serious first:
+ *   missingFiles               a file some tablet references is not in the object store: data loss
+ *   deadCompactorReservations  a reservation names a compactor whose node is gone (invariant 2)
+ *   queueEntriesWithoutWork    a `~cq` entry whose hosted tablet has no work for that queue, or that names
+ *                              no tablet at all (invariant 5)
+ *   workMissingFromQueue       a hosted tablet with work for an existing queue has no entry in it (5)
+ *   orphanFiles                an object nothing references, with no `~del` row, older than the GC grace:
+ *                              a GC cycle should have removed it (4)
+ *   staleTemporaries           a temporary of an unfinished write (a local temporary file, an incomplete S3
+ *                              multipart upload) older than the GC grace
+ *   malformedRows              a metadata row that does not parse
+ * and, not failures, what a healthy busy cluster also has:
+ *   unreferencedPendingGc      unreferenced objects with a `~del` row: the collector will delete them
+ *   unreferencedYoung          unreferenced objects younger than the grace: maybe a write in flight
+ *   youngTemporaries           temporaries younger than the grace: writes in progress
+ */
+import { parseQueueRow, queueEntryTablet } from '../meta/keys.js';
+import type { CheckReport as GenericCheckReport, ProblemList, Severity } from '../meta/check-view.js';
+import type { TableConfig } from '../meta/table-config.js';
+import type { TabletMeta } from '../meta/tablet.js';
+import type { QueueInfo } from '../queue/registry.js';
+import { tabletDemand } from '../queue/tablet-plan.js';
+import type { TemporaryInfo } from '../storage/object-store.js';
+
+/** Items kept per problem; `count` says how many there are in all. */
+export const MAX_ITEMS = 100;
+
+/** What could not be read, and why (the store cannot list temporaries, no store is configured). */
+export interface NotCheckable {
+  notCheckable: string;
+}
+
+export interface CheckInput {
+  now: number;
+  graceMs: number;
+  /** Tablets, queue entries, deletion marks and table settings: one consistent read. */
+  tablets: readonly TabletMeta[];
+  /** `~cq` row keys. */
+  queueEntries: readonly string[];
+  /** `~del` rows: file → when it was marked. */
+  deletions: ReadonlyMap<string, number>;
+  /** Table id → settings. */
+  tableConfigs: ReadonlyMap<string, TableConfig>;
+  /** Rows that did not parse: row → why. */
+  malformed?: ReadonlyMap<string, string>;
+  queues: readonly QueueInfo[];
+  /** Paths of the compactor nodes that exist. */
+  liveCompactors: ReadonlySet<string>;
+  /** Objects under the tables prefix: name → size and last modified. */
+  objects: ReadonlyMap<string, { size: number; modifiedMs: number }> | NotCheckable;
+  temporaries: readonly TemporaryInfo[] | NotCheckable;
+}
+
+export const PROBLEMS = {
+  missingFiles: ['referenced files missing from the object store', 'critical'],
+  deadCompactorReservations: ['reservations naming dead compactors', 'error'],
+  queueEntriesWithoutWork: ['queue entries without work', 'error'],
+  workMissingFromQueue: ['work missing from the queue', 'error'],
+  orphanFiles: ['unreferenced files older than the GC grace, not marked for deletion', 'error'],
+  staleTemporaries: ['temporaries of unfinished writes older than the GC grace', 'error'],
+  malformedRows: ['metadata rows that do not parse', 'error'],
+  unreferencedPendingGc: ['unreferenced files marked for deletion (pending GC)', 'info'],
+  unreferencedYoung: ['unreferenced files younger than the GC grace (maybe in flight)', 'info'],
+  youngTemporaries: ['temporaries younger than the GC grace (writes in progress)', 'info'],
+} as const satisfies Record<string, readonly [string, Severity]>;
+
+export type ProblemName = keyof typeof PROBLEMS;
+
+export type CheckReport = GenericCheckReport<ProblemName>;
+
+export const RACE_NOTE =
+  'The check reads a live cluster: a commit between its reads can show a problem for a moment. ' +
+  'Confirm a problem with a second run before acting on it.';
+
+type Found = Record<ProblemName, Record<string, unknown>[] | NotCheckable>;
+
+export function checkCluster(input: CheckInput): CheckReport {
+  const found: Found = {
+    ...checkReservations(input),
+    ...checkQueues(input),
+    ...checkFiles(input),
+    ...checkTemporaries(input),
+    malformedRows: [...(input.malformed ?? [])].map(([row, error]) => ({ row, error })),
+  };
+  const problems = {} as Record<ProblemName, ProblemList>;
+  for (const name of Object.keys(PROBLEMS) as ProblemName[]) {
+    const [title, severity] = PROBLEMS[name];
+    const items = found[name];
+    problems[name] = Array.isArray(items)
+      ? { title, severity, count: items.length, items: items.slice(0, MAX_ITEMS) }
+      : { title, severity, count: null, items: [], notCheckable: items.notCheckable };
+  }
+  const objects = isNotCheckable(input.objects) ? undefined : [...input.objects.values()];
+  return {
+    ok: Object.values(problems).every((p) => p.severity === 'info' || !p.count),
+    checkedAt: input.now,
+    problems,
+    figures: {
+      tablets: input.tablets.length,
+      hostedTablets: input.tablets.filter((t) => t.loc).length,
+      reservations: input.tablets.reduce((n, t) => n + t.reservations.size, 0),
+      queueEntries: input.queueEntries.length,
+      deletionMarks: input.deletions.size,
+      files: referencedFiles(input.tablets).size,
+      objects: objects?.length ?? null,
+      objectBytes: objects?.reduce((n, o) => n + o.size, 0) ?? null,
+      temporaries: isNotCheckable(input.temporaries) ? null : input.temporaries.length,
+      queues: input.queues.length,
+      liveCompactors: input.liveCompactors.size,
+      graceMs: input.graceMs,
+    },
+    note: RACE_NOTE,
+  };
+}
+
+function isNotCheckable(value: unknown): value is NotCheckable {
+  return typeof value === 'object' && value !== null && 'notCheckable' in value;
+}
+
+function checkReservations(input: CheckInput): Pick<Found, 'deadCompactorReservations'> {
+  const dead = [];
+  for (const t of input.tablets) {
+    for (const [ecid, r] of t.reservations) {
+      if (input.liveCompactors.has(r.compactor)) continue;
+      dead.push({
+        tablet: t.row,
+        ecid,
+        compactor: r.compactor,
+        queueId: r.queueId,
+        reservedAt: r.reservedAt,
+      });
+    }
+  }
+  return { deadCompactorReservations: dead };
+}
+
+function checkQueues(input: CheckInput): Pick<Found, 'queueEntriesWithoutWork' | 'workMissingFromQueue'> {
+  const byRow = new Map(input.tablets.map((t) => [t.row, t]));
+  const demand = new Map<string, Map<string, number>>();
+  // An unhosted tablet is not judged: its next host plans it again and rewrites its entries.
+  for (const t of input.tablets) {
+    if (!t.loc) continue;
+    const config = input.tableConfigs.get(t.tableId);
+    demand.set(t.row, config ? tabletDemand(t, config, input.queues) : new Map<string, number>());
+  }
+  const withoutWork = [];
+  const present = new Set<string>();
+  for (const entry of input.queueEntries) {
+    let tablet: string;
+    let queueId: string;
+    try {
+      const e = parseQueueRow(entry);
+      tablet = queueEntryTablet(e);
+      queueId = e.queueId;
+    } catch {
+      withoutWork.push({ entry, tablet: null, queueId: null, reason: 'not a queue entry row' });
+      continue;
+    }
+    present.add(`${queueId} ${tablet}`);
+    const wants = demand.get(tablet); // undefined for an unhosted tablet
+    if (!byRow.has(tablet)) {
+      withoutWork.push({ entry, tablet, queueId, reason: 'no such tablet' });
+    } else if (wants && !wants.has(queueId)) {
+      withoutWork.push({ entry, tablet, queueId, reason: 'the tablet has no work for this queue' });
+    }
+  }
+  const queueNames = new Map(input.queues.map((q) => [q.id, q.name]));
+  const missing = [];
+  for (const [tablet, wants] of demand) {
+    for (const [queueId, priority] of wants) {
+      if (present.has(`${queueId} ${tablet}`)) continue;
+      missing.push({ tablet, queueId, queue: queueNames.get(queueId) ?? null, priority });
+    }
+  }
+  return { queueEntriesWithoutWork: withoutWork, workMissingFromQueue: missing };
+}
+
+/** Everything a tablet references: its files, and its reservations' inputs and outputs. */
+function referencedFiles(tablets: readonly TabletMeta[]): Set<string> {
+  const out = new Set<string>();
+  for (const t of tablets) {
+    for (const f of t.files.keys()) out.add(f);
+    for (const r of t.reservations.values()) {
+      out.add(r.output);
+      for (const f of r.inputs) out.add(f);
+    }
+  }
+  return out;
+}
+
+type FileProblems = 'missingFiles' | 'orphanFiles' | 'unreferencedPendingGc' | 'unreferencedYoung';
+
+function checkFiles(input: CheckInput): Pick<Found, FileProblems> {
+  const objects = input.objects;
+  if (isNotCheckable(objects)) {
+    return {
+      missingFiles: objects,
+      orphanFiles: objects,
+      unreferencedPendingGc: objects,
+      unreferencedYoung: objects,
+    };
+  }
+  // A tablet's files and its reservations' inputs must exist; an output exists only once written.
+  const missing = [];
+  for (const t of input.tablets) {
+    const needed = new Set(t.files.keys());
+    for (const r of t.reservations.values()) for (const f of r.inputs) needed.add(f);
+    for (const file of needed) if (!objects.has(file)) missing.push({ file, tablet: t.row });
+  }
+  const referenced = referencedFiles(input.tablets);
+  const orphans = [];
+  const pending = [];
+  const young = [];
+  for (const [file, o] of [...objects].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    if (referenced.has(file)) continue;
+    const markedAt = input.deletions.get(file);
+    const ageMs = input.now - o.modifiedMs;
+    if (markedAt !== undefined) pending.push({ file, size: o.size, markedAt });
+    else if (ageMs < input.graceMs) young.push({ file, size: o.size, modifiedMs: o.modifiedMs, ageMs });
+    else orphans.push({ file, size: o.size, modifiedMs: o.modifiedMs, ageMs });
+  }
+  return {
+    missingFiles: missing,
+    orphanFiles: orphans,
+    unreferencedPendingGc: pending,
+    unreferencedYoung: young,
+  };
+}
+
+function checkTemporaries(input: CheckInput): Pick<Found, 'staleTemporaries' | 'youngTemporaries'> {
+  const temporaries = input.temporaries;
+  if (isNotCheckable(temporaries)) return { staleTemporaries: temporaries, youngTemporaries: temporaries };
+  const stale: Record<string, unknown>[] = [];
+  const young: Record<string, unknown>[] = [];
+  const sorted = [...temporaries].sort((a, b) => a.modifiedMs - b.modifiedMs);
+  for (const t of sorted) {
+    const item = { target: t.target, id: t.id, modifiedMs: t.modifiedMs, ageMs: input.now - t.modifiedMs };
+    const withSize = t.size === undefined ? item : { ...item, size: t.size };
+    (item.ageMs < input.graceMs ? young : stale).push(withSize);
+  }
+  return { staleTemporaries: stale, youngTemporaries: young };
+}

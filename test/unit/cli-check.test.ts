@@ -1,0 +1,77 @@
+import { describe, expect, it } from 'vitest';
+import { formatCheckReport } from '../../src/cli/admin-check.js';
+import { checkCluster, type CheckInput } from '../../src/manager/check.js';
+import { tabletRow } from '../../src/meta/keys.js';
+import { parseTablet } from '../../src/meta/tablet.js';
+
+const NOW = Date.UTC(2030, 0, 2, 3, 4, 5);
+const input = (over: Partial<CheckInput> = {}): CheckInput => ({
+  now: NOW,
+  graceMs: 600_000,
+  tablets: [],
+  queueEntries: [],
+  deletions: new Map(),
+  tableConfigs: new Map(),
+  queues: [],
+  liveCompactors: new Set(),
+  objects: new Map(),
+  temporaries: [],
+  ...over,
+});
+
+describe('admin check output', () => {
+  it('consistent - one line per check, the figures and the note', () => {
+    const text = formatCheckReport(checkCluster(input()));
+    const lines = text.trimEnd().split('\n');
+    expect(lines[0]).toBe('consistent (checked 2030-01-02T03:04:05.000Z)');
+    expect(lines.slice(1, 11)).toHaveLength(10);
+    for (const line of lines.slice(1, 11)) expect(line).toMatch(/^ {2}ok {7}0 {2}\S/);
+    expect(lines[11]).toMatch(/^figures: 0 tablets \(0 hosted\), .*0 objects \(0 B\), .*GC grace 10m0s$/);
+    expect(lines[12]).toMatch(/second run/);
+  });
+
+  it('problems - counts, severities, a few examples and how many more; not checkable says why', () => {
+    const row = tabletRow('0001', null);
+    const cols = new Map([
+      ['prev', 'null'],
+      ...['a', 'b', 'c', 'd', 'e'].map(
+        (f) => [`file:tables/0001/${f}.rf`, '{"size":1,"entries":1}'] as const,
+      ),
+    ]);
+    const report = checkCluster(
+      input({
+        tablets: [parseTablet(row, cols)],
+        objects: new Map([['tables/0001/old.rf', { size: 3, modifiedMs: NOW - 3_600_000 }]]),
+        temporaries: { notCheckable: 'the server does not implement ListMultipartUploads' },
+      }),
+    );
+    const text = formatCheckReport(report);
+    expect(text).toMatch(/^INCONSISTENT: 2 of 7 checks found problems \(checked /);
+    expect(text).toContain(
+      `  CRITICAL 5  referenced files missing from the object store: tables/0001/a.rf (tablet ${row}); ` +
+        `tables/0001/b.rf (tablet ${row}); tables/0001/c.rf (tablet ${row}) (+2 more)\n`,
+    );
+    expect(text).toContain(
+      '  PROBLEM  1  unreferenced files older than the GC grace, not marked for deletion: tables/0001/old.rf (1h0m old)\n',
+    );
+    expect(text).toContain(
+      '  n/a      -  temporaries of unfinished writes older than the GC grace: not checkable (the server does not implement ListMultipartUploads)\n',
+    );
+  });
+
+  it('a problem this CLI does not know (a newer manager) is shown with its items as JSON', () => {
+    const report = checkCluster(input());
+    const problems = {
+      ...report.problems,
+      splitBrain: {
+        title: 'tablets hosted twice',
+        severity: 'error' as const,
+        count: 1,
+        items: [{ t: 'x' }],
+      },
+    };
+    expect(formatCheckReport({ ...report, ok: false, problems })).toContain(
+      '  PROBLEM  1  tablets hosted twice: {"t":"x"}\n',
+    );
+  });
+});
