@@ -1,8 +1,11 @@
 /**
- * An HTTP proxy in front of the S3 server that injects faults into chosen requests, deterministically:
- * an error status with an S3 error body (503 SlowDown, 500 InternalError, 403 AccessDenied...), a
- * connection reset, or a response body cut after some bytes. Requests are forwarded untouched otherwise
- * (the Host header included, so signatures stay valid), and every request is recorded.
+ * An HTTP proxy in front of the S3 server that injects faults into chosen requests: an error status with
+ * an S3 error body (503 SlowDown, 500 InternalError, 403 AccessDenied...), a connection reset, a response
+ * body cut after some bytes, a request body cut part way (a PUT that fails half way), or a slow answer.
+ * Requests are forwarded untouched otherwise (the Host header included, so signatures stay valid).
+ *
+ * Faults are chosen deterministically (`inject`: the next N matching requests) or at random (`setRandom`:
+ * each matching request with a probability, drawn from the caller's random source, for the chaos run).
  *
  *   const proxy = await FaultProxy.start(s3Port);
  *   proxy.inject({ kind: 'status', status: 503, code: 'SlowDown' }, { times: 2, method: 'PUT' });
@@ -13,7 +16,20 @@ import type { Socket } from 'node:net';
 export type Fault =
   | { kind: 'status'; status: number; code: string }
   | { kind: 'reset' }
-  | { kind: 'cut-body'; afterBytes: number };
+  | { kind: 'cut-body'; afterBytes: number }
+  /** Forward this fraction of the request body, then drop both connections. */
+  | { kind: 'cut-request'; fraction: number }
+  /** Answer normally, after this long. */
+  | { kind: 'delay'; ms: number };
+
+/** Random faults: each request matching `method` gets one of `faults` with `probability`. */
+export interface RandomFaults {
+  probability: number;
+  faults: readonly Fault[];
+  method?: string;
+  /** A random number in [0, 1): the chaos run passes its seeded source. */
+  random: () => number;
+}
 
 export interface RecordedRequest {
   method: string;
@@ -30,8 +46,13 @@ interface Rule {
 }
 
 export class FaultProxy {
+  /** Every request seen (unless `record` is off: a long run would keep them all). */
   readonly requests: RecordedRequest[] = [];
+  record = true;
+  /** Faults injected, by kind. */
+  readonly injected: Record<string, number> = {};
   private readonly rules: Rule[] = [];
+  private random: RandomFaults | null = null;
   private readonly sockets = new Set<Socket>();
 
   private constructor(
@@ -66,9 +87,15 @@ export class FaultProxy {
     });
   }
 
+  /** Random faults from now on (null: none). */
+  setRandom(random: RandomFaults | null): void {
+    this.random = random;
+  }
+
   clear(): void {
     this.rules.length = 0;
     this.requests.length = 0;
+    this.random = null;
   }
 
   count(method: string, urlIncludes = ''): number {
@@ -88,13 +115,24 @@ export class FaultProxy {
       rule.remaining--;
       return rule.fault;
     }
+    const r = this.random;
+    if (r && (r.method === undefined || r.method === req.method) && r.random() < r.probability) {
+      return r.faults[Math.floor(r.random() * r.faults.length)] ?? null;
+    }
     return null;
   }
 
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const fault = this.take(req);
     const range = req.headers.range;
-    this.requests.push({ method: req.method ?? '', url: req.url ?? '', range, fault: fault?.kind ?? null });
+    if (this.record)
+      this.requests.push({ method: req.method ?? '', url: req.url ?? '', range, fault: fault?.kind ?? null });
+    if (fault) this.injected[fault.kind] = (this.injected[fault.kind] ?? 0) + 1;
+    if (fault?.kind === 'delay') {
+      req.pause();
+      setTimeout(() => this.forward(req, res, null), fault.ms);
+      return;
+    }
     if (fault?.kind === 'status') {
       // Read the request body first, as a server would, so the client sees an answer and not a broken pipe.
       req.resume();
@@ -113,6 +151,10 @@ export class FaultProxy {
       req.once('end', () => req.socket.destroy());
       return;
     }
+    this.forward(req, res, fault);
+  }
+
+  private forward(req: IncomingMessage, res: ServerResponse, fault: Fault | null): void {
     const upstream = request(
       { host: '127.0.0.1', port: this.targetPort, method: req.method, path: req.url, headers: req.headers },
       (up) => {
@@ -138,6 +180,25 @@ export class FaultProxy {
       },
     );
     upstream.on('error', () => req.socket.destroy());
-    req.pipe(upstream);
+    if (fault?.kind !== 'cut-request') {
+      req.pipe(upstream);
+      return;
+    }
+    // A client that dies (or a network that breaks) half way through its upload.
+    const length = Number(req.headers['content-length'] ?? 0);
+    const limit = Math.floor(length * fault.fraction);
+    let sent = 0;
+    req.on('data', (chunk: Buffer) => {
+      if (sent > limit) return;
+      const part = chunk.subarray(0, Math.max(0, limit - sent));
+      sent += chunk.length;
+      if (part.length > 0) upstream.write(part);
+      if (sent > limit) {
+        setTimeout(() => {
+          upstream.destroy();
+          req.socket.destroy();
+        }, 20);
+      }
+    });
   }
 }
