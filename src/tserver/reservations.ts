@@ -192,7 +192,8 @@ export class Reservations {
       watch.add(req.compactor, { tablet: tablet.row, ecid });
       tablet.startProgressClock(ecid);
       this.stats.reserved++;
-      this.deps.log.debug(
+      // At info, like the commit and the cancel: a reservation's whole life can be followed by its ecid.
+      this.deps.log.info(
         { tablet: tablet.row, ecid, compactor: req.compactor, files: job.files.length, kind: job.kind },
         'reserved',
       );

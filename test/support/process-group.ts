@@ -33,9 +33,17 @@ export class ManagedProcess {
   readonly logFile: string;
   readonly lines: LogLine[] = [];
   private readonly waiters = new Set<{ match: (l: LogLine) => boolean; resolve: (l: LogLine) => void }>();
+  private readonly lineListeners: ((line: LogLine) => void)[] = [];
   private readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 
-  constructor(name: string, child: ChildProcess, logFile: string, out: WriteStream) {
+  constructor(
+    name: string,
+    child: ChildProcess,
+    logFile: string,
+    out: WriteStream,
+    /** Keep at most this many parsed lines in `lines` (a long run would keep them all). */
+    retainLines = Infinity,
+  ) {
     this.name = name;
     this.child = child;
     this.logFile = logFile;
@@ -49,6 +57,8 @@ export class ManagedProcess {
         line = { msg: raw };
       }
       this.lines.push(line);
+      if (this.lines.length > retainLines) this.lines.splice(0, this.lines.length - retainLines);
+      for (const listener of this.lineListeners) listener(line);
       for (const w of this.waiters) {
         if (w.match(line)) {
           this.waiters.delete(w);
@@ -64,6 +74,11 @@ export class ManagedProcess {
         resolve({ code, signal });
       }),
     );
+  }
+
+  /** Calls `listener` with every later line. */
+  onLine(listener: (line: LogLine) => void): void {
+    this.lineListeners.push(listener);
   }
 
   get pid(): number {
@@ -121,6 +136,11 @@ export class ManagedProcess {
     if (this.running) this.child.kill(sig);
   }
 
+  /** Resolves with the exit code and signal whenever the process exits. */
+  get exit(): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    return this.exited;
+  }
+
   /** Resolves with the exit code and signal (waits for it). */
   waitExit(timeoutMs = 30_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
     return withTimeout(this.exited, timeoutMs, `${this.name} did not exit within ${timeoutMs} ms`);
@@ -161,10 +181,26 @@ process.once('exit', () => {
   }
 });
 
+export interface ProcessGroupOptions {
+  /** Where the logs go (default: a temporary directory, removed by {@link ProcessGroup.cleanup}). */
+  dir?: string;
+  /** Parsed log lines each process keeps in memory (default: all). */
+  retainLines?: number;
+}
+
 export class ProcessGroup {
   readonly procs: ManagedProcess[] = [];
-  private readonly dir = tempDir('procs');
+  private readonly dir: { path: string; cleanup: () => void };
   private counter = 0;
+
+  constructor(private readonly options: ProcessGroupOptions = {}) {
+    this.dir = options.dir ? { path: options.dir, cleanup: () => undefined } : tempDir('procs');
+  }
+
+  /** The directory holding every process's log. */
+  get logDir(): string {
+    return this.dir.path;
+  }
 
   /** Spawns `node dist/cli/main.js <args>` with the given environment. */
   async start(name: string, args: string[], options: StartOptions = {}): Promise<ManagedProcess> {
@@ -186,7 +222,7 @@ export class ProcessGroup {
     });
     everyChild.add(child);
     child.once('exit', () => everyChild.delete(child));
-    const proc = new ManagedProcess(name, child, logFile, out);
+    const proc = new ManagedProcess(name, child, logFile, out, this.options.retainLines);
     this.procs.push(proc);
     if (options.readyWhen) await proc.waitForLog(options.readyWhen, options.readyTimeoutMs ?? 30_000);
     return proc;

@@ -31,8 +31,9 @@ export interface TestS3 {
 
 const MAIN = fileURLToPath(new URL('../../scripts/s3rver.cjs', import.meta.url));
 
-export async function startTestS3(): Promise<TestS3> {
-  const dir = tempDir('s3');
+/** Starts s3rver; its data go to `options.dir` (kept) or a temporary directory (removed by stop()). */
+export async function startTestS3(options: { dir?: string } = {}): Promise<TestS3> {
+  const dir = options.dir ? { path: options.dir, cleanup: () => undefined } : tempDir('s3');
   const child = spawn(process.execPath, [MAIN, dir.path], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));

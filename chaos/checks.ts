@@ -1,0 +1,231 @@
+/**
+ * The chaos run's checks of the protocol's invariants, read through the project's own interfaces: the
+ * outcome rows the tablet servers write (`~done:<ecid>`), the running compactions the admin API lists,
+ * `excompact admin check --json`, and the processes' logs.
+ *
+ * - Outcomes: every reservation ends exactly once (an outcome row, never two end records in the logs, never
+ *   a compactor believing it committed what the store cancelled), and none is left without an end.
+ * - Zombies: no commit is accepted from a compactor after it resumed from a pause past its session
+ *   timeout, or after its node was deleted from outside.
+ * - Dead reservations: while the run goes on, no reservation names a compactor whose node is gone for
+ *   longer than the cluster needs to notice (its host may itself be down: then the new host cancels it).
+ * - Reclaim latency: after each kill -9 of a compactor holding work, how long until all of it was back.
+ */
+import { createReadStream, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { encodeTime } from 'ulid';
+import { DONE_PREFIX, parseOutcome, type Outcome } from '../src/meta/outcomes.js';
+import type { CheckReport } from '../src/meta/check-view.js';
+import type { Cursor } from '../src/meta/types.js';
+import type { ChaosCluster } from './cluster.js';
+import type { FaultInjector } from './faults.js';
+import type { ChaosLog } from './report.js';
+
+export type OutcomeRecord = Pick<Outcome, 'outcome' | 'reason' | 'compactor' | 'at' | 'reservedAt'>;
+
+/**
+ * Reads outcome rows as they are written. Rows are keyed by the reservation's ULID, which sorts by when it
+ * was *reserved*, not when it ended: a poll reads again from a few minutes back (a job that ran longer is
+ * found by the final, full read).
+ */
+export class OutcomeReader {
+  readonly outcomes = new Map<string, OutcomeRecord>();
+  committed = 0;
+
+  constructor(private readonly cluster: ChaosCluster) {}
+
+  async poll(options: { full?: boolean } = {}): Promise<void> {
+    let after: Cursor | undefined = options.full
+      ? undefined
+      : { row: `${DONE_PREFIX}${encodeTime(Date.now() - 5 * 60_000, 10)}`, col: '' };
+    for (;;) {
+      const page = await this.cluster.meta.scan({
+        prefix: DONE_PREFIX,
+        limit: 5_000,
+        ...(after ? { after } : {}),
+      });
+      for (const c of page.cells) {
+        const o = parseOutcome(c.value);
+        const ecid = c.row.slice(DONE_PREFIX.length);
+        if (!o || this.outcomes.has(ecid)) continue;
+        this.outcomes.set(ecid, {
+          outcome: o.outcome,
+          ...(o.reason ? { reason: o.reason } : {}),
+          compactor: o.compactor,
+          at: o.at,
+          reservedAt: o.reservedAt,
+        });
+        if (o.outcome === 'committed') this.committed++;
+      }
+      if (!page.next) return;
+      after = page.next;
+    }
+  }
+}
+
+/** Watches the running reservations for ones naming a dead compactor. */
+export class DeadReservationWatch {
+  private readonly firstSeen = new Map<string, number>();
+  readonly violations = new Set<string>();
+  longestMs = 0;
+
+  constructor(
+    private readonly cluster: ChaosCluster,
+    private readonly limitMs: number,
+    private readonly log: ChaosLog,
+  ) {}
+
+  async poll(): Promise<void> {
+    const { running } = await this.cluster.meta.call<{ running: { ecid: string; compactor: string }[] }>(
+      'GET',
+      '/v1/compactions?state=running',
+    );
+    const alive = new Map<string, boolean>();
+    const now = Date.now();
+    const current = new Set<string>();
+    for (const r of running) {
+      if (!alive.has(r.compactor))
+        alive.set(r.compactor, (await this.cluster.session.exists(r.compactor)) !== null);
+      if (alive.get(r.compactor)) continue;
+      current.add(r.ecid);
+      const since = this.firstSeen.get(r.ecid) ?? now;
+      this.firstSeen.set(r.ecid, since);
+      this.longestMs = Math.max(this.longestMs, now - since);
+      if (now - since > this.limitMs && !this.violations.has(r.ecid)) {
+        this.violations.add(r.ecid);
+        this.log.event(
+          'dead-reservation',
+          { ecid: r.ecid, compactor: r.compactor, forMs: now - since },
+          `VIOLATION: reservation ${r.ecid} names dead compactor ${r.compactor} for ${now - since} ms`,
+        );
+      }
+    }
+    for (const ecid of [...this.firstSeen.keys()]) if (!current.has(ecid)) this.firstSeen.delete(ecid);
+  }
+}
+
+/** What the processes' logs say about each reservation. */
+export interface LogFindings {
+  reserved: Set<string>;
+  /** End records per ecid in the tablet servers' logs. */
+  ends: Map<string, number>;
+  /** Reservations a compactor logged as committed. */
+  compactorCommitted: Set<string>;
+}
+
+export async function readLogs(dir: string): Promise<LogFindings> {
+  const found: LogFindings = { reserved: new Set(), ends: new Map(), compactorCommitted: new Set() };
+  for (const file of readdirSync(dir).filter((f) => f.endsWith('.log'))) {
+    const tserver = file.includes('tserver');
+    const compactor = file.includes('compactor');
+    if (!tserver && !compactor) continue;
+    const lines = createInterface({ input: createReadStream(join(dir, file)) });
+    for await (const raw of lines) {
+      if (!raw.includes('"ecid"')) continue;
+      let l: { msg?: string; ecid?: string };
+      try {
+        l = JSON.parse(raw) as typeof l;
+      } catch {
+        continue;
+      }
+      if (!l.ecid) continue;
+      if (tserver && l.msg === 'reserved') found.reserved.add(l.ecid);
+      if (tserver && (l.msg === 'committed' || l.msg === 'reservation cancelled'))
+        found.ends.set(l.ecid, (found.ends.get(l.ecid) ?? 0) + 1);
+      if (compactor && l.msg?.startsWith('compaction committed')) found.compactorCommitted.add(l.ecid);
+    }
+  }
+  return found;
+}
+
+export interface OutcomeFindings {
+  double: string[];
+  never: string[];
+  zombieCommits: string[];
+  reclaimMs: number[];
+}
+
+/** Judges the outcomes against the logs and the faults, once every reservation had time to end. */
+export function judgeOutcomes(
+  outcomes: ReadonlyMap<string, OutcomeRecord>,
+  logs: LogFindings,
+  stillRunning: readonly string[],
+  faults: FaultInjector,
+): OutcomeFindings {
+  const double = new Set<string>();
+  for (const [ecid, n] of logs.ends) if (n > 1) double.add(ecid);
+  for (const ecid of logs.compactorCommitted) {
+    if (outcomes.get(ecid)?.outcome === 'cancelled') double.add(ecid);
+  }
+  const never = [...logs.reserved].filter((ecid) => !outcomes.has(ecid)).concat(stillRunning);
+
+  const byCompactor = new Map<string, { ecid: string; o: OutcomeRecord }[]>();
+  for (const [ecid, o] of outcomes) {
+    const list = byCompactor.get(o.compactor) ?? [];
+    list.push({ ecid, o });
+    byCompactor.set(o.compactor, list);
+  }
+  const zombieCommits = new Set<string>();
+  for (const z of faults.zombies) {
+    for (const { ecid, o } of byCompactor.get(z.compactor) ?? [])
+      if (o.outcome === 'committed' && o.at >= z.resumedAt) zombieCommits.add(ecid);
+  }
+  // A node deleted from outside: the tablet server's watch may learn of it a moment after our client.
+  for (const d of faults.deletedNodes) {
+    for (const { ecid, o } of byCompactor.get(d.compactor) ?? [])
+      if (o.outcome === 'committed' && o.at > d.at + 1_000) zombieCommits.add(ecid);
+  }
+  const reclaimMs: number[] = [];
+  for (const k of faults.compactorKills) {
+    const back = (byCompactor.get(k.compactor) ?? [])
+      .filter(({ o }) => o.outcome === 'cancelled' && o.reason === 'compactor-gone' && o.at >= k.at)
+      .map(({ o }) => o.at - k.at);
+    if (back.length > 0) reclaimMs.push(Math.max(...back));
+  }
+  return { double: [...double], never: [...new Set(never)], zombieCommits: [...zombieCommits], reclaimMs };
+}
+
+/**
+ * Runs `excompact admin check --json` until no problem stands: a problem seen in every check for
+ * `graceMs` is a violation, one that comes and goes is a busy cluster caught between two reads.
+ */
+export async function standingProblems(
+  cluster: ChaosCluster,
+  graceMs: number,
+  log: ChaosLog,
+  deadlineMs = 90_000,
+): Promise<{ report: CheckReport; standing: Record<string, unknown[]> }> {
+  const firstSeen = new Map<string, number>();
+  const started = Date.now();
+  for (;;) {
+    // Exit code 5: the check found problems (they are judged here).
+    const report = JSON.parse(
+      await cluster.cli(['admin', 'check', '--json'], { okCodes: [0, 5] }),
+    ) as CheckReport;
+    const now = Date.now();
+    const seen = new Set<string>();
+    const standing: Record<string, unknown[]> = {};
+    for (const [name, p] of Object.entries(report.problems)) {
+      if (p.severity === 'info' || !p.count) continue;
+      for (const item of p.items) {
+        const key = `${name} ${JSON.stringify(item)}`;
+        seen.add(key);
+        const since = firstSeen.get(key) ?? now;
+        firstSeen.set(key, since);
+        if (now - since >= graceMs) (standing[name] ??= []).push(item);
+      }
+    }
+    for (const key of [...firstSeen.keys()]) if (!seen.has(key)) firstSeen.delete(key);
+    if (seen.size === 0 || Object.keys(standing).length > 0 || now - started > deadlineMs) {
+      if (Object.keys(standing).length > 0)
+        log.event(
+          'check-problems',
+          { standing },
+          `VIOLATION: admin check: ${JSON.stringify(standing).slice(0, 500)}`,
+        );
+      return { report, standing };
+    }
+    await new Promise((r) => setTimeout(r, 1_000));
+  }
+}

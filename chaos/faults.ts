@@ -1,0 +1,400 @@
+/**
+ * The chaos run's faults: a schedule fixed by the seed, and the injector that carries it out.
+ *
+ * The schedule is a list of faults at random times (a Poisson process), each with its kind, target (a
+ * slot index within its role) and durations (how long a pause or an object-store fault lasts, when a
+ * killed process comes back), drawn before the run starts, so that a seed names one schedule. Faults
+ * overlap: a tablet server may be paused while the object store fails and a compactor is killed.
+ *
+ * When a fault's time comes the injector resolves its target to the slot's current process. It skips a
+ * fault that would take more of a role down than the cluster is meant to survive at once (at most two
+ * compactors per queue, one tablet server, one manager — and only with its standby up), logging the
+ * skip: the schedule stays the seed's, what ran is in the log.
+ */
+import { describeError } from '../src/errors.js';
+import { sleep } from '../src/retry.js';
+import type { Fault } from '../test/support/fault-proxy.js';
+import type { ChaosCluster, Slot } from './cluster.js';
+import type { ChaosLog } from './report.js';
+import type { Rng } from './rng.js';
+
+export const FAULT_KINDS = [
+  'compactor-kill',
+  'compactor-zombie',
+  'compactor-term',
+  'compactor-pause',
+  'tserver-kill',
+  'tserver-zombie',
+  'tserver-pause',
+  'manager-kill',
+  'manager-zombie',
+  's3-errors',
+  's3-slow',
+  's3-resets',
+  's3-half-put',
+  'zk-node-delete',
+  'admin-cancel',
+  'queue-recreate',
+  'zk-leader-kill',
+  'zk-follower-kill',
+] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** ZooKeeper faults wait on processes that ride through a lost session (behind --zk-faults). */
+const ZK_FAULTS: ReadonlySet<FaultKind> = new Set(['zk-leader-kill', 'zk-follower-kill']);
+
+const WEIGHTS: Record<FaultKind, number> = {
+  'compactor-kill': 14,
+  'compactor-zombie': 6,
+  'compactor-term': 6,
+  'compactor-pause': 4,
+  'tserver-kill': 5,
+  'tserver-zombie': 3,
+  'tserver-pause': 3,
+  'manager-kill': 3,
+  'manager-zombie': 2,
+  's3-errors': 4,
+  's3-slow': 3,
+  's3-resets': 3,
+  's3-half-put': 3,
+  'zk-node-delete': 6,
+  'admin-cancel': 6,
+  'queue-recreate': 1,
+  'zk-leader-kill': 3,
+  'zk-follower-kill': 2,
+};
+
+export interface ScheduledFault {
+  /** Milliseconds after the start of the faults. */
+  at: number;
+  kind: FaultKind;
+  /** Slot index within the role (or the queue's compactors), reduced modulo their number. */
+  target: number;
+  /** How long a pause or an object-store fault lasts. */
+  durationMs: number;
+  /** When a stopped process is started again, after it exited. */
+  restartAfterMs: number;
+  /** A number for choices made at injection (which running compaction to cancel). */
+  pick: number;
+}
+
+export interface ScheduleOptions {
+  durationMs: number;
+  meanIntervalMs: number;
+  sessionTimeoutMs: number;
+  zkFaults: boolean;
+}
+
+export function makeSchedule(rng: Rng, options: ScheduleOptions): ScheduledFault[] {
+  const weights = Object.fromEntries(
+    FAULT_KINDS.filter((k) => options.zkFaults || !ZK_FAULTS.has(k)).map((k) => [k, WEIGHTS[k]]),
+  ) as Record<FaultKind, number>;
+  const session = options.sessionTimeoutMs;
+  const out: ScheduledFault[] = [];
+  for (let at = rng.exponential(options.meanIntervalMs); at < options.durationMs;) {
+    const kind = rng.weighted(weights);
+    const long = kind.endsWith('-zombie');
+    out.push({
+      at: Math.round(at),
+      kind,
+      target: rng.int(0, 1_000),
+      // A zombie is paused well past its session timeout; a plain pause stays well inside it.
+      durationMs: long
+        ? rng.int(Math.round(1.5 * session), Math.round(2.5 * session))
+        : kind.endsWith('-pause')
+          ? rng.int(100, Math.round(0.4 * session))
+          : rng.int(1_000, 8_000),
+      restartAfterMs: rng.int(200, 4_000),
+      pick: rng.int(0, 1_000_000),
+    });
+    at += rng.exponential(options.meanIntervalMs);
+  }
+  return out;
+}
+
+/** A process (slot) held by a fault. */
+interface Held {
+  slot: string;
+  role: string;
+  queue?: string;
+  until: number;
+}
+
+export interface KillRecord {
+  /** The compactor's node path when it was killed. */
+  compactor: string;
+  at: number;
+}
+
+export interface ZombieRecord {
+  /** The compactor's node path when it was paused, and when it was resumed. */
+  compactor: string;
+  resumedAt: number;
+}
+
+export class FaultInjector {
+  readonly counts: Record<string, number> = {};
+  readonly skipped: Record<string, number> = {};
+  readonly compactorKills: KillRecord[] = [];
+  readonly zombies: ZombieRecord[] = [];
+  /** Compactor nodes deleted from outside, and when. */
+  readonly deletedNodes: KillRecord[] = [];
+  private readonly held = new Map<string, Held>();
+  private s3Until = 0;
+  private readonly pending = new Set<Promise<void>>();
+
+  constructor(
+    private readonly cluster: ChaosCluster,
+    private readonly log: ChaosLog,
+    private readonly rng: Rng,
+    private readonly sessionTimeoutMs: number,
+    private readonly queueBins: Record<string, number>,
+  ) {}
+
+  /** Faults whose effects are still running out (pauses, object-store windows, restarts). */
+  get busy(): boolean {
+    return this.pending.size > 0 || this.held.size > 0 || Date.now() < this.s3Until;
+  }
+
+  /** Waits until every fault has run its course. */
+  async drain(): Promise<void> {
+    while (this.pending.size > 0) await Promise.all([...this.pending]);
+  }
+
+  /** Carries out one fault (its effects run on in the background). */
+  inject(f: ScheduledFault): void {
+    const run = this.run(f)
+      .catch((err: unknown) => this.log.event('fault-error', { kind: f.kind, err: describeError(err) }))
+      .finally(() => this.pending.delete(run));
+    this.pending.add(run);
+  }
+
+  private count(f: ScheduledFault, target: string, detail: Record<string, unknown> = {}): void {
+    this.counts[f.kind] = (this.counts[f.kind] ?? 0) + 1;
+    this.log.event('fault', { fault: f.kind, target, ...detail }, `fault ${f.kind} → ${target}`);
+  }
+
+  private skip(f: ScheduledFault, why: string): void {
+    this.skipped[f.kind] = (this.skipped[f.kind] ?? 0) + 1;
+    this.log.event('fault-skipped', { fault: f.kind, why });
+  }
+
+  /** Up slots of a role whose taking down keeps the role within what the cluster must survive. */
+  private candidates(role: 'compactor' | 'tserver' | 'manager', queue?: string): Slot[] {
+    const now = Date.now();
+    for (const [name, h] of this.held)
+      if (h.until < now && !this.cluster.slots.find((s) => s.name === name)?.held) this.held.delete(name);
+    const all = this.cluster.byRole(role, queue);
+    const down = all.filter((s) => !s.proc?.running || this.held.has(s.name)).length;
+    const limit = role === 'compactor' ? 2 : 1;
+    if (down >= limit) return [];
+    if (role === 'manager' && all.some((s) => !s.proc?.running)) return [];
+    return all.filter((s) => s.proc?.running && !this.held.has(s.name) && s.readyAt !== undefined);
+  }
+
+  private hold(slot: Slot, ms: number): void {
+    this.held.set(slot.name, { slot: slot.name, role: slot.role, until: Date.now() + ms });
+  }
+
+  private async run(f: ScheduledFault): Promise<void> {
+    const session = this.sessionTimeoutMs;
+    switch (f.kind) {
+      case 'compactor-kill':
+      case 'compactor-zombie':
+      case 'compactor-term':
+      case 'compactor-pause': {
+        const queue = f.target % 2 === 0 ? 'small' : 'large';
+        const slots = this.candidates('compactor', queue);
+        if (slots.length === 0) return this.skip(f, `too many ${queue} compactors down`);
+        const slot = slots[f.target % slots.length]!;
+        const proc = slot.proc!;
+        const node = slot.identity ?? '';
+        if (f.kind === 'compactor-kill') {
+          this.count(f, slot.name, { node });
+          this.hold(slot, f.restartAfterMs + 5_000);
+          slot.expect = { codes: [], signals: ['SIGKILL'], until: Infinity, why: 'kill -9' };
+          slot.restartAfterMs = f.restartAfterMs;
+          this.compactorKills.push({ compactor: node, at: Date.now() });
+          proc.kill();
+        } else if (f.kind === 'compactor-term') {
+          this.count(f, slot.name, { node });
+          this.hold(slot, f.restartAfterMs + 35_000);
+          slot.expect = { codes: [0], signals: [], until: Infinity, why: 'SIGTERM' };
+          slot.restartAfterMs = f.restartAfterMs;
+          proc.signal('SIGTERM');
+        } else {
+          this.count(f, slot.name, { node, pauseMs: f.durationMs });
+          this.hold(slot, f.durationMs + 2_000);
+          proc.pause();
+          await sleep(f.durationMs);
+          proc.resume();
+          if (f.kind === 'compactor-zombie') this.zombies.push({ compactor: node, resumedAt: Date.now() });
+        }
+        return;
+      }
+      case 'tserver-kill':
+      case 'tserver-zombie':
+      case 'tserver-pause': {
+        const slots = this.candidates('tserver');
+        if (slots.length === 0) return this.skip(f, 'a tablet server is already down');
+        const slot = slots[f.target % slots.length]!;
+        await this.stopOrPause(f, slot, session);
+        return;
+      }
+      case 'manager-kill':
+      case 'manager-zombie': {
+        const active = await this.cluster.activeManager();
+        if (!active || !this.candidates('manager').includes(active))
+          return this.skip(f, 'no active manager with a standby');
+        await this.stopOrPause(f, active, session);
+        return;
+      }
+      case 's3-errors':
+      case 's3-slow':
+      case 's3-resets':
+      case 's3-half-put': {
+        if (Date.now() < this.s3Until) return this.skip(f, 'an object-store fault is running');
+        const faults: Record<string, { p: number; faults: Fault[]; method?: string }> = {
+          's3-errors': {
+            p: 0.3,
+            faults: [
+              { kind: 'status', status: 503, code: 'SlowDown' },
+              { kind: 'status', status: 500, code: 'InternalError' },
+            ],
+          },
+          's3-slow': {
+            p: 0.5,
+            faults: [
+              { kind: 'delay', ms: 300 },
+              { kind: 'delay', ms: 1_500 },
+            ],
+          },
+          's3-resets': { p: 0.2, faults: [{ kind: 'reset' }] },
+          's3-half-put': { p: 0.5, faults: [{ kind: 'cut-request', fraction: 0.5 }], method: 'PUT' },
+        };
+        const spec = faults[f.kind]!;
+        this.count(f, 'object store', { forMs: f.durationMs, probability: spec.p });
+        this.s3Until = Date.now() + f.durationMs;
+        const rng = this.rng.fork(`s3-${f.at}`);
+        this.cluster.proxy.setRandom({
+          probability: spec.p,
+          faults: spec.faults,
+          ...(spec.method ? { method: spec.method } : {}),
+          random: () => rng.next(),
+        });
+        await sleep(f.durationMs);
+        this.cluster.proxy.setRandom(null);
+        return;
+      }
+      case 'zk-node-delete': {
+        const slots = this.candidates('compactor').filter((s) => s.identity);
+        if (slots.length === 0) return this.skip(f, 'no compactor node to delete');
+        const slot = slots[f.target % slots.length]!;
+        this.count(f, slot.name, { node: slot.identity });
+        await this.cluster.session.delete(slot.identity!).then(
+          () => this.deletedNodes.push({ compactor: slot.identity!, at: Date.now() }),
+          (err: unknown) => this.log.event('fault-error', { kind: f.kind, err: describeError(err) }),
+        );
+        return;
+      }
+      case 'admin-cancel': {
+        const { running } = await this.cluster.meta.call<{ running: { ecid: string }[] }>(
+          'GET',
+          '/v1/compactions?state=running',
+        );
+        if (running.length === 0) return this.skip(f, 'nothing running');
+        const { ecid } = running[f.pick % running.length]!;
+        this.count(f, ecid);
+        // A job that ends meanwhile is not running any more: the cancel then fails, which is fine.
+        await this.cluster
+          .cli(['admin', 'compactions', 'cancel', ecid])
+          .catch((err: unknown) => this.log.event('cancel-failed', { ecid, err: String(err).slice(0, 300) }));
+        return;
+      }
+      case 'queue-recreate': {
+        const queue = 'small';
+        const slots = this.cluster.byRole('compactor', queue);
+        if (slots.some((s) => !s.proc?.running || this.held.has(s.name)))
+          return this.skip(f, `a ${queue} compactor is down`);
+        this.count(f, queue, { downForMs: f.durationMs });
+        for (const s of slots) {
+          this.hold(s, f.durationMs + 60_000);
+          s.held = true;
+          s.expect = { codes: [4], signals: [], until: Infinity, why: 'queue deleted' };
+        }
+        try {
+          await this.cluster.cli(['admin', 'queue', 'delete', queue, '--force']);
+          await sleep(f.durationMs);
+        } finally {
+          await this.recreateQueue(queue);
+          for (const s of slots) {
+            this.held.delete(s.name);
+            this.cluster.release(s, 500);
+          }
+        }
+        return;
+      }
+      case 'zk-leader-kill':
+      case 'zk-follower-kill': {
+        const ensemble = this.cluster.ensemble;
+        const leader = await ensemble.leader();
+        const others = ensemble.members.map((m) => m.id).filter((id) => id !== leader);
+        const id = f.kind === 'zk-leader-kill' ? leader : others[f.target % others.length]!;
+        this.count(f, `zookeeper-${id}`, { downForMs: f.durationMs });
+        await ensemble.kill(id);
+        await sleep(f.durationMs);
+        await ensemble.restart(id);
+        return;
+      }
+    }
+  }
+
+  /** kill -9 (restarted later), or a pause: a zombie past the session timeout, or a short one. */
+  private async stopOrPause(f: ScheduledFault, slot: Slot, session: number): Promise<void> {
+    const proc = slot.proc!;
+    if (f.kind.endsWith('-kill')) {
+      this.count(f, slot.name);
+      this.hold(slot, f.restartAfterMs + 5_000);
+      slot.expect = { codes: [], signals: ['SIGKILL'], until: Infinity, why: 'kill -9' };
+      slot.restartAfterMs = f.restartAfterMs;
+      proc.kill();
+      return;
+    }
+    const zombie = f.kind.endsWith('-zombie');
+    this.count(f, slot.name, { pauseMs: f.durationMs });
+    this.hold(slot, f.durationMs + 2 * session + 10_000);
+    if (zombie) {
+      // Until processes rejoin by themselves, one whose session expired stops serving and exits with 3.
+      slot.expect = {
+        codes: [3],
+        signals: [],
+        until: Date.now() + f.durationMs + 30_000,
+        why: 'session expired while paused',
+      };
+      slot.restartAfterMs = f.restartAfterMs;
+    }
+    proc.pause();
+    await sleep(f.durationMs);
+    proc.resume();
+  }
+
+  private async recreateQueue(queue: string): Promise<void> {
+    for (;;) {
+      try {
+        await this.cluster.cli([
+          'admin',
+          'queue',
+          'create',
+          queue,
+          '--bins',
+          String(this.queueBins[queue] ?? 4),
+          '--if-not-exists',
+        ]);
+        return;
+      } catch (err) {
+        this.log.event('queue-create-retry', { queue, err: String(err).slice(0, 300) });
+        await sleep(1_000);
+      }
+    }
+  }
+}

@@ -1,0 +1,311 @@
+/**
+ * One chaos run, start to verdict (see main.ts for what it does and why).
+ */
+import { join } from 'node:path';
+import { describeError } from '../src/errors.js';
+import { sleep } from '../src/retry.js';
+import {
+  DeadReservationWatch,
+  OutcomeReader,
+  judgeOutcomes,
+  readLogs,
+  standingProblems,
+  type OutcomeFindings,
+} from './checks.js';
+import type { ChaosCluster } from './cluster.js';
+import type { FaultInjector, ScheduledFault } from './faults.js';
+import { percentile, type ChaosLog } from './report.js';
+import type { Rng } from './rng.js';
+import { Workload, type TableSpec } from './workload.js';
+
+export interface ChaosOptions {
+  seconds: number;
+  seed: string;
+  rate: number;
+  sessionTimeoutMs: number;
+  checkEverySeconds: number;
+  zkFaults: boolean;
+}
+
+/** Jobs of up to 16 KiB of input go to `small`, the rest to `large`. */
+const ROUTES = 'queues=small:16384,large';
+const TUNING = ['ratio=1.5', 'maxFiles=6', 'fileLimit=12', 'maxAttempts=5'];
+export const TABLES: TableSpec[] = [
+  {
+    name: 'events',
+    splits: ['c', 'f', 'i', 'l', 'o', 'r', 'u'],
+    config: [ROUTES, ...TUNING],
+    versions: 1,
+    weight: 5,
+  },
+  {
+    name: 'versioned',
+    splits: ['h', 'p'],
+    config: [ROUTES, ...TUNING, 'versions=3'],
+    versions: 3,
+    weight: 3,
+  },
+  {
+    name: 'aged',
+    splits: ['m'],
+    config: [ROUTES, ...TUNING, 'ttl=30d'],
+    versions: 1,
+    ttlMs: 30 * 86_400_000,
+    weight: 2,
+  },
+];
+
+export interface ChaosResult {
+  violations: number;
+  summary: string;
+  report: Record<string, unknown>;
+}
+
+export async function runChaos(
+  cluster: ChaosCluster,
+  injector: FaultInjector,
+  schedule: ScheduledFault[],
+  rng: Rng,
+  options: ChaosOptions,
+  log: ChaosLog,
+): Promise<ChaosResult> {
+  const started = Date.now();
+  await cluster.start();
+  const workload = new Workload(
+    cluster,
+    TABLES,
+    rng,
+    options.seed,
+    log,
+    join(cluster.options.dir, 'writes.jsonl'),
+  );
+  await workload.createTables();
+  for (const t of TABLES) {
+    while (!(await cluster.client.tablets(t.name)).every((x) => x.loc)) await sleep(200);
+  }
+  log.say(
+    `cluster up in ${((Date.now() - started) / 1000).toFixed(1)}s: ${cluster.slots.map((s) => s.name).join(' ')}`,
+  );
+
+  const outcomes = new OutcomeReader(cluster);
+  const dead = new DeadReservationWatch(cluster, 3 * options.sessionTimeoutMs + 10_000, log);
+  const notes: string[] = [];
+  let stopBackground = false;
+  const background = (every: number, what: string, fn: () => Promise<void>): Promise<void> =>
+    (async () => {
+      while (!stopBackground) {
+        await fn().catch((err: unknown) => log.event('background-error', { what, err: describeError(err) }));
+        await sleep(every);
+      }
+    })();
+  const loops = [
+    background(2_000, 'outcomes', () => outcomes.poll()),
+    background(2_000, 'dead reservations', () => dead.poll()),
+  ];
+
+  // The faulted phase: the schedule's clock stops during quiescent checks.
+  workload.start(writersFor(options.rate), options.rate);
+  let faultClock = 0;
+  let nextFault = 0;
+  let nextCheck = options.checkEverySeconds * 1000;
+  let nextScan = 5_000;
+  let nextUser = 20_000;
+  let nextProgress = 15_000;
+  const userCompactions: Promise<void>[] = [];
+  const checks: { at: number; ok: boolean }[] = [];
+  let last = Date.now();
+  while (faultClock < options.seconds * 1000) {
+    await sleep(100);
+    const now = Date.now();
+    faultClock += now - last;
+    last = now;
+    while (nextFault < schedule.length && schedule[nextFault]!.at <= faultClock)
+      injector.inject(schedule[nextFault++]!);
+    if (faultClock >= nextScan) {
+      nextScan += 8_000;
+      const t = rng.pick(workload.tables);
+      void workload.scanAndCompare(t).then((c) => {
+        if (c && (c.lost || c.resurrected || c.wrong))
+          log.event(
+            'scan-mismatch',
+            { table: t.spec.name, ...c },
+            `VIOLATION: scan of ${t.spec.name}: ${c.lost} lost, ${c.resurrected} resurrected, ${c.wrong} wrong: ${c.examples.slice(0, 3).join('; ')}`,
+          );
+      });
+    }
+    if (faultClock >= nextUser) {
+      nextUser += 25_000;
+      userCompactions.push(workload.userCompaction(rng.pick(workload.tables), rng));
+    }
+    if (faultClock >= nextProgress) {
+      nextProgress += 15_000;
+      log.say(
+        `${outcomes.committed} compactions committed, ${workload.figures.writes} writes, ${workload.figures.scans} scans, ${sum(injector.counts)} faults`,
+      );
+    }
+    if (faultClock >= nextCheck && faultClock < options.seconds * 1000 - 30_000) {
+      nextCheck += options.checkEverySeconds * 1000;
+      checks.push(await quiescentCheck('quiescent check'));
+      workload.start(writersFor(options.rate), options.rate);
+      last = Date.now();
+    }
+  }
+
+  log.say('faults over: draining');
+  await injector.drain();
+  await workload.stop();
+  await Promise.all(userCompactions);
+  checks.push(await quiescentCheck('final check'));
+
+  // Stop the compactors (each releases its jobs and exits 0); every reservation must then end.
+  await cluster.stopRole('compactor');
+  const settleBy = Date.now() + 2 * options.sessionTimeoutMs + 10_000;
+  let stillRunning: string[] = [];
+  for (;;) {
+    const { running } = await cluster.meta.call<{ running: { ecid: string }[] }>(
+      'GET',
+      '/v1/compactions?state=running',
+    );
+    stillRunning = running.map((r) => r.ecid);
+    if (stillRunning.length === 0 || Date.now() > settleBy) break;
+    await sleep(500);
+  }
+  // Garbage: after two grace periods and collections nothing unreferenced may remain.
+  for (let i = 0; i < 2; i++) {
+    await sleep(cluster.options.gcGraceMs + 1_000);
+    await cluster.meta.call('POST', '/v1/gc/run');
+  }
+  const final = await standingProblems(cluster, 0, log, 0);
+  const orphans =
+    (final.report.problems.orphanFiles?.count ?? 0) +
+    (final.report.problems.unreferencedPendingGc?.count ?? 0) +
+    (final.report.problems.unreferencedYoung?.count ?? 0);
+  const temporaries =
+    (final.report.problems.staleTemporaries?.count ?? 0) +
+    (final.report.problems.youngTemporaries?.count ?? 0);
+  const missing = final.report.problems.missingFiles?.count ?? 0;
+  stopBackground = true;
+  await workload.closeJournal();
+  await Promise.all(loops);
+  await outcomes.poll({ full: true });
+  await cluster.stop();
+
+  const logs = await readLogs(cluster.procs.logDir);
+  const judged: OutcomeFindings = judgeOutcomes(outcomes.outcomes, logs, stillRunning, injector);
+  const lost = workload.problems.lost.size + missing;
+  const resurrected = workload.problems.resurrected.size;
+  const wrong = workload.problems.wrong.size;
+  const figures = {
+    seconds: options.seconds,
+    wallSeconds: Math.round((Date.now() - started) / 1000),
+    seed: options.seed,
+    compactions: outcomes.committed,
+    cancelled: outcomes.outcomes.size - outcomes.committed,
+    faults: sum(injector.counts),
+    faultsByKind: injector.counts,
+    faultsSkipped: injector.skipped,
+    s3FaultsInjected: cluster.proxy.injected,
+    workload: workload.figures,
+    lost,
+    resurrected,
+    wrong,
+    double: judged.double.length,
+    leaked: judged.never.length + temporaries,
+    orphans,
+    unexpectedExits: cluster.unexpected.length,
+    zombieCommits: judged.zombieCommits.length,
+    deadReservations: dead.violations.size,
+    longestDeadReservationMs: dead.longestMs,
+    checksFailed: checks.filter((c) => !c.ok).length,
+    stuckWrites: workload.figures.stuckWrites,
+    reclaimAfterKillMs: {
+      samples: judged.reclaimMs.length,
+      p50: percentile(judged.reclaimMs, 50),
+      p99: percentile(judged.reclaimMs, 99),
+      sessionTimeoutMs: options.sessionTimeoutMs,
+    },
+    examples: {
+      lost: [...workload.problems.lost].slice(0, 10),
+      resurrected: [...workload.problems.resurrected].slice(0, 10),
+      wrong: [...workload.problems.wrong].slice(0, 10),
+      double: judged.double.slice(0, 10),
+      never: judged.never.slice(0, 10),
+      zombieCommits: judged.zombieCommits.slice(0, 10),
+      unexpectedExits: cluster.unexpected.slice(0, 10),
+    },
+    notes,
+  };
+  const violations =
+    lost +
+    resurrected +
+    wrong +
+    figures.double +
+    figures.leaked +
+    orphans +
+    figures.unexpectedExits +
+    figures.zombieCommits +
+    figures.deadReservations +
+    figures.checksFailed +
+    figures.stuckWrites;
+  const r = figures.reclaimAfterKillMs;
+  log.say(
+    `reclaim after kill -9: p50 ${r.p50} ms, p99 ${r.p99} ms over ${r.samples} kills (session ${r.sessionTimeoutMs} ms)`,
+  );
+  log.say(
+    `faults: ${Object.entries(injector.counts)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}`,
+  );
+  log.say(
+    `checks: ${figures.zombieCommits} zombie commits, ${figures.deadReservations} dead reservations (longest ${dead.longestMs} ms), ${figures.checksFailed} failed quiescent checks, ${figures.stuckWrites} stuck writes, ${workload.figures.scans} scans, ${workload.figures.userCompactions} user compactions`,
+  );
+  const summary =
+    `chaos: ${options.seconds}s seed ${options.seed}: ${figures.compactions} compactions, ${figures.faults} faults, ` +
+    `${lost} lost, ${resurrected} resurrected, ${wrong} wrong, ${figures.double} double, ${figures.leaked} leaked, ` +
+    `${orphans} orphans, ${figures.unexpectedExits} unexpected exits, ${figures.zombieCommits} zombie commits, ` +
+    `${figures.deadReservations} dead reservations, ${figures.checksFailed} failed checks, ${figures.stuckWrites} stuck writes`;
+  return { violations, summary, report: figures };
+
+  /** Faults drained, every process up, writes paused: scan every table and run the consistency check. */
+  async function quiescentCheck(what: string): Promise<{ at: number; ok: boolean }> {
+    log.say(`${what}: waiting for faults to run out`);
+    await workload.stop();
+    await injector.drain();
+    const settleBy = Date.now() + 120_000;
+    while (!cluster.settled(2_000) && Date.now() < settleBy) await sleep(250);
+    let ok = cluster.settled();
+    if (!ok) notes.push(`${what}: the cluster did not settle within 120 s`);
+    // Parked jobs are released, as an operator would (they failed under the object store's faults).
+    for (const t of TABLES)
+      await cluster.cli(['admin', 'compactions', 'release', '--table', t.name]).catch(() => undefined);
+    for (const t of workload.tables) {
+      const c = await workload.scanAndCompare(t);
+      if (!c) ok = false;
+      else if (c.lost || c.resurrected || c.wrong) {
+        ok = false;
+        log.event(
+          'scan-mismatch',
+          { table: t.spec.name, ...c },
+          `VIOLATION: scan of ${t.spec.name}: ${c.lost} lost, ${c.resurrected} resurrected, ${c.wrong} wrong: ${c.examples.slice(0, 3).join('; ')}`,
+        );
+      }
+    }
+    const { standing } = await standingProblems(cluster, 10_000, log);
+    if (Object.keys(standing).length > 0) ok = false;
+    log.event(
+      'check',
+      { what, ok },
+      `${what}: ${ok ? 'ok' : 'PROBLEMS'} (${outcomes.committed} compactions so far)`,
+    );
+    return { at: Date.now(), ok };
+  }
+}
+
+/** Enough writers for the rate: a write takes a few hundred milliseconds, longer under faults. */
+function writersFor(rate: number): number {
+  return Math.max(4, Math.ceil(rate / 1.5));
+}
+
+function sum(counts: Record<string, number>): number {
+  return Object.values(counts).reduce((a, b) => a + b, 0);
+}
