@@ -33,6 +33,25 @@ const EPOCH_COL = 'managerEpoch';
 export interface MetaStoreOptions {
   /** Path of the SQLite file (created with its directory when missing), or ':memory:'. */
   path: string;
+  /** How long a statement waits for a lock another process holds (default 5 s). */
+  busyTimeoutMs?: number;
+}
+
+/**
+ * SQLite refused a lock another process holds — a manager paused in the middle of a write keeps its write
+ * lock until it resumes (then its write fails on the epoch check, or commits before the takeover). Worth
+ * another try: UNAVAILABLE.
+ */
+export function lockRefusal(err: unknown): ExcError | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !code.startsWith('SQLITE_BUSY')) return undefined;
+  return new ExcError(
+    'UNAVAILABLE',
+    `the metadata store is locked by another process: ${(err as Error).message}`,
+    {
+      cause: err,
+    },
+  );
 }
 
 export class MetaStore {
@@ -49,9 +68,10 @@ export class MetaStore {
   constructor(options: MetaStoreOptions) {
     if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
     this.db = new Database(options.path);
+    // First: every later statement, the journal mode included, may meet another process's lock.
+    this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5_000}`);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = FULL');
-    this.db.pragma('busy_timeout = 5000');
     this.db.exec(
       'CREATE TABLE IF NOT EXISTS cells (row TEXT NOT NULL, col TEXT NOT NULL, val TEXT NOT NULL, PRIMARY KEY (row, col)) WITHOUT ROWID',
     );

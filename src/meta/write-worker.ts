@@ -11,7 +11,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { ExcError } from '../errors.js';
-import { MetaStore } from './store.js';
+import { MetaStore, lockRefusal } from './store.js';
 import type { Mutation } from './types.js';
 
 type Message =
@@ -21,24 +21,28 @@ type Message =
 
 const port = parentPort;
 if (!port) throw new Error('write-worker.js runs as a worker thread');
-const store = new MetaStore({ path: (workerData as { path: string }).path });
+const options = workerData as { path: string; busyTimeoutMs?: number };
+// Opened on first use, and again after a failure: opening can meet another process's lock too.
+let opened: MetaStore | undefined;
+const store = (): MetaStore => (opened ??= new MetaStore(options));
 
 port.on('message', (msg: Message) => {
   try {
     switch (msg.type) {
       case 'takeOver':
-        port.postMessage({ id: msg.id, epoch: store.takeOver() });
+        port.postMessage({ id: msg.id, epoch: store().takeOver() });
         break;
       case 'apply':
-        port.postMessage({ id: msg.id, results: store.applyBatch(msg.mutations, { validated: true }) });
+        port.postMessage({ id: msg.id, results: store().applyBatch(msg.mutations, { validated: true }) });
         break;
       case 'close':
-        store.close();
+        opened?.close();
         port.postMessage({ id: msg.id, closed: true });
         break;
     }
   } catch (err) {
-    const e = err instanceof ExcError ? err : new ExcError('INTERNAL', (err as Error).message);
+    const e =
+      err instanceof ExcError ? err : (lockRefusal(err) ?? new ExcError('INTERNAL', (err as Error).message));
     port.postMessage({ id: msg.id, error: { code: e.code, message: e.message } });
   }
 });

@@ -5,6 +5,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { ExcError, isErrorCode } from '../errors.js';
+import { backoffDelay, sleep } from '../retry.js';
 import type { MetaStore } from './store.js';
 import type { Mutation, MutationResult } from './types.js';
 
@@ -46,8 +47,12 @@ export class WorkerWriter implements BatchWriter {
   private closing = false;
 
   /** `script` is the writer thread's module (tests run the compiled one). */
-  constructor(path: string, script: URL = new URL('./write-worker.js', import.meta.url)) {
-    this.worker = new Worker(script, { workerData: { path } });
+  constructor(
+    path: string,
+    script: URL = new URL('./write-worker.js', import.meta.url),
+    options: { busyTimeoutMs?: number } = {},
+  ) {
+    this.worker = new Worker(script, { workerData: { path, ...options } });
     this.worker.on('message', (reply: Reply) => {
       const w = this.waiting.get(reply.id);
       this.waiting.delete(reply.id);
@@ -86,8 +91,24 @@ export class WorkerWriter implements BatchWriter {
     });
   }
 
-  async takeOver(): Promise<number> {
-    return (await this.send({ type: 'takeOver' })).epoch!;
+  /**
+   * Takes the store over. While another process holds its write lock — a manager paused in the middle of
+   * a write, which keeps the lock until it resumes — this waits, trying again, for as long as it takes
+   * (until close or `signal`): giving up would leave the cluster with no manager at all. `onLocked`
+   * hears of each refusal.
+   */
+  async takeOver(
+    options: { onLocked?: (err: ExcError) => void; signal?: AbortSignal } = {},
+  ): Promise<number> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return (await this.send({ type: 'takeOver' })).epoch!;
+      } catch (err) {
+        if (!(err instanceof ExcError && err.code === 'UNAVAILABLE') || this.closing) throw err;
+        options.onLocked?.(err);
+        await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 1_000 }), options.signal);
+      }
+    }
   }
 
   async apply(mutations: Mutation[]): Promise<MutationResult[]> {
@@ -95,8 +116,8 @@ export class WorkerWriter implements BatchWriter {
   }
 
   async close(): Promise<void> {
-    await this.send({ type: 'close' }).catch(() => undefined);
     this.closing = true;
+    await this.send({ type: 'close' }).catch(() => undefined);
     await this.worker.terminate();
   }
 }
