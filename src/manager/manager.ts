@@ -177,7 +177,14 @@ export class Manager extends EventEmitter<Events> {
     };
     let epoch: number;
     try {
-      epoch = await writer.takeOver();
+      epoch = await writer.takeOver({
+        signal: this.abort.signal,
+        onLocked: (err) =>
+          this.log.warn(
+            { err: err.message },
+            'waiting for the metadata store (another process holds its lock)',
+          ),
+      });
       stopIfEnding();
       store = new MetaStore({ path });
       live = new LiveTservers(session, this.layout, this.log);
