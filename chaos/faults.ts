@@ -192,6 +192,16 @@ export class FaultInjector {
     return all.filter((s) => s.proc?.running && !this.held.has(s.name) && s.readyAt !== undefined);
   }
 
+  private async busyCompactors(): Promise<Set<string>> {
+    const { running } = await this.cluster.meta.call<{ running: { compactor: string }[] }>(
+      'GET',
+      '/v1/compactions?state=running',
+      undefined,
+      { timeoutMs: 2_000 },
+    );
+    return new Set(running.map((r) => r.compactor));
+  }
+
   private hold(slot: Slot, ms: number): void {
     this.held.set(slot.name, { slot: slot.name, role: slot.role, until: Date.now() + ms });
   }
@@ -206,7 +216,12 @@ export class FaultInjector {
         const queue = f.target % 2 === 0 ? 'small' : 'large';
         const slots = this.candidates('compactor', queue);
         if (slots.length === 0) return this.skip(f, `too many ${queue} compactors down`);
-        const slot = slots[f.target % slots.length]!;
+        // A compactor in the middle of a job when there is one: that is the fault that matters, and the
+        // one whose reclaim latency is measured.
+        const busy = await this.busyCompactors().catch(() => new Set<string>());
+        const working = slots.filter((s) => s.identity !== undefined && busy.has(s.identity));
+        const pool = working.length > 0 ? working : slots;
+        const slot = pool[f.target % pool.length]!;
         const proc = slot.proc!;
         const node = slot.identity ?? '';
         if (f.kind === 'compactor-kill') {
@@ -368,7 +383,7 @@ export class FaultInjector {
       slot.expect = {
         codes: [3],
         signals: [],
-        until: Date.now() + f.durationMs + 30_000,
+        until: Infinity,
         why: 'session expired while paused',
       };
       slot.restartAfterMs = f.restartAfterMs;
