@@ -40,6 +40,12 @@ const program = new Command('chaos')
   .option('--fault-every <ms>', 'mean time between faults', int('--fault-every', 100), 2_500)
   .option('--session-ms <ms>', 'ZooKeeper session timeout of the cluster', int('--session-ms', 1_000), 4_000)
   .option('--check-every <s>', 'seconds between quiescent checks (default: a third of the run, at most 600)')
+  .option(
+    '--min-compactions <n>',
+    'fail the run when fewer compactions commit',
+    int('--min-compactions', 0),
+    0,
+  )
   .option('--zk-faults', 'also kill ZooKeeper servers (leader and followers)')
   .option('--dir <dir>', 'run directory (default: a new temporary one, removed when the run passes)')
   .option('--keep', 'keep the run directory even when the run passes')
@@ -56,6 +62,7 @@ const flags = program.opts<{
   faultEvery: number;
   sessionMs: number;
   checkEvery?: string;
+  minCompactions: number;
   zkFaults?: boolean;
   dir?: string;
   keep?: boolean;
@@ -73,6 +80,7 @@ const options: ChaosOptions = {
     ? Number(flags.checkEvery)
     : Math.min(600, Math.ceil(flags.seconds / 3)),
   zkFaults: flags.zkFaults ?? false,
+  minCompactions: flags.minCompactions,
 };
 
 const rng = new Rng(flags.seed);

@@ -25,6 +25,8 @@ export interface ChaosOptions {
   sessionTimeoutMs: number;
   checkEverySeconds: number;
   zkFaults: boolean;
+  /** Fewer committed compactions than this is a failed run (the faults must not stop the work). */
+  minCompactions: number;
 }
 
 /** Jobs of up to 16 KiB of input go to `small`, the rest to `large`. */
@@ -246,7 +248,12 @@ export async function runChaos(
     figures.zombieCommits +
     figures.deadReservations +
     figures.checksFailed +
-    figures.stuckWrites;
+    figures.stuckWrites +
+    (figures.compactions < options.minCompactions ? 1 : 0);
+  if (figures.compactions < options.minCompactions)
+    log.say(
+      `VIOLATION: ${figures.compactions} compactions committed, fewer than the ${options.minCompactions} required`,
+    );
   const r = figures.reclaimAfterKillMs;
   log.say(
     `reclaim after kill -9: p50 ${r.p50} ms, p99 ${r.p99} ms over ${r.samples} kills (session ${r.sessionTimeoutMs} ms)`,
