@@ -18,7 +18,7 @@
  */
 import { ExcError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { ALL_TABLETS, DEL_PREFIX, TABLE_PREFIX } from '../meta/keys.js';
+import { ALL_TABLETS, TABLE_PREFIX } from '../meta/keys.js';
 import { TABLES_PREFIX } from '../meta/paths.js';
 import type { MetaStore } from '../meta/store.js';
 import { tableConfigSchema, type TableConfig } from '../meta/table-config.js';
@@ -26,6 +26,7 @@ import { parseTablet, type TabletMeta } from '../meta/tablet.js';
 import { listQueues } from '../queue/registry.js';
 import type { TemporaryInfo } from '../storage/object-store.js';
 import { isZkCode, type ZkLayout, type ZkSession } from '../zk/index.js';
+import { readMarks } from './deletions.js';
 import { checkCluster, type CheckInput, type CheckReport, type NotCheckable } from './check.js';
 import type { GcObjectStore } from './gc.js';
 
@@ -76,10 +77,7 @@ function readMetadata(store: MetaStore): MetadataRead {
     }
   }
   const queueEntries = [...store.scanRows({ prefix: '~cq:' })].map((r) => r.row);
-  const deletions = new Map<string, number>();
-  for (const c of store.scanAll({ prefix: DEL_PREFIX })) {
-    deletions.set(c.row.slice(DEL_PREFIX.length), Number(c.value));
-  }
+  const deletions = new Map([...readMarks(store)].map(([file, mark]) => [file, mark.at]));
   const tableConfigs = new Map<string, TableConfig>();
   for (const { row, cols } of store.scanRows({ prefix: TABLE_PREFIX })) {
     const config = parseConfig(cols.get('config'));

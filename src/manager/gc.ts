@@ -15,16 +15,28 @@
  * is fenced once its session expires, before the grace period ends.
  *
  * The decision is a pure function ({@link planGc}) so it can be checked against random histories.
+ *
+ * Fencing. A manager paused past its session (or cut off from ZooKeeper) is replaced, and may resume
+ * believing it is still active: it must not delete anything from then on. Its metadata writes fail on
+ * the epoch check (store.ts), but deletes in the object store are not metadata writes, so the collector
+ * fences them itself: it claims each batch of files with a conditional mutation under its epoch
+ * (deletions.ts) before deleting any, and reads the store's epoch again right before every single delete,
+ * stopping at the first that is not its own. A manager resumed after its successor took the store over
+ * therefore deletes nothing. The one window left is a pause that lands inside the object store client,
+ * after that check and before the request has left the process: such a delete goes out after the resume,
+ * at most one per delete in flight, and deletes a claimed file, which nothing references or may ever
+ * reference again — harmless.
  */
 import type { Logger } from '../log.js';
-import { ALL_TABLETS, DEL_PREFIX, delRow } from '../meta/keys.js';
+import { ALL_TABLETS } from '../meta/keys.js';
 import { DONE_PREFIX } from '../meta/outcomes.js';
 import { TABLES_PREFIX } from '../meta/paths.js';
 import { ulidTime } from '../ids.js';
 import type { MetaStore } from '../meta/store.js';
 import type { TemporaryInfo } from '../storage/object-store.js';
-import { describeError } from '../errors.js';
+import { ExcError, describeError } from '../errors.js';
 import type { CommitQueue } from './commit-queue.js';
+import { claimMutation, claimOf, dropMutation, readMarks, type DeletionMark } from './deletions.js';
 import { readTablets } from './tables.js';
 
 /** What the collector needs of an object store (any ObjectStore fits). */
@@ -81,10 +93,16 @@ export function planGc(input: GcInput): GcPlan {
 export interface GcOptions {
   graceMs: number;
   intervalMs: number;
+  /** The manager epoch this collector works under: it deletes nothing once the store is held by another. */
+  epoch: number;
   /** Sweep the store for leftovers every this many cycles (default 1: every cycle). */
   sweepEvery?: number;
   /** Trim compaction outcome rows older than this (default: keep them). */
   outcomeRetentionMs?: number;
+  /** Files claimed, then deleted, per batch (default 100). */
+  batchSize?: number;
+  /** Deletes in flight at once (default 8). */
+  concurrency?: number;
 }
 
 export interface GcStats {
@@ -97,6 +115,10 @@ export interface GcStats {
 export class GarbageCollector {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
+  /** Aborts the cycle in flight (stop, or the fence found broken). */
+  private aborter: AbortController | undefined;
+  private stopped = false;
+  private cycleSeq = 0;
   readonly stats: GcStats = { cycles: 0, deleted: 0, lastCycleAt: 0 };
 
   constructor(
@@ -105,6 +127,8 @@ export class GarbageCollector {
     private readonly objects: GcObjectStore,
     private readonly options: GcOptions,
     private readonly log: Logger,
+    /** Called once when the collector finds its manager fenced (a newer epoch holds the store). */
+    private readonly onFenced?: (err: ExcError) => void,
   ) {}
 
   start(): void {
@@ -112,82 +136,162 @@ export class GarbageCollector {
     this.timer.unref();
   }
 
+  /**
+   * Stops collecting: the cycle in flight is aborted — it starts no further delete, and stops waiting for
+   * the ones in flight — and this resolves once it has unwound.
+   */
   async stop(): Promise<void> {
+    this.stopped = true;
     clearInterval(this.timer);
+    this.aborter?.abort(new ExcError('SHUTTING_DOWN', 'garbage collector stopped'));
     await this.running?.catch(() => undefined);
   }
 
   /** Runs one cycle now (or joins the one running). */
   runCycle(): Promise<void> {
-    this.running ??= this.cycle()
+    if (this.stopped) return Promise.reject(new ExcError('SHUTTING_DOWN', 'garbage collector stopped'));
+    if (this.running) return this.running;
+    const aborter = new AbortController();
+    this.aborter = aborter;
+    this.running = this.cycle(aborter.signal)
       .catch((err: unknown) => {
         this.stats.lastError = describeError(err);
-        this.log.warn({ err: describeError(err) }, 'garbage collection cycle failed');
+        if (aborter.signal.aborted) this.log.info({ err: describeError(err) }, 'garbage collection stopped');
+        else this.log.warn({ err: describeError(err) }, 'garbage collection cycle failed');
       })
       .finally(() => {
         this.running = undefined;
+        this.aborter = undefined;
       });
     return this.running;
   }
 
-  private async cycle(): Promise<void> {
+  private async cycle(signal: AbortSignal): Promise<void> {
+    const claim = claimOf(this.options.epoch, ++this.cycleSeq);
     const sweep = this.stats.cycles % (this.options.sweepEvery ?? 1) === 0;
     // Order matters. List the store first: an object written later is not considered at all. Read the
     // references next, and the `~del` rows last: a file that stops being referenced after the reference
     // read has its `~del` row written in the same mutation, so the last read sees it and its grace period
     // applies (a sweep would otherwise delete a just-replaced input by its old modification time).
-    const objects = sweep ? await this.listObjects() : undefined;
+    const objects = sweep ? await this.listObjects(signal) : undefined;
     if (sweep && this.objects.sweepTemporaries) {
+      // Temporary files are not objects: nothing names them, so they need no claim; the fence is checked
+      // before the sweep, which removes only files no write has touched for a grace period.
+      this.checkFence(signal);
       const removed = await this.objects.sweepTemporaries(TABLES_PREFIX, this.options.graceMs);
       if (removed > 0) this.log.info({ removed }, 'removed temporary files of unfinished writes');
     }
     const referenced = this.readReferences();
-    const deletions = this.readDeletions();
+    const marks = readMarks(this.store);
+    const deletions = new Map([...marks].map(([file, mark]) => [file, mark.at]));
     const plan = planGc({ now: Date.now(), graceMs: this.options.graceMs, referenced, deletions, objects });
     for (const file of plan.stillReferenced) {
       this.log.warn({ file }, 'a file marked for deletion is still referenced; keeping it');
     }
-    for (const file of plan.deleteFiles) {
-      await this.objects.delete(file);
-      this.stats.deleted++;
+    const batchSize = this.options.batchSize ?? 100;
+    let deleted = 0;
+    for (let i = 0; i < plan.deleteFiles.length; i += batchSize) {
+      const batch = plan.deleteFiles.slice(i, i + batchSize);
+      const claimed = await this.claim(batch, marks, objects, claim, signal);
+      deleted += await this.deleteClaimed(claimed, signal);
+      await this.commits.submit({ mutations: claimed.map((file) => dropMutation(file, claim)) });
     }
-    if (plan.dropRows.length > 0) {
-      await this.commits.submit({ mutations: plan.dropRows.map((file) => ({ deleteRows: [delRow(file)] })) });
-    }
-    if (plan.deleteFiles.length > 0)
-      this.log.info({ deleted: plan.deleteFiles.length }, 'garbage collected files');
-    await this.trimOutcomes();
+    if (deleted > 0) this.log.info({ deleted }, 'garbage collected files');
+    this.checkFence(signal);
+    await this.trimRows(this.expiredOutcomes());
     this.stats.cycles++;
     this.stats.lastCycleAt = Date.now();
   }
 
-  /** Drops outcome rows past their retention (ULIDs start with their time, so the old ones come first). */
-  private async trimOutcomes(): Promise<void> {
+  /** Claims `files` under this cycle's claim; resolves with those claimed (a mark that changed is skipped). */
+  private async claim(
+    files: string[],
+    marks: ReadonlyMap<string, DeletionMark>,
+    objects: ReadonlyMap<string, number> | undefined,
+    claim: string,
+    signal: AbortSignal,
+  ): Promise<string[]> {
+    this.checkFence(signal);
+    const results = await this.commits.submit({
+      mutations: files.map((file) =>
+        claimMutation(file, marks.get(file), claim, objects?.get(file) ?? Date.now()),
+      ),
+    });
+    return files.filter((_, i) => results[i]?.applied);
+  }
+
+  /**
+   * Deletes claimed files, `concurrency` at a time, checking the fence right before each delete. Stops
+   * at the first failure; resolves with the number deleted.
+   */
+  private async deleteClaimed(files: string[], signal: AbortSignal): Promise<number> {
+    let next = 0;
+    let deleted = 0;
+    let failed = false;
+    const worker = async (): Promise<void> => {
+      while (!failed && next < files.length) {
+        const file = files[next++]!;
+        try {
+          this.checkFence(signal);
+          // An abort stops the wait, not the request: the cycle must not outlive stop() by however long
+          // the store takes to answer.
+          await abortable(this.objects.delete(file), signal);
+        } catch (err) {
+          failed = true;
+          throw err;
+        }
+        deleted++;
+        this.stats.deleted++;
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.options.concurrency ?? 8, files.length) }, worker));
+    return deleted;
+  }
+
+  /**
+   * Throws unless this collector may delete now: not stopped, and the store still held by its epoch. The
+   * epoch is read from the file (one indexed read): the successor's takeover is the first thing it writes.
+   */
+  private checkFence(signal: AbortSignal): void {
+    signal.throwIfAborted();
+    const held = this.store.storedEpoch();
+    if (held === this.options.epoch) return;
+    const err = new ExcError(
+      'NOT_MANAGER',
+      `garbage collector fenced: the metadata store is held by epoch ${held}, not ${this.options.epoch}`,
+      { details: { epoch: this.options.epoch, heldBy: held } },
+    );
+    this.aborter?.abort(err);
+    this.onFenced?.(err);
+    throw err;
+  }
+
+  /** Outcome rows past their retention (ULIDs start with their time, so the old ones come first). */
+  private expiredOutcomes(): string[] {
     const retention = this.options.outcomeRetentionMs;
-    if (retention === undefined) return;
+    if (retention === undefined) return [];
     const cutoff = Date.now() - retention;
     const old: string[] = [];
     for (const row of this.store.scanRows({ prefix: DONE_PREFIX })) {
       if (ulidTime(row.row.slice(DONE_PREFIX.length)) >= cutoff) break;
       old.push(row.row);
     }
-    for (let i = 0; i < old.length; i += 1_000) {
-      await this.commits.submit({ mutations: [{ deleteRows: old.slice(i, i + 1_000) }] });
+    return old;
+  }
+
+  private async trimRows(rows: string[]): Promise<void> {
+    for (let i = 0; i < rows.length; i += 1_000) {
+      await this.commits.submit({ mutations: [{ deleteRows: rows.slice(i, i + 1_000) }] });
     }
   }
 
-  private async listObjects(): Promise<Map<string, number>> {
+  private async listObjects(signal: AbortSignal): Promise<Map<string, number>> {
     const objects = new Map<string, number>();
-    for await (const o of this.objects.list(TABLES_PREFIX)) objects.set(o.name, o.modifiedMs);
-    return objects;
-  }
-
-  private readDeletions(): Map<string, number> {
-    const out = new Map<string, number>();
-    for (const c of this.store.scanAll({ prefix: DEL_PREFIX })) {
-      out.set(c.row.slice(DEL_PREFIX.length), Number(c.value));
+    for await (const o of this.objects.list(TABLES_PREFIX)) {
+      signal.throwIfAborted();
+      objects.set(o.name, o.modifiedMs);
     }
-    return out;
+    return objects;
   }
 
   /** Everything any tablet references. One consistent read per page; see the module comment. */
@@ -202,4 +306,16 @@ export class GarbageCollector {
     }
     return referenced;
   }
+}
+
+/** `promise`, or a rejection with the abort reason as soon as `signal` aborts. */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  promise.catch(() => undefined); // a result that arrives after the abort is ignored
+  let onAbort = (): void => undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  return Promise.race([promise, aborted]).finally(() => signal.removeEventListener('abort', onAbort));
 }

@@ -238,8 +238,10 @@ export class Manager extends EventEmitter<Events> {
             graceMs: this.options.gcGraceMs,
             intervalMs: this.options.gcIntervalMs,
             outcomeRetentionMs: this.options.outcomeRetentionMs,
+            epoch,
           },
           this.log,
+          (err) => this.fail(err.message),
         )
       : undefined;
     const unload = async (server: string, tablet: string): Promise<void> => {
@@ -331,9 +333,11 @@ export class Manager extends EventEmitter<Events> {
       const active = this.active;
       this.active = undefined;
       const steps: ShutdownStep[] = [
+        // First: a manager that stops because it was fenced must not delete one more object, and the
+        // collector's cycle is aborted, not waited for.
+        ['garbage collector', () => active?.gc?.stop()],
         ['http server', () => this.server.close(500)],
         ['assignment', () => active?.assigner.stop()],
-        ['garbage collector', () => active?.gc?.stop()],
         ['tablet server watch', () => active?.live.stop()],
         ['metadata store', () => active?.store.close()],
         ['metadata writer', () => active?.writer.close()],

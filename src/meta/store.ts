@@ -120,6 +120,16 @@ export class MetaStore {
     return this.epoch;
   }
 
+  /**
+   * The epoch of the manager that holds the store now, read from the file (0 before any takeover). A
+   * reader compares it with the epoch its manager took over with, to learn without writing that it was
+   * fenced (the garbage collector does before every delete).
+   */
+  storedEpoch(): number {
+    this.checkOpen();
+    return Number(this.stmts.get.get(INSTANCE_ROW, EPOCH_COL)?.val ?? '0');
+  }
+
   /** Reads one cell. */
   get(row: string, col: string): string | undefined {
     this.checkOpen();
