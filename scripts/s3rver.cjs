@@ -47,6 +47,62 @@ crypto.createCipheriv = (algorithm, ...rest) =>
 crypto.createDecipheriv = (algorithm, ...rest) =>
   algorithm === 'des' ? identity() : createDecipheriv(algorithm, ...rest);
 
+// It writes an upload straight to the object's file: an upload cut half way leaves a truncated object
+// (and the aborted request can truncate the object a retry has just written), and it answers before the
+// file is flushed. S3 stores a PUT whole or not at all: write to a temporary file, and rename it into
+// place once the body has arrived whole and is on disk.
+const { pipeline, Transform } = require('stream');
+const FilesystemStore = require('s3rver/lib/stores/filesystem');
+
+function writeWhole(finalPath, content) {
+  const temp = `${finalPath}.${crypto.randomBytes(6).toString('hex')}.uploading`;
+  const md5 = crypto.createHash('md5');
+  let size = 0;
+  const source = Buffer.isBuffer(content) ? require('stream').Readable.from([content]) : content;
+  return new Promise((resolve, reject) => {
+    pipeline(
+      source,
+      new Transform({
+        transform(chunk, _encoding, callback) {
+          md5.update(chunk);
+          size += chunk.length;
+          callback(null, chunk);
+        },
+      }),
+      fs.createWriteStream(temp),
+      (err) => {
+        if (err) {
+          fs.rm(temp, { force: true }, () => reject(err));
+          return;
+        }
+        fs.rename(temp, finalPath, (renameErr) =>
+          renameErr ? reject(renameErr) : resolve([size, md5.digest('hex')]),
+        );
+      },
+    );
+  });
+}
+
+FilesystemStore.prototype.putObject = async function putObject(object) {
+  const objectPath = this.getResourcePath(object.bucket, object.key, 'object');
+  fs.mkdirSync(path.dirname(objectPath), { recursive: true });
+  const [size, md5] = await writeWhole(objectPath, object.content);
+  await this.putMetadata(object.bucket, object.key, object.metadata, md5);
+  return { size, md5 };
+};
+
+FilesystemStore.prototype.putPart = async function putPart(bucket, uploadId, partNumber, content) {
+  const partPath = path.join(
+    this.getResourcePath(bucket, undefined, 'uploads'),
+    uploadId,
+    partNumber.toString(),
+  );
+  fs.mkdirSync(path.dirname(partPath), { recursive: true });
+  const [size, md5] = await writeWhole(partPath, content);
+  fs.writeFileSync(`${partPath}.md5`, md5);
+  return { size, md5 };
+};
+
 const S3rver = require('s3rver');
 
 const [directory, port] = process.argv.slice(2);

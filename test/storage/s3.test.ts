@@ -212,6 +212,18 @@ describe('s3 store', () => {
     expect(await names(store, 'k/')).toEqual(kept);
   });
 
+  it('proxy faults - a PUT cut half way that is not retried leaves no object at all, not half of one', async () => {
+    // S3 stores a PUT whole or not at all; the test server is made to as well (scripts/s3rver.cjs).
+    const store = open({ viaProxy: true, tuning: { retry: { attempts: 1, baseMs: 5, maxMs: 20 } } });
+    proxy.inject({ kind: 'cut-request', fraction: 0.5 }, { times: 1, method: 'PUT' });
+    await expect(store.write('cut/once', Buffer.alloc(256 * 1024, 1))).rejects.toMatchObject({
+      code: 'STORE_UNAVAILABLE',
+    });
+    await new Promise((r) => setTimeout(r, 200)); // the server notices the abort after the client does
+    expect(await store.stat('cut/once')).toBeNull();
+    expect(await names(store, 'cut/')).toEqual([]);
+  });
+
   it('proxy faults - a PUT cut half way and slow answers are retried; the object is whole', async () => {
     const store = open({ viaProxy: true });
     proxy.inject({ kind: 'cut-request', fraction: 0.5 }, { times: 2, method: 'PUT' });

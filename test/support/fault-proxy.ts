@@ -96,6 +96,7 @@ export class FaultProxy {
     this.rules.length = 0;
     this.requests.length = 0;
     this.random = null;
+    for (const kind of Object.keys(this.injected)) delete this.injected[kind];
   }
 
   count(method: string, urlIncludes = ''): number {
