@@ -140,6 +140,34 @@ describe('zookeeper ensemble', () => {
     });
   });
 
+  it('member paused under the session - the watchdog moves it to another member; nothing is lost', async () => {
+    for (const m of zk().members) if (m.state === 'down') await zk().restart(m.id);
+    const quorum = await zk().waitForQuorum();
+    let session = await open();
+    let holder = await memberHolding(session);
+    for (let i = 0; i < 10 && !(holder !== undefined && quorum.followers.includes(holder)); i++) {
+      await session.close();
+      session = await open();
+      holder = await memberHolding(session);
+    }
+    expect(quorum.followers).toContain(holder);
+    const root = `/${uniqueName('ens')}`;
+    await session.ensurePath(root);
+    const ephemeral = await session.create(`${root}/mine`, 'before', 'ephemeral');
+
+    // A paused server keeps the TCP connection open and answers nothing: only the watchdog can tell.
+    zk().pause(holder!);
+    try {
+      await reconnected(session);
+      await session.set(ephemeral, 'after');
+      expect(history.get(session)).toEqual(['suspended', 'reconnected']);
+      expect(losses).toEqual([]);
+      expect((await session.exists(ephemeral))?.ephemeralOwner).toBe(session.sessionId);
+    } finally {
+      zk().resume(holder!);
+    }
+  });
+
   it('stop - ends every JVM, a paused one too, and is safe to call twice', async () => {
     const running = zk().members.filter((m) => m.state === 'running');
     const pids = running.map((m) => m.pid);
