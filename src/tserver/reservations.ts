@@ -1,50 +1,47 @@
 /**
- * The reservation protocol on the tablet server side (DESIGN.md, "The life of a compaction", steps 3, 5, 6).
+ * The reservation protocol on the tablet server: the I/O around the rules of rules.ts. For each request,
+ * in the tablet's mutex: read the tablet back if its copy is stale, ask the rules what to do, apply the
+ * change through hosting (which adds the `loc` fence and the new queue entries), and keep the compactor
+ * watch, the progress clocks, the counters and the log in step.
  *
- * - reserve: the compactor's node must exist (checked and watched in one call); the job is computed now
- *   from the tablet's current files (late binding); the reservation and the tablet's new queue entries are
- *   one conditional mutation. Concurrent reservations never share a file: the tablet's mutex serialises
- *   them and the planner never selects reserved files. A compactor names each attempt (`requestId`), so a
- *   reserve whose answer was lost can be repeated and gets the same reservation back.
- * - commit: one conditional mutation — the reservation still exists (as recorded), the inputs are still
- *   files of the tablet, `loc` is this server — replaces the inputs by the output, deletes the reservation
- *   and marks the inputs for deletion. A compactor whose node is gone cannot commit (zombie).
- * - cancel: one conditional mutation on the reservation removes it, marks its output for deletion and
- *   requeues. Commit and cancel are both conditional on the reservation, so exactly one of them wins.
- * - failures survive cancels: after `maxAttempts` failed attempts on the same inputs the job is parked.
+ * - reserve: the compactor's node must exist, checked and watched before anything is recorded, so a
+ *   compactor that dies from then on is seen; a compactor can reserve only for its own queue.
+ * - commit: the output must exist with the size the compactor reports, and the compactor's node must be
+ *   alive, checked last (a zombie, paused past its session and resumed, has lost it and can never commit;
+ *   its reservation is cancelled instead).
+ * - cancel: by the compactor holding it (a failure, a release) or for it (its node is gone, it stalled,
+ *   an admin, its queue deleted).
  *
- * When the metadata store does not confirm a change (OUTCOME_UNKNOWN), the tablet has been read back, and
- * each operation decides from what the store holds whether it happened.
+ * When the metadata store does not confirm a change (OUTCOME_UNKNOWN), hosting has read the tablet back,
+ * and the rules decide from what the store holds whether it happened.
  */
 import { ExcError, describeError } from '../errors.js';
 import { ulid } from '../ids.js';
 import type { Logger } from '../log.js';
-import { delRow } from '../meta/keys.js';
-import { notEnded, outcomeCell, type Outcome } from '../meta/outcomes.js';
 import { newFileName } from '../meta/paths.js';
-import {
-  compactCol,
-  ecompCol,
-  failedCol,
-  fileCol,
-  isParked,
-  progressCol,
-  type Failure,
-  type Progress,
-  type Reservation,
-} from '../meta/tablet.js';
+import type { Progress } from '../meta/tablet.js';
 import { tableConfigSchema } from '../meta/table-config.js';
-import type { Condition } from '../meta/types.js';
 import type { CommitRequest, ReserveRequest, ReservedJob } from '../queue/protocol.js';
 import type { ZkLayout } from '../zk/index.js';
 import type { CompactorWatch, ReservationRef } from './compactor-watch.js';
-import { failureKey, type HostedTablet, type ProgressFigures } from './hosted-tablet.js';
+import type { HostedTablet, ProgressFigures } from './hosted-tablet.js';
 import type { Hosting } from './hosting.js';
-import { iteratorSettings, type TableConfigs } from './table-configs.js';
+import {
+  cancelHappened,
+  commitHappened,
+  decideCancel,
+  decideCommit,
+  decideReserve,
+  ownedReservation,
+  progressChange,
+  progressMoved,
+  reserveHappened,
+  reservedJob,
+  type CancelReason,
+} from './rules.js';
+import type { TableConfigs } from './table-configs.js';
 
-/** Why a reservation ended without a commit. Only some count as failed attempts. */
-export type CancelReason = 'compactor-gone' | 'failed' | 'stalled' | 'released' | 'admin' | 'queue-deleted';
-const COUNTS_AS_FAILURE: ReadonlySet<CancelReason> = new Set(['compactor-gone', 'failed', 'stalled']);
+export type { CancelReason } from './rules.js';
 
 export interface ReservationsDeps {
   hosting: Hosting;
@@ -68,35 +65,6 @@ export interface ReservationsDeps {
 const DEFAULT_MAX_ATTEMPTS = tableConfigSchema.parse({}).maxAttempts;
 
 const isUnknown = (err: unknown): boolean => err instanceof ExcError && err.code === 'OUTCOME_UNKNOWN';
-
-/**
- * The condition that a reservation still exists. Its column is written once, under a fresh ULID, and only
- * ever deleted, so being there means unchanged (comparing values would tie every stored reservation to
- * how today's schema re-serialises it).
- */
-const reservationExists = (row: string, ecid: string): Condition => ({
-  op: 'present',
-  row,
-  col: ecompCol(ecid),
-});
-
-/** The outcome row of a reservation of `tablet` that ends now. */
-function ended(
-  tablet: HostedTablet,
-  r: Reservation,
-  how: Pick<Outcome, 'outcome' | 'at'> & Partial<Pick<Outcome, 'reason' | 'error' | 'entries'>>,
-): Outcome {
-  return {
-    ...how,
-    tablet: tablet.row,
-    queueId: r.queueId,
-    compactor: r.compactor,
-    kind: r.kind,
-    inputs: r.inputs.length,
-    reservedAt: r.reservedAt,
-    server: tablet.me.server,
-  };
-}
 
 export class Reservations {
   private stallTimer: NodeJS.Timeout | undefined;
@@ -145,46 +113,28 @@ export class Reservations {
     }
     return tablet.mutex.run(async () => {
       if (tablet.stale) await hosting.resync(tablet);
-      // A repeated request (its first answer was lost) gets the reservation it made.
-      const earlier = this.byRequest(tablet, req);
-      if (earlier) return earlier;
-
       const settings = await configs.get(tablet.meta.tableId);
-      const jobs = await hosting.planFor(tablet);
-      const job = jobs.find((j) => j.queue !== undefined && this.deps.queueIdOf(j.queue) === req.queueId);
-      if (!job) {
+      const decision = decideReserve(tablet.meta, req, {
+        jobs: await hosting.planFor(tablet),
+        config: settings.config,
+        queueIdOf: this.deps.queueIdOf,
+        ecid: ulid(),
+        output: newFileName(tablet.meta.tableId, 'compaction'),
+        now: Date.now(),
+      });
+      if (decision.kind === 'repeat') return reservedJob(tablet.meta, decision.ecid, decision.reservation);
+      if (decision.kind === 'no-work') {
         // Nothing for this queue (any more): the change removes the stale queue entry.
         await hosting.change(tablet, { replan: true });
         this.stats.noWork++;
         return null;
       }
-      const ecid = ulid();
-      const key = failureKey(job.files);
-      const user = job.userCompactionId ? tablet.meta.userCompactions.get(job.userCompactionId) : undefined;
-      const reservation: Reservation = {
-        compactor: req.compactor,
-        queueId: req.queueId,
-        inputs: job.files,
-        output: newFileName(tablet.meta.tableId, 'compaction'),
-        kind: job.kind,
-        attempt: tablet.meta.failures.get(key)?.attempts ?? 0,
-        reservedAt: Date.now(),
-        allFiles: job.allFiles,
-        ...(job.userCompactionId ? { userCompactionId: job.userCompactionId } : {}),
-        ...(req.requestId ? { requestId: req.requestId } : {}),
-        settings: iteratorSettings(settings.config, user?.filters ?? [], job.allFiles),
-      };
+      const { ecid, reservation, job } = decision;
       let applied: boolean;
       try {
-        applied = await hosting.change(tablet, {
-          conditions: job.files.map((f) => ({ op: 'present' as const, row: tablet.row, col: fileCol(f) })),
-          puts: [{ row: tablet.row, col: ecompCol(ecid), value: JSON.stringify(reservation) }],
-          apply: (meta) => meta.reservations.set(ecid, reservation),
-          replan: true,
-        });
+        applied = await hosting.change(tablet, { ...decision.change, replan: true });
       } catch (err) {
-        // Read back: if the reservation was made, it is now in the tablet (and watched).
-        if (isUnknown(err) && !tablet.stale && tablet.meta.reservations.has(ecid)) applied = true;
+        if (isUnknown(err) && !tablet.stale && reserveHappened(tablet.meta, ecid)) applied = true;
         else throw err;
       }
       if (!applied)
@@ -197,32 +147,8 @@ export class Reservations {
         { tablet: tablet.row, ecid, compactor: req.compactor, files: job.files.length, kind: job.kind },
         'reserved',
       );
-      return this.describe(tablet, ecid, reservation);
+      return reservedJob(tablet.meta, ecid, reservation);
     });
-  }
-
-  private byRequest(tablet: HostedTablet, req: ReserveRequest): ReservedJob | undefined {
-    if (!req.requestId) return undefined;
-    for (const [ecid, r] of tablet.meta.reservations) {
-      if (r.requestId === req.requestId && r.compactor === req.compactor)
-        return this.describe(tablet, ecid, r);
-    }
-    return undefined;
-  }
-
-  private describe(tablet: HostedTablet, ecid: string, r: Reservation): ReservedJob {
-    return {
-      ecid,
-      tablet: tablet.row,
-      tableId: tablet.meta.tableId,
-      queueId: r.queueId,
-      kind: r.kind,
-      attempt: r.attempt,
-      inputs: r.inputs.map((name) => ({ name, ...(tablet.meta.files.get(name) ?? { size: 0, entries: 0 }) })),
-      output: r.output,
-      settings: r.settings,
-      keepDeletes: !r.allFiles,
-    };
   }
 
   async commit(req: CommitRequest): Promise<void> {
@@ -238,7 +164,7 @@ export class Reservations {
   private async commitLocked(tablet: HostedTablet, req: CommitRequest): Promise<void> {
     const { hosting, watch } = this.deps;
     if (tablet.stale) await hosting.resync(tablet);
-    const r = this.owned(tablet, req.ecid, req.compactor);
+    const r = ownedReservation(tablet.meta, req.ecid, req.compactor);
     if (req.output) {
       const size = await this.deps.outputSize(r.output);
       if (size !== req.output.size) {
@@ -248,68 +174,24 @@ export class Reservations {
         );
       }
     }
-    // A zombie (paused past its session, then resumed) has lost its node: it can never commit. Checked
-    // last, right before committing, after any round trip. The watch on its node answers without one
-    // when it can vouch for it (see CompactorWatch.knownAlive).
+    // Checked last, right before committing, after any round trip. The watch on its node answers without
+    // one when it can vouch for it (see CompactorWatch.knownAlive).
     if (!watch.knownAlive(r.compactor) && !(await watch.checkAndWatch(r.compactor))) {
       await this.cancelLocked(tablet, req.ecid, 'compactor-gone');
       throw new ExcError(
         'RESERVATION_GONE',
         `compactor ${r.compactor} has no live node; reservation ${req.ecid} cancelled`,
-        {
-          details: { ecid: req.ecid, tablet: req.tablet },
-        },
+        { details: { ecid: req.ecid, tablet: req.tablet } },
       );
     }
-    const output = req.output;
-    const now = String(Date.now());
-    // Failure records about any of the inputs are moot once they are compacted away.
-    const moot = [...tablet.meta.failures]
-      .filter(([, f]) => f.inputs.some((i) => r.inputs.includes(i)))
-      .map(([k]) => k);
+    const change = decideCommit(tablet.meta, r, req, { now: Date.now(), server: tablet.me.server });
     let applied: boolean;
     try {
-      applied = await hosting.change(tablet, {
-        conditions: [
-          reservationExists(tablet.row, req.ecid),
-          notEnded(req.ecid),
-          ...r.inputs.map((f) => ({ op: 'present' as const, row: tablet.row, col: fileCol(f) })),
-        ],
-        deletes: [
-          ...r.inputs.map((f) => ({ row: tablet.row, col: fileCol(f) })),
-          { row: tablet.row, col: ecompCol(req.ecid) },
-          { row: tablet.row, col: progressCol(req.ecid) },
-          ...moot.map((k) => ({ row: tablet.row, col: failedCol(k) })),
-          ...(r.userCompactionId ? [{ row: tablet.row, col: compactCol(r.userCompactionId) }] : []),
-        ],
-        puts: [
-          ...(output ? [{ row: tablet.row, col: fileCol(r.output), value: JSON.stringify(output) }] : []),
-          ...r.inputs.map((f) => ({ row: delRow(f), col: 'at', value: now })),
-          outcomeCell(
-            req.ecid,
-            ended(tablet, r, { outcome: 'committed', entries: output?.entries ?? 0, at: Number(now) }),
-          ),
-        ],
-        apply: (meta) => {
-          for (const f of r.inputs) meta.files.delete(f);
-          if (output) meta.files.set(r.output, output);
-          meta.reservations.delete(req.ecid);
-          meta.progress.delete(req.ecid);
-          for (const k of moot) meta.failures.delete(k);
-          if (r.userCompactionId) meta.userCompactions.delete(r.userCompactionId);
-        },
-        replan: true,
-      });
+      applied = await hosting.change(tablet, { ...change, replan: true });
     } catch (err) {
-      if (!isUnknown(err) || tablet.stale) throw err;
-      // Read back: the commit happened if the reservation is gone and its inputs replaced.
-      const m = tablet.meta;
-      const done =
-        !m.reservations.has(req.ecid) &&
-        r.inputs.every((f) => !m.files.has(f)) &&
-        (!output || m.files.has(r.output));
-      if (!done) throw err;
-      applied = true;
+      if (isUnknown(err) && !tablet.stale && commitHappened(tablet.meta, r, req.ecid, req.output))
+        applied = true;
+      else throw err;
     }
     if (!applied) {
       throw new ExcError(
@@ -322,27 +204,9 @@ export class Reservations {
     this.stats.committed++;
     this.stats.committedByQueue[r.queueId] = (this.stats.committedByQueue[r.queueId] ?? 0) + 1;
     this.deps.log.info(
-      { tablet: tablet.row, ecid: req.ecid, inputs: r.inputs.length, empty: !output },
+      { tablet: tablet.row, ecid: req.ecid, inputs: r.inputs.length, empty: !req.output },
       'committed',
     );
-  }
-
-  /**
-   * The reservation `ecid` of a tablet, which only the compactor holding it may commit, fail, release or
-   * report on; RESERVATION_GONE when it does not exist (cancelled or committed) or is another's.
-   */
-  private owned(tablet: HostedTablet, ecid: string, compactor: string): Reservation {
-    const r = tablet.meta.reservations.get(ecid);
-    if (!r || r.compactor !== compactor) {
-      throw new ExcError(
-        'RESERVATION_GONE',
-        `reservation ${ecid} of ${tablet.row} does not exist (cancelled or committed)`,
-        {
-          details: { ecid, tablet: tablet.row },
-        },
-      );
-    }
-    return r;
   }
 
   /**
@@ -360,7 +224,7 @@ export class Reservations {
     return tablet.mutex.run(async () => {
       if (options.compactor !== undefined) {
         if (tablet.stale) await this.deps.hosting.resync(tablet);
-        this.owned(tablet, ecid, options.compactor);
+        ownedReservation(tablet.meta, ecid, options.compactor);
       }
       return this.cancelLocked(tablet, ecid, reason, options.error);
     });
@@ -376,55 +240,20 @@ export class Reservations {
     if (tablet.stale) await this.deps.hosting.resync(tablet);
     const r = tablet.meta.reservations.get(ecid);
     if (!r || tablet.state !== 'hosted') return false;
-    // A compactor that vanished because its queue was deleted did not fail.
-    if (reason === 'compactor-gone' && !(await this.deps.queueExists(r.queueId).catch(() => true)))
-      reason = 'queue-deleted';
     const settings = await this.deps.configs.get(tablet.meta.tableId).catch(() => undefined);
-    const key = failureKey(r.inputs);
-    let failure: Failure | undefined;
-    if (COUNTS_AS_FAILURE.has(reason)) {
-      failure = {
-        inputs: r.inputs,
-        attempts: Math.max(tablet.meta.failures.get(key)?.attempts ?? 0, r.attempt) + 1,
-        lastError: error ?? reason,
-        at: Date.now(),
-        parked: false,
-        queueId: r.queueId,
-        lastEcid: ecid,
-      };
-      failure.parked = isParked(failure, settings?.config.maxAttempts ?? DEFAULT_MAX_ATTEMPTS);
-    }
+    const decision = decideCancel(tablet.meta, ecid, reason, {
+      now: Date.now(),
+      server: tablet.me.server,
+      ...(error === undefined ? {} : { error }),
+      maxAttempts: settings?.config.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+      queueExists: reason !== 'compactor-gone' || (await this.deps.queueExists(r.queueId).catch(() => true)),
+    });
+    if (decision.kind === 'none') return false;
     let applied: boolean;
     try {
-      applied = await this.deps.hosting.change(tablet, {
-        conditions: [reservationExists(tablet.row, ecid), notEnded(ecid)],
-        deletes: [
-          { row: tablet.row, col: ecompCol(ecid) },
-          { row: tablet.row, col: progressCol(ecid) },
-        ],
-        puts: [
-          { row: delRow(r.output), col: 'at', value: String(Date.now()) },
-          outcomeCell(
-            ecid,
-            ended(tablet, r, {
-              outcome: 'cancelled',
-              reason,
-              ...(error === undefined ? {} : { error: error.slice(0, 1_000) }),
-              at: Date.now(),
-            }),
-          ),
-          ...(failure ? [{ row: tablet.row, col: failedCol(key), value: JSON.stringify(failure) }] : []),
-        ],
-        apply: (meta) => {
-          meta.reservations.delete(ecid);
-          meta.progress.delete(ecid);
-          if (failure) meta.failures.set(key, failure);
-        },
-        replan: true,
-      });
+      applied = await this.deps.hosting.change(tablet, { ...decision.change, replan: true });
     } catch (err) {
-      // Read back: gone is what we wanted, whoever did it.
-      if (isUnknown(err) && !tablet.stale && !tablet.meta.reservations.has(ecid)) applied = true;
+      if (isUnknown(err) && !tablet.stale && cancelHappened(tablet.meta, ecid)) applied = true;
       else throw err;
     }
     if (!applied) return false;
@@ -435,10 +264,10 @@ export class Reservations {
       {
         tablet: tablet.row,
         ecid,
-        reason,
+        reason: decision.reason,
         compactor: r.compactor,
-        attempts: failure?.attempts,
-        parked: failure?.parked ?? false,
+        attempts: decision.failure?.attempts,
+        parked: decision.failure?.parked ?? false,
       },
       'reservation cancelled',
     );
@@ -465,18 +294,11 @@ export class Reservations {
     progress: ProgressFigures,
   ): Promise<void> {
     const tablet = await this.deps.hosting.get(tabletRow);
-    this.owned(tablet, ecid, compactor);
+    ownedReservation(tablet.meta, ecid, compactor);
     const now = Date.now();
-    // Only figures that moved count as progress: a compactor that keeps reporting the same numbers is stuck.
-    // Written figures count too: a compactor that has read everything may still be writing its output.
     const seen = tablet.reported.get(ecid);
-    const moved =
-      !seen?.figures ||
-      progress.entriesRead > seen.figures.entriesRead ||
-      progress.bytesRead > seen.figures.bytesRead ||
-      progress.entriesWritten > seen.figures.entriesWritten ||
-      progress.bytesWritten > seen.figures.bytesWritten;
-    tablet.reported.set(ecid, { movedAt: moved ? now : seen.movedAt, figures: progress });
+    const moved = progressMoved(seen?.figures, progress);
+    tablet.reported.set(ecid, { movedAt: moved || !seen ? now : seen.movedAt, figures: progress });
     // Persisted when the store's copy is old enough; checked again in the mutex, so reports that queued
     // behind one write do not each write again.
     const due = (): boolean =>
@@ -485,11 +307,7 @@ export class Reservations {
     const value: Progress = { ...progress, at: now };
     await tablet.mutex.run(async () => {
       if (!due()) return;
-      await this.deps.hosting.change(tablet, {
-        conditions: [reservationExists(tablet.row, ecid)],
-        puts: [{ row: tablet.row, col: progressCol(ecid), value: JSON.stringify(value) }],
-        apply: (meta) => meta.progress.set(ecid, value),
-      });
+      await this.deps.hosting.change(tablet, progressChange(tablet.meta, ecid, value));
     });
   }
 

@@ -64,11 +64,12 @@ export function iteratorSettings(
   config: TableConfig,
   filters: FilterSpec[],
   dropDeletes: boolean,
+  nowMs = Date.now(),
 ): IteratorSettings {
   return {
     versions: config.versions,
     ...(config.ttlMs === undefined ? {} : { ttlMs: config.ttlMs }),
-    nowMs: Date.now(),
+    nowMs,
     filters,
     dropDeletes,
   };

@@ -1,0 +1,216 @@
+/**
+ * The rules of a reservation's life (src/tserver/rules.ts), alone: a request and a tablet in, the
+ * conditional change and the decision out. The protocol with real processes is test/tserver.
+ */
+import { describe, expect, it } from 'vitest';
+import { ExcError } from '../../src/errors.js';
+import { DONE_PREFIX, parseOutcome } from '../../src/meta/outcomes.js';
+import { tableConfigSchema } from '../../src/meta/table-config.js';
+import { parseTablet, type Reservation, type TabletMeta } from '../../src/meta/tablet.js';
+import type { PlannedJob } from '../../src/queue/planner.js';
+import { failureKey } from '../../src/queue/tablet-plan.js';
+import {
+  cancelHappened,
+  commitHappened,
+  decideCancel,
+  decideCommit,
+  decideReserve,
+  ownedReservation,
+  progressMoved,
+} from '../../src/tserver/rules.js';
+
+const ROW = '0001<';
+const CONFIG = tableConfigSchema.parse({ versions: 2 });
+const COMPACTOR = '/exc/compactors/q001/_c_x-c-0000000001';
+
+function tablet(files: string[], extra: Partial<TabletMeta> = {}): TabletMeta {
+  const meta = parseTablet(ROW, new Map([['prev', 'null']]));
+  for (const f of files) meta.files.set(f, { size: 100, entries: 10 });
+  return Object.assign(meta, extra);
+}
+
+const job = (files: string[], extra: Partial<PlannedJob> = {}): PlannedJob => ({
+  kind: 'system',
+  files,
+  inputBytes: files.length * 100,
+  queue: 'small',
+  priority: 5,
+  allFiles: false,
+  ...extra,
+});
+
+const reserveCtx = (jobs: PlannedJob[]) => ({
+  jobs,
+  config: CONFIG,
+  queueIdOf: (name: string) => (name === 'small' ? 'q001' : undefined),
+  ecid: '01J0000000000000000000000A',
+  output: 'tables/0001/Cout.rf',
+  now: 5_000,
+});
+
+function reservation(inputs: string[], extra: Partial<Reservation> = {}): Reservation {
+  return {
+    compactor: COMPACTOR,
+    queueId: 'q001',
+    inputs,
+    output: 'tables/0001/Cout.rf',
+    kind: 'system',
+    attempt: 0,
+    reservedAt: 1_000,
+    allFiles: false,
+    settings: { versions: 1, nowMs: 1_000, filters: [], dropDeletes: false },
+    ...extra,
+  };
+}
+
+describe('reservation rules', () => {
+  it('reserve - the first job for the compactor queue, conditional on its inputs, late-bound settings', () => {
+    const meta = tablet(['a', 'b', 'c']);
+    meta.failures.set(failureKey(['a', 'b']), {
+      inputs: ['a', 'b'],
+      attempts: 2,
+      lastError: 'x',
+      at: 1,
+      parked: false,
+    });
+    const d = decideReserve(
+      meta,
+      { tablet: ROW, queueId: 'q001', compactor: COMPACTOR },
+      reserveCtx([job(['z'], { queue: 'large' }), job(['a', 'b'])]),
+    );
+    expect(d.kind).toBe('reserve');
+    if (d.kind !== 'reserve') return;
+    expect(d.reservation).toMatchObject({
+      inputs: ['a', 'b'],
+      attempt: 2,
+      reservedAt: 5_000,
+      allFiles: false,
+    });
+    expect(d.reservation.settings).toMatchObject({ versions: 2, nowMs: 5_000, dropDeletes: false });
+    expect(d.change.conditions).toEqual([
+      { op: 'present', row: ROW, col: 'file:a' },
+      { op: 'present', row: ROW, col: 'file:b' },
+    ]);
+    d.change.apply(meta);
+    expect(meta.reservations.get(d.ecid)).toBe(d.reservation);
+  });
+
+  it('reserve - a repeated request gets the reservation it made; no job for the queue is no work', () => {
+    const meta = tablet(['a', 'b']);
+    meta.reservations.set('E1', reservation(['a'], { requestId: 'R1' }));
+    const req = { tablet: ROW, queueId: 'q001', compactor: COMPACTOR, requestId: 'R1' };
+    expect(decideReserve(meta, req, reserveCtx([job(['b'])]))).toMatchObject({ kind: 'repeat', ecid: 'E1' });
+    // The same request id from another compactor is not a repeat.
+    expect(decideReserve(meta, { ...req, compactor: `${COMPACTOR}9` }, reserveCtx([job(['b'])])).kind).toBe(
+      'reserve',
+    );
+    expect(
+      decideReserve(meta, { ...req, requestId: 'R2' }, reserveCtx([job(['b'], { queue: 'large' })])),
+    ).toEqual({
+      kind: 'no-work',
+    });
+  });
+
+  it('commit - replaces the inputs by the output, ends the reservation once, drops moot failures', () => {
+    const meta = tablet(['a', 'b', 'c']);
+    const r = reservation(['a', 'b'], { userCompactionId: 'U1' });
+    meta.reservations.set('E1', r);
+    meta.userCompactions.set('U1', { requestedAt: 1, filters: [] });
+    meta.failures.set('K', { inputs: ['b'], attempts: 1, lastError: 'x', at: 1, parked: false });
+    const req = { tablet: ROW, ecid: 'E1', compactor: COMPACTOR, output: { size: 150, entries: 15 } };
+    const change = decideCommit(meta, r, req, { now: 9_000, server: 'ts:1' });
+    expect(change.conditions).toEqual([
+      { op: 'present', row: ROW, col: 'ecomp:E1' },
+      { op: 'absent', row: `${DONE_PREFIX}E1`, col: 'outcome' },
+      { op: 'present', row: ROW, col: 'file:a' },
+      { op: 'present', row: ROW, col: 'file:b' },
+    ]);
+    const outcome = change.puts.find((p) => p.row === `${DONE_PREFIX}E1`)!;
+    expect(parseOutcome(outcome.value)).toMatchObject({
+      outcome: 'committed',
+      entries: 15,
+      at: 9_000,
+      server: 'ts:1',
+    });
+    expect(change.puts.filter((p) => p.row.startsWith('~del:')).map((p) => p.row)).toEqual([
+      '~del:a',
+      '~del:b',
+    ]);
+    expect(commitHappened(meta, r, 'E1', req.output)).toBe(false);
+    change.apply(meta);
+    expect([...meta.files.keys()].sort()).toEqual(['c', 'tables/0001/Cout.rf']);
+    expect(meta.reservations.size).toBe(0);
+    expect(meta.failures.size).toBe(0);
+    expect(meta.userCompactions.size).toBe(0);
+    expect(commitHappened(meta, r, 'E1', req.output)).toBe(true);
+  });
+
+  it('commit - only the compactor holding a reservation may act on it', () => {
+    const meta = tablet(['a']);
+    meta.reservations.set('E1', reservation(['a']));
+    expect(ownedReservation(meta, 'E1', COMPACTOR).inputs).toEqual(['a']);
+    for (const [ecid, who] of [
+      ['E1', `${COMPACTOR}9`],
+      ['E2', COMPACTOR],
+    ] as const) {
+      const err = (() => {
+        try {
+          ownedReservation(meta, ecid, who);
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(err).toBeInstanceOf(ExcError);
+      expect((err as ExcError).code).toBe('RESERVATION_GONE');
+    }
+  });
+
+  it('cancel - a failure is counted against the inputs and parks the job at maxAttempts; a release is not', () => {
+    const meta = tablet(['a', 'b']);
+    meta.reservations.set('E1', reservation(['a', 'b'], { attempt: 2 }));
+    const ctx = { now: 7_000, server: 'ts:1', maxAttempts: 3, queueExists: true, error: 'disk on fire' };
+    const failed = decideCancel(meta, 'E1', 'failed', ctx);
+    expect(failed.kind).toBe('cancel');
+    if (failed.kind !== 'cancel') return;
+    expect(failed.failure).toMatchObject({
+      attempts: 3,
+      parked: true,
+      lastError: 'disk on fire',
+      lastEcid: 'E1',
+    });
+    expect(failed.change.conditions).toEqual([
+      { op: 'present', row: ROW, col: 'ecomp:E1' },
+      { op: 'absent', row: `${DONE_PREFIX}E1`, col: 'outcome' },
+    ]);
+    const outcome = parseOutcome(failed.change.puts.find((p) => p.row === `${DONE_PREFIX}E1`)!.value);
+    expect(outcome).toMatchObject({ outcome: 'cancelled', reason: 'failed', error: 'disk on fire' });
+    expect(failed.change.puts.some((p) => p.row === '~del:tables/0001/Cout.rf')).toBe(true);
+
+    const released = decideCancel(meta, 'E1', 'released', ctx);
+    expect(released.kind === 'cancel' && released.failure).toBeUndefined();
+    expect(cancelHappened(meta, 'E1')).toBe(false);
+    failed.change.apply(meta);
+    expect(cancelHappened(meta, 'E1')).toBe(true);
+    expect(meta.failures.get(failureKey(['a', 'b']))?.attempts).toBe(3);
+    expect(decideCancel(meta, 'E1', 'admin', ctx)).toEqual({ kind: 'none' });
+  });
+
+  it('cancel - a compactor that vanished with its deleted queue did not fail', () => {
+    const meta = tablet(['a']);
+    meta.reservations.set('E1', reservation(['a']));
+    const ctx = { now: 7_000, server: 'ts:1', maxAttempts: 3 };
+    const gone = decideCancel(meta, 'E1', 'compactor-gone', { ...ctx, queueExists: true });
+    expect(gone.kind === 'cancel' && gone.failure?.attempts).toBe(1);
+    const deleted = decideCancel(meta, 'E1', 'compactor-gone', { ...ctx, queueExists: false });
+    expect(deleted).toMatchObject({ kind: 'cancel', reason: 'queue-deleted' });
+    expect(deleted.kind === 'cancel' && deleted.failure).toBeUndefined();
+  });
+
+  it('progress - only figures that moved count; written figures count too', () => {
+    const at = { entriesRead: 10, bytesRead: 100, entriesWritten: 5, bytesWritten: 50 };
+    expect(progressMoved(undefined, at)).toBe(true);
+    expect(progressMoved(at, { ...at })).toBe(false);
+    expect(progressMoved(at, { ...at, bytesWritten: 51 })).toBe(true);
+    expect(progressMoved(at, { ...at, entriesRead: 11 })).toBe(true);
+  });
+});
