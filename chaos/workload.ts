@@ -389,8 +389,12 @@ export class Workload {
     if (t.dropping.rowGen !== undefined || t.dropping.familyGen !== undefined) return;
     try {
       const byFamily = rng.chance(0.4);
+      // Retired under the table's fence, so that no scan is running: every scan either captured the
+      // retirement when it began (and leaves those rows out) or began after the model dropped them.
+      const open = await t.fence();
       const gen = byFamily ? t.familyGen++ : t.rowGen++;
       t.dropping = byFamily ? { familyGen: gen } : { rowGen: gen };
+      open();
       // Wait for the writes that may carry the retired generation (no new one will).
       await Promise.all(
         [...t.inflight]
