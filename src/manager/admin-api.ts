@@ -2,41 +2,52 @@
  * The manager's operator API: queues (create, list, info, delete), compactors, compactions (list, cancel,
  * release parked jobs), user compactions of tables and the consistency check. This is what
  * `excompact admin` talks to.
+ *
+ * Every call that changes something is safe to repeat after its answer was lost (a failover): queue
+ * creation records its request id in the queue's node, queue deletion records what it set out to delete
+ * and finishes it, release and compact write their answer with their change (requests.ts), and cancel
+ * answers a repeat from the compaction's recorded outcome.
  */
 import { ulid } from '../ids.js';
 import { z } from 'zod';
-import { ExcError, describeError } from '../errors.js';
-import type { Logger } from '../log.js';
-import {
-  ALL_TABLETS,
-  MAX_BINS,
-  parseQueueRow,
-  prefixEnd,
-  queueEntryTablet,
-  queuePrefix,
-} from '../meta/keys.js';
-import type { MetaStore } from '../meta/store.js';
+import { ExcError } from '../errors.js';
+import { COL_OUTCOME, doneRow, parseOutcome } from '../meta/outcomes.js';
+import { MAX_BINS, parseQueueRow, prefixEnd, queueEntryTablet, queuePrefix } from '../meta/keys.js';
 import { compactCol, failedCol, isParked, type TabletMeta } from '../meta/tablet.js';
-import type { CompactorView, ParkedCompaction, RunningCompaction, TableInfo } from '../meta/views.js';
+import type { Mutation } from '../meta/types.js';
 import { createQueue, deleteQueue, listQueues, resolveQueue, type QueueInfo } from '../queue/registry.js';
 import type { PeerClients } from '../rpc/peers.js';
 import type { RpcServer } from '../rpc/server.js';
 import { validateFilters } from '../storage/index.js';
 import { parseInput } from '../validate.js';
-import { isZkCode, type ZkLayout, type ZkSession } from '../zk/index.js';
+import {
+  allTablets,
+  compactorsOf,
+  maxAttempts,
+  parkedCompactions,
+  readCatalog,
+  runningCompactions,
+  tableName,
+  type ViewSources,
+} from './admin-views.js';
 import { runCheck } from './check-read.js';
 import type { CommitQueue } from './commit-queue.js';
 import type { GcObjectStore } from './gc.js';
-import { readTablets, type Tables } from './tables.js';
+import {
+  answerCell,
+  answerOf,
+  intentCell,
+  intentOf,
+  partCell,
+  partsOf,
+  requestIdOf,
+  requestIdParam,
+  unanswered,
+} from './requests.js';
 
-export interface AdminParts {
-  store: MetaStore;
+export interface AdminParts extends ViewSources {
   commits: CommitQueue;
-  tables: Tables;
-  session: ZkSession;
-  layout: ZkLayout;
   peers: PeerClients;
-  log: Logger;
   notifyTservers: (what: { tableId?: string; tablet?: string }) => void;
   /** The object store the garbage collector works on (undefined: none configured), and its grace. */
   objects: GcObjectStore | undefined;
@@ -45,14 +56,29 @@ export interface AdminParts {
 
 const nameParam = z.object({ name: z.string().min(1) });
 
+interface QueueDeletion {
+  deleted: QueueInfo;
+  entriesRemoved: number;
+  tablesStillRouting: string[];
+}
+interface ReleasedJob {
+  tablet: string;
+  id: string;
+}
+interface UserCompaction {
+  id: string;
+  table: string;
+  tablets: string[];
+}
+
 export function registerAdminApi(server: RpcServer, parts: () => AdminParts): void {
   server.route(
     'POST',
     '/queues',
     { body: z.object({ name: z.string(), bins: z.number().int().min(1).max(MAX_BINS).default(8) }) },
-    async ({ body }) => {
+    async ({ body, query }) => {
       const p = parts();
-      return createQueue(p.session, p.layout, body.name, body.bins, p.log);
+      return createQueue(p.session, p.layout, body.name, body.bins, p.log, requestIdOf(query));
     },
   );
 
@@ -103,28 +129,48 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
   server.route(
     'DELETE',
     '/queues/:name',
-    { query: z.object({ force: z.enum(['true', 'false']).optional() }) },
+    { query: z.object({ force: z.enum(['true', 'false']).optional(), requestId: requestIdParam }) },
     async ({ params, query }) => {
       const p = parts();
       const { name } = parseInput(nameParam, params, 'path');
-      const queue = await resolveQueue(p.session, p.layout, name);
-      const routing = p.tables.routingTo(name);
-      if (routing.length > 0 && query.force !== 'true') {
-        throw new ExcError(
-          'CONFLICT',
-          `queue ${name} is used by table${routing.length > 1 ? 's' : ''} ${routing.map((t) => t.name).join(', ')}; change their queue routes first or use --force`,
-          { details: { tables: routing.map((t) => t.name) } },
-        );
+      const { requestId } = query;
+      const answered = answerOf<QueueDeletion>(p.store, requestId);
+      if (answered) return answered;
+      // A repeat of a deletion that got as far as ZooKeeper finds the name gone (or given to a new queue):
+      // it finishes what its first attempt set out to do.
+      const intent = requestId ? intentOf<{ queue: QueueInfo }>(p.store, requestId) : undefined;
+      const named = intent && (await listQueues(p.session, p.layout)).find((q) => q.name === name);
+      let queue: QueueInfo;
+      if (intent && named?.id !== intent.queue.id) {
+        queue = intent.queue;
+      } else {
+        queue = await resolveQueue(p.session, p.layout, name);
+        const routing = p.tables.routingTo(name);
+        if (routing.length > 0 && query.force !== 'true') {
+          throw new ExcError(
+            'CONFLICT',
+            `queue ${name} is used by table${routing.length > 1 ? 's' : ''} ${routing.map((t) => t.name).join(', ')}; change their queue routes first or use --force`,
+            { details: { tables: routing.map((t) => t.name) } },
+          );
+        }
+        if (requestId) await p.commits.submit({ mutations: [{ puts: [intentCell(requestId, { queue })] }] });
+        // Deleting the node (with its compactor children) makes the compactors exit and the tablet
+        // servers cancel the queue's reservations; then the queue's entries go.
+        await deleteQueue(p.session, p.layout, name, p.log);
       }
-      // Deleting the node (with its compactor children) makes the compactors exit and the tablet servers
-      // cancel the queue's reservations; then the queue's entries go.
-      await deleteQueue(p.session, p.layout, name, p.log);
+      const routing = p.tables.routingTo(name);
       const rows = [...p.store.scanRows({ prefix: queuePrefix(queue.id) })].map((r) => r.row);
       for (let i = 0; i < rows.length; i += 1_000) {
         await p.commits.submit({ mutations: [{ deleteRows: rows.slice(i, i + 1_000) }] });
       }
       for (const t of routing) p.notifyTservers({ tableId: t.id });
-      return { deleted: queue, entriesRemoved: rows.length, tablesStillRouting: routing.map((t) => t.name) };
+      const answer: QueueDeletion = {
+        deleted: queue,
+        entriesRemoved: rows.length,
+        tablesStillRouting: routing.map((t) => t.name),
+      };
+      if (requestId) await p.commits.submit({ mutations: [{ puts: [answerCell(requestId, answer)] }] });
+      return answer;
     },
   );
 
@@ -174,7 +220,13 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
       'path',
     );
     const found = allTablets(p).find((t) => t.reservations.has(ecid));
-    if (!found) throw new ExcError('NOT_FOUND', `no running compaction ${ecid}`, { details: { ecid } });
+    if (!found) {
+      // Idempotent by its outcome: a repeat of a cancel whose answer was lost finds the compaction ended,
+      // and answers as the first did.
+      const outcome = parseOutcome(p.store.get(doneRow(ecid), COL_OUTCOME) ?? '');
+      if (outcome) return { cancelled: outcome.outcome === 'cancelled' && outcome.reason === 'admin' };
+      throw new ExcError('NOT_FOUND', `no running compaction ${ecid}`, { details: { ecid } });
+    }
     if (!found.loc)
       throw new ExcError('UNAVAILABLE', `tablet ${found.row} is not hosted right now; try again`);
     return p.peers.get(found.loc.server).post('/v1/cancel', { tablet: found.row, ecid }, { attempts: 2 });
@@ -188,11 +240,18 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
         .object({ id: z.string().optional(), table: z.string().optional() })
         .refine((b) => Boolean(b.id) !== Boolean(b.table), 'give an id or a table'),
     },
-    async ({ body }) => {
+    async ({ body, query }) => {
       const p = parts();
+      const requestId = requestIdOf(query);
+      const released = (): ReleasedJob[] => {
+        const list = partsOf<ReleasedJob>(p.store, requestId!);
+        if (body.id && list.length === 0) throw new ExcError('NOT_FOUND', `no parked compaction ${body.id}`);
+        return list;
+      };
+      if (answerOf(p.store, requestId) !== undefined) return { released: released() };
       const tableId = body.table ? p.tables.get(body.table).id : undefined;
       const catalog = readCatalog(p);
-      const chosen: { tablet: string; id: string }[] = [];
+      const chosen: ReleasedJob[] = [];
       for (const t of catalog.tablets) {
         if (tableId && t.tableId !== tableId) continue;
         for (const [key, f] of t.failures) {
@@ -201,20 +260,25 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
           chosen.push({ tablet: t.row, id: key });
         }
       }
-      const results =
-        chosen.length === 0
-          ? []
-          : await p.commits.submit({
-              mutations: chosen.map(({ tablet, id }) => ({
-                conditions: [{ op: 'present' as const, row: tablet, col: failedCol(id) }],
-                deletes: [{ row: tablet, col: failedCol(id) }],
-              })),
-            });
-      const released = chosen.filter((_, i) => results[i]?.applied);
-      for (const tablet of new Set(released.map((r) => r.tablet))) p.notifyTservers({ tablet });
-      if (body.id && released.length === 0)
-        throw new ExcError('NOT_FOUND', `no parked compaction ${body.id}`);
-      return { released };
+      if (body.id && chosen.length === 0) throw new ExcError('NOT_FOUND', `no parked compaction ${body.id}`);
+      // Each release records itself in the request's row, and the answer is written last, in the same
+      // transaction: a repeat lists exactly what the first attempt released.
+      const mutations: Mutation[] = chosen.map((job) => ({
+        conditions: [
+          ...(requestId ? [unanswered(requestId)] : []),
+          { op: 'present' as const, row: job.tablet, col: failedCol(job.id) },
+        ],
+        deletes: [{ row: job.tablet, col: failedCol(job.id) }],
+        puts: requestId ? [partCell(requestId, `${job.tablet}/${job.id}`, job)] : [],
+      }));
+      if (requestId)
+        mutations.push({ conditions: [unanswered(requestId)], puts: [answerCell(requestId, {})] });
+      const results = mutations.length === 0 ? [] : await p.commits.submit({ mutations });
+      if (requestId && !results.at(-1)?.applied) return { released: released() };
+      const done = chosen.filter((_, i) => results[i]?.applied);
+      for (const tablet of new Set(done.map((r) => r.tablet))) p.notifyTservers({ tablet });
+      if (body.id && done.length === 0) throw new ExcError('NOT_FOUND', `no parked compaction ${body.id}`);
+      return { released: done };
     },
   );
 
@@ -228,30 +292,40 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
         filters: z.unknown().optional(),
       }),
     },
-    async ({ params, body }) => {
+    async ({ params, body, query }) => {
       const p = parts();
       const { name } = parseInput(nameParam, params, 'path');
+      const requestId = requestIdOf(query);
+      const answered = answerOf<UserCompaction>(p.store, requestId);
+      if (answered) return answered;
       const table = p.tables.get(name);
       const filters = body.filters === undefined ? [] : validateFilters(body.filters);
       const start = body.startRow === undefined ? undefined : Buffer.from(body.startRow, 'utf8');
       const end = body.endRow === undefined ? undefined : Buffer.from(body.endRow, 'utf8');
       if (start && end && Buffer.compare(start, end) > 0)
         throw new ExcError('BAD_REQUEST', `--start ${body.startRow} is after --end ${body.endRow}`);
-      const id = ulid();
+      // The request id names the compaction: a repeat is the same compaction, requested once.
+      const id = requestId ?? ulid();
       const request = JSON.stringify({ requestedAt: Date.now(), filters });
       const chosen = p.tables.tablets(table.id).filter((t) => overlaps(t, start, end));
-      await p.commits.submit({
-        mutations: chosen.map((t) => ({
-          conditions: [{ op: 'present' as const, row: t.row, col: 'prev' }],
-          puts: [{ row: t.row, col: compactCol(id), value: request }],
-        })),
-      });
+      const answer: UserCompaction = { id, table: name, tablets: chosen.map((t) => t.row) };
+      const mutations: Mutation[] = chosen.map((t) => ({
+        conditions: [
+          ...(requestId ? [unanswered(requestId)] : []),
+          { op: 'present' as const, row: t.row, col: 'prev' },
+        ],
+        puts: [{ row: t.row, col: compactCol(id), value: request }],
+      }));
+      if (requestId)
+        mutations.push({ conditions: [unanswered(requestId)], puts: [answerCell(requestId, answer)] });
+      const results = mutations.length === 0 ? [] : await p.commits.submit({ mutations });
+      if (requestId && !results.at(-1)?.applied) return answerOf<UserCompaction>(p.store, requestId)!;
       for (const t of chosen) p.notifyTservers({ tablet: t.row });
       p.log.info(
         { table: name, id, tablets: chosen.length, filters: filters.map((f) => f.name) },
         'user compaction requested',
       );
-      return { id, table: name, tablets: chosen.map((t) => t.row) };
+      return answer;
     },
   );
 
@@ -280,105 +354,4 @@ function overlaps(t: TabletMeta, start?: Buffer, end?: Buffer): boolean {
   if (start && t.endRow && Buffer.compare(t.endRow, start) < 0) return false;
   if (end && t.prevEndRow && Buffer.compare(t.prevEndRow, end) >= 0) return false;
   return true;
-}
-
-function allTablets(p: AdminParts): TabletMeta[] {
-  return readTablets(p.store, ALL_TABLETS.start, ALL_TABLETS.end);
-}
-
-/** The tablets and tables the compaction listings are made from: read once per request. */
-interface Catalog {
-  tablets: TabletMeta[];
-  tables: Map<string, TableInfo>;
-}
-
-function readCatalog(p: AdminParts): Catalog {
-  return { tablets: allTablets(p), tables: new Map(p.tables.list().map((t) => [t.id, t])) };
-}
-
-function tableName(c: Catalog, tableId: string): string {
-  return c.tables.get(tableId)?.name ?? tableId;
-}
-
-function maxAttempts(c: Catalog, tableId: string): number {
-  return c.tables.get(tableId)?.config.maxAttempts ?? 3;
-}
-
-function runningCompactions(c: Catalog, queues: QueueInfo[]): RunningCompaction[] {
-  const queueNames = new Map(queues.map((q) => [q.id, q.name]));
-  const now = Date.now();
-  const out: RunningCompaction[] = [];
-  for (const t of c.tablets) {
-    for (const [ecid, r] of t.reservations) {
-      out.push({
-        ecid,
-        tablet: t.row,
-        table: tableName(c, t.tableId),
-        queueId: r.queueId,
-        queue: queueNames.get(r.queueId) ?? null,
-        compactor: r.compactor,
-        kind: r.kind,
-        attempt: r.attempt,
-        inputs: r.inputs.length,
-        reservedAt: r.reservedAt,
-        ageMs: now - r.reservedAt,
-        progress: t.progress.get(ecid) ?? null,
-        server: t.loc?.server ?? null,
-      });
-    }
-  }
-  return out.sort((a, b) => a.reservedAt - b.reservedAt);
-}
-
-function parkedCompactions(c: Catalog, queues: QueueInfo[]): ParkedCompaction[] {
-  const queueNames = new Map(queues.map((q) => [q.id, q.name]));
-  const out: ParkedCompaction[] = [];
-  for (const t of c.tablets) {
-    for (const [id, f] of t.failures) {
-      if (!isParked(f, maxAttempts(c, t.tableId))) continue;
-      out.push({
-        id,
-        tablet: t.row,
-        table: tableName(c, t.tableId),
-        queueId: f.queueId ?? null,
-        queue: f.queueId ? (queueNames.get(f.queueId) ?? null) : null,
-        attempts: f.attempts,
-        lastError: f.lastError,
-        lastEcid: f.lastEcid ?? null,
-        inputs: f.inputs,
-        at: f.at,
-      });
-    }
-  }
-  return out.sort((a, b) => a.at - b.at);
-}
-
-async function compactorsOf(p: AdminParts, queue: QueueInfo): Promise<CompactorView[]> {
-  const node = p.layout.queueNode(queue.id);
-  const children = await p.session.children(node).catch((err: unknown) => {
-    if (isZkCode(err, 'ZK_NO_NODE')) return [];
-    throw err;
-  });
-  const views = await Promise.all(
-    children.map(async (child) => {
-      const path = `${node}/${child}`;
-      try {
-        const info = JSON.parse((await p.session.get(path)).data.toString('utf8')) as Record<string, unknown>;
-        return {
-          queue: queue.name,
-          queueId: queue.id,
-          path,
-          host: typeof info.host === 'string' ? info.host : null,
-          pid: typeof info.pid === 'number' ? info.pid : null,
-          version: typeof info.version === 'string' ? info.version : null,
-          started: typeof info.started === 'number' ? info.started : null,
-          status: typeof info.status === 'string' ? info.status : null,
-        };
-      } catch (err) {
-        p.log.debug({ path, err: describeError(err) }, 'compactor vanished while listing');
-        return undefined;
-      }
-    }),
-  );
-  return views.filter((v): v is CompactorView => v !== undefined).sort((a, b) => (a.path < b.path ? -1 : 1));
 }

@@ -1,6 +1,10 @@
 /**
  * The manager's HTTP API (all under /v1, all authenticated). A standby manager answers every call with
  * NOT_MANAGER, which clients take as "find the active manager and try again".
+ *
+ * Every call that changes something is safe to send again after its answer was lost: it takes a request
+ * id (`?requestId=`, see requests.ts) or is idempotent by nature (`/gc/run`). The one exception is
+ * `/meta/mutate`, whose conditional mutations the caller reads back instead (src/meta/client.ts).
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
@@ -15,6 +19,7 @@ import type { CommitQueue } from './commit-queue.js';
 import type { GarbageCollector } from './gc.js';
 import type { LiveTservers } from './live-tservers.js';
 import { createTableSchema, readTablets, type Tables } from './tables.js';
+import { requestIdOf } from './requests.js';
 import type { WorkFinder } from './work-finder.js';
 
 /** What the routes need; present only while the manager is active. */
@@ -60,9 +65,9 @@ export function registerManagerApi(
     cols: Object.fromEntries(parts().store.row(body.row)),
   }));
 
-  server.route('POST', '/tables', { body: createTableSchema }, async ({ body }) => {
+  server.route('POST', '/tables', { body: createTableSchema }, async ({ body, query }) => {
     const p = parts();
-    const table = await p.tables.create(body);
+    const table = await p.tables.create(body, requestIdOf(query));
     p.kickAssignment();
     return table;
   });
@@ -98,19 +103,19 @@ export function registerManagerApi(
     'POST',
     '/tables/:name/config',
     { body: z.object({ config: z.record(z.string(), z.unknown()) }) },
-    async ({ params, body }) => {
+    async ({ params, body, query }) => {
       const { name } = parseInput(tableNameParam, params, 'path');
       const p = parts();
-      const table = await p.tables.configure(name, body.config);
+      const table = await p.tables.configure(name, body.config, requestIdOf(query));
       p.notifyTservers({ tableId: table.id });
       return table;
     },
   );
 
-  server.route('DELETE', '/tables/:name', {}, async ({ params }) => {
+  server.route('DELETE', '/tables/:name', {}, async ({ params, query }) => {
     const { name } = parseInput(tableNameParam, params, 'path');
     const p = parts();
-    return p.tables.delete(name, p.unload);
+    return p.tables.delete(name, p.unload, requestIdOf(query));
   });
 
   server.route('GET', '/tservers', {}, () => {
@@ -128,6 +133,7 @@ export function registerManagerApi(
     };
   });
 
+  // Idempotent: a repeat runs another cycle, which deletes only what is garbage by then.
   server.route('POST', '/gc/run', {}, async () => {
     const gc = parts().gc;
     if (!gc) throw new ExcError('CONFLICT', 'garbage collection is not configured (no object store)');

@@ -37,6 +37,7 @@ import type { TemporaryInfo } from '../storage/object-store.js';
 import { ExcError, describeError } from '../errors.js';
 import type { CommitQueue } from './commit-queue.js';
 import { claimMutation, claimOf, dropMutation, readMarks, type DeletionMark } from './deletions.js';
+import { expiredRequests } from './requests.js';
 import { readTablets } from './tables.js';
 
 /** What the collector needs of an object store (any ObjectStore fits). */
@@ -199,6 +200,7 @@ export class GarbageCollector {
     if (deleted > 0) this.log.info({ deleted }, 'garbage collected files');
     this.checkFence(signal);
     await this.trimRows(this.expiredOutcomes());
+    await this.trimRows(expiredRequests(this.store, Date.now()));
     this.stats.cycles++;
     this.stats.lastCycleAt = Date.now();
   }

@@ -10,6 +10,10 @@
  * queue entries while recording `~del` rows for its files and for the outputs of its reservations, and
  * finally the table rows. Every step is idempotent; a manager that dies half way resumes on
  * start-up.
+ *
+ * Create, configure and delete take the caller's request id (requests.ts): the answer is written by the
+ * mutation that completes the change, so a request repeated after its answer was lost is answered the
+ * same and applied once.
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
@@ -40,10 +44,11 @@ import {
   prevValue,
   type TabletMeta,
 } from '../meta/tablet.js';
-import type { Cell, Mutation } from '../meta/types.js';
+import type { Cell, Condition, Mutation } from '../meta/types.js';
 import type { TableInfo, TableState } from '../meta/views.js';
 import { parseInput } from '../validate.js';
 import type { CommitQueue } from './commit-queue.js';
+import { answerCell, answerOf, unanswered } from './requests.js';
 
 const COUNTER_COL = 'nextTableId';
 const MAX_SPLITS = 10_000;
@@ -72,7 +77,9 @@ export class Tables {
     private readonly log: Logger,
   ) {}
 
-  async create(request: CreateTableRequest): Promise<TableInfo> {
+  async create(request: CreateTableRequest, requestId?: string): Promise<TableInfo> {
+    const answered = answerOf<TableInfo>(this.store, requestId);
+    if (answered) return answered;
     const req = parseInput(createTableSchema, request, 'body');
     if (!TABLE_NAME_RE.test(req.name)) {
       throw new ExcError(
@@ -103,24 +110,26 @@ export class Tables {
         puts.push({ row: tabletRow(id, end), col: COL_PREV, value: prevValue(prev) });
         prev = end;
       }
-      const [result] = await this.commits.submit({
-        mutations: [
-          {
-            conditions: [
-              counterText === undefined
-                ? { op: 'absent', row: INSTANCE_ROW, col: COUNTER_COL }
-                : { op: 'equals', row: INSTANCE_ROW, col: COUNTER_COL, value: counterText },
-              { op: 'absent', row: tableNameRow(req.name), col: 'id' },
-            ],
-            puts,
-          },
-        ],
-      });
+      const info: TableInfo = { id, name: req.name, state: 'online', config, createdAt: now };
+      const conditions: Condition[] = [
+        counterText === undefined
+          ? { op: 'absent', row: INSTANCE_ROW, col: COUNTER_COL }
+          : { op: 'equals', row: INSTANCE_ROW, col: COUNTER_COL, value: counterText },
+        { op: 'absent', row: tableNameRow(req.name), col: 'id' },
+      ];
+      // The answer's condition comes first: a repeat must find its answer, not an existing name.
+      if (requestId) {
+        conditions.unshift(unanswered(requestId));
+        puts.push(answerCell(requestId, info));
+      }
+      const [result] = await this.commits.submit({ mutations: [{ conditions, puts }] });
       if (result?.applied) {
         this.log.info({ table: req.name, tableId: id, tablets: splits.length + 1 }, 'table created');
-        return { id, name: req.name, state: 'online', config, createdAt: now };
+        return info;
       }
-      if (result?.failed.index === 1) {
+      const failed = (result?.failed.index ?? -1) - (requestId ? 1 : 0);
+      if (failed === -1) return answerOf<TableInfo>(this.store, requestId)!;
+      if (failed === 1) {
         throw new ExcError('ALREADY_EXISTS', `table ${JSON.stringify(req.name)} already exists`, {
           details: { table: req.name },
         });
@@ -168,8 +177,10 @@ export class Tables {
   }
 
   /** Merges `changes` into the table's config, validates the result and stores it. */
-  async configure(name: string, changes: TableConfigInput): Promise<TableInfo> {
+  async configure(name: string, changes: TableConfigInput, requestId?: string): Promise<TableInfo> {
     for (let attempt = 0; attempt < 20; attempt++) {
+      const answered = answerOf<TableInfo>(this.store, requestId);
+      if (answered) return answered;
       // The condition must name the config the merge started from, read with it: a change committed
       // while the queues are checked makes this attempt fail and merge again, instead of being overwritten.
       const id = this.idOf(name);
@@ -179,22 +190,27 @@ export class Tables {
       if (table.state !== 'online') throw new ExcError('CONFLICT', `table ${name} is being deleted`);
       const merged = parseConfig({ ...table.config, ...(changes as object) });
       await this.checkQueues(merged.queues.map((q) => q.queue));
+      const info: TableInfo = { ...table, config: merged };
       const [result] = await this.commits.submit({
         mutations: [
           {
             conditions: [
+              ...(requestId ? [unanswered(requestId)] : []),
               oldText === undefined
                 ? { op: 'absent', row: tableRow(id), col: 'config' }
                 : { op: 'equals', row: tableRow(id), col: 'config', value: oldText },
               { op: 'equals', row: tableRow(id), col: 'state', value: 'online' },
             ],
-            puts: [{ row: tableRow(id), col: 'config', value: JSON.stringify(merged) }],
+            puts: [
+              { row: tableRow(id), col: 'config', value: JSON.stringify(merged) },
+              ...(requestId ? [answerCell(requestId, info)] : []),
+            ],
           },
         ],
       });
       if (result?.applied) {
         this.log.info({ table: name, tableId: id, config: merged }, 'table configured');
-        return { ...table, config: merged };
+        return info;
       }
     }
     throw new ExcError('CONFLICT', `could not configure ${name}: too many concurrent changes`);
@@ -209,7 +225,13 @@ export class Tables {
    * Deletes a table (see the module comment). `unload` asks a tablet server to drop a tablet; it is best
    * effort, since clearing `loc` already stops the server from changing the tablet.
    */
-  async delete(name: string, unload: (server: string, tablet: string) => Promise<void>): Promise<TableInfo> {
+  async delete(
+    name: string,
+    unload: (server: string, tablet: string) => Promise<void>,
+    requestId?: string,
+  ): Promise<TableInfo> {
+    const answered = answerOf<TableInfo>(this.store, requestId);
+    if (answered) return answered;
     const table = this.get(name);
     if (table.state === 'online') {
       const [marked] = await this.commits.submit({
@@ -220,11 +242,12 @@ export class Tables {
           },
         ],
       });
-      if (!marked?.applied) return this.delete(name, unload);
+      if (!marked?.applied) return this.delete(name, unload, requestId);
     }
-    await this.finishDelete(table.id, unload);
+    const info: TableInfo = { ...table, state: 'deleting' };
+    await this.finishDelete(table.id, unload, requestId ? [answerCell(requestId, info)] : []);
     this.log.info({ table: name, tableId: table.id }, 'table deleted');
-    return { ...table, state: 'deleting' };
+    return info;
   }
 
   /** Completes deletions interrupted by a manager failure. */
@@ -237,9 +260,11 @@ export class Tables {
     }
   }
 
+  /** `answer`: cells written by the last step (a request's answer). */
   private async finishDelete(
     tableId: string,
     unload: (server: string, tablet: string) => Promise<void>,
+    answer: Cell[] = [],
   ): Promise<void> {
     // 1. Take every tablet away from its server (one submission for all of them).
     const hosted: TabletMeta[] = [];
@@ -284,7 +309,7 @@ export class Tables {
     // 3. The table itself.
     const name = this.store.get(tableRow(tableId), 'name');
     await this.commits.submit({
-      mutations: [{ deleteRows: [tableRow(tableId), ...(name ? [tableNameRow(name)] : [])] }],
+      mutations: [{ deleteRows: [tableRow(tableId), ...(name ? [tableNameRow(name)] : [])], puts: answer }],
     });
   }
 }

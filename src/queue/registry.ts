@@ -74,7 +74,8 @@ export async function listQueues(session: ZkSession, layout: ZkLayout): Promise<
 /**
  * Creates a queue: allocates a short unique id and, in one multi, adds name → id to the map (checking the
  * map's version) and creates the queue node. Retries on version conflicts; a name that exists by then is
- * ALREADY_EXISTS.
+ * ALREADY_EXISTS — unless it was created by this same request (`requestId`, kept in the node's data): a
+ * request repeated after its answer was lost gets the queue it created.
  */
 export async function createQueue(
   session: ZkSession,
@@ -82,6 +83,7 @@ export async function createQueue(
   name: string,
   bins = DEFAULT_BINS,
   log?: Logger,
+  requestId?: string,
 ): Promise<QueueInfo> {
   if (!QUEUE_NAME_RE.test(name)) {
     throw new ExcError(
@@ -93,8 +95,13 @@ export async function createQueue(
     throw new ExcError('BAD_REQUEST', `--bins must be 1..${MAX_BINS}, not ${bins}`);
   for (let attempt = 0; attempt < 50; attempt++) {
     const { map, version } = await readQueueMap(session, layout);
-    if (map[name])
-      throw new ExcError('ALREADY_EXISTS', `queue ${JSON.stringify(name)} already exists (id ${map[name]})`);
+    const existing = map[name];
+    if (existing) {
+      if (requestId !== undefined && (await createdBy(session, layout, existing)) === requestId) {
+        return { name, id: existing, ...(await readQueueSettings(session, layout, existing)) };
+      }
+      throw new ExcError('ALREADY_EXISTS', `queue ${JSON.stringify(name)} already exists (id ${existing})`);
+    }
     const used = new Set(Object.values(map));
     let id: string;
     do id = randomId();
@@ -102,7 +109,7 @@ export async function createQueue(
     try {
       await session.multi([
         { op: 'set', path: layout.queues, data: JSON.stringify({ ...map, [name]: id }), version },
-        { op: 'create', path: layout.queueNode(id), data: JSON.stringify({ bins }) },
+        { op: 'create', path: layout.queueNode(id), data: JSON.stringify({ bins, requestId }) },
       ]);
       log?.info({ queue: name, queueId: id, bins }, 'queue created');
       return { name, id, bins };
@@ -159,6 +166,15 @@ export async function deleteQueue(
     }
   }
   throw new ExcError('CONFLICT', `could not delete queue ${name}: too many concurrent changes`);
+}
+
+/** The request that created a queue's node, if it recorded one. */
+async function createdBy(session: ZkSession, layout: ZkLayout, id: string): Promise<string | undefined> {
+  const { data } = await session.get(layout.queueNode(id));
+  const parsed = z
+    .object({ requestId: z.string().optional() })
+    .safeParse(JSON.parse(data.toString('utf8') || '{}'));
+  return parsed.success ? parsed.data.requestId : undefined;
 }
 
 function randomId(): string {
