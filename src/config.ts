@@ -140,6 +140,12 @@ export const SETTINGS = {
     'A tablet server cancels a reservation whose compactor reported no progress for this long (0: never).',
   ),
   rpcTimeoutMs: setting('EXC_RPC_TIMEOUT_MS', int(10, 600_000), 10_000, 'Timeout of one outgoing RPC.'),
+  managerFailoverMs: setting(
+    'EXC_MANAGER_FAILOVER_MS',
+    int(0, 3_600_000),
+    30_000,
+    'How long a client of the manager (CLI, tablet server, compactor) keeps retrying a call through a manager failover before giving up (the CLI then exits 2). Keep it well above the session timeout.',
+  ),
   rpcMaxBodyBytes: setting(
     'EXC_RPC_MAX_BODY_BYTES',
     int(1024, 1 << 30),

@@ -19,6 +19,8 @@ export interface ServerOptions {
   port: number;
   advertiseHost?: string;
   rpcTimeoutMs: number;
+  /** How long a call to the manager keeps trying through a failover (MetaClient; default 30 s). */
+  managerFailoverMs?: number;
   rpcMaxBodyBytes: number;
   rpcMaxSkewMs: number;
   logger: Logger;

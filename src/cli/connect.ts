@@ -1,7 +1,8 @@
 /**
  * How client commands (admin, ingest, scan) reach a cluster: connection settings from flags, then the
  * environment, then a config file; ZooKeeper to find the active manager; the manager for everything else.
- * An unreachable cluster fails fast with what was tried (exit code 2).
+ * A manager failover is ridden through (MetaClient); a cluster unreachable for longer than
+ * EXC_MANAGER_FAILOVER_MS fails with what was tried (exit code 2).
  */
 import type { Command } from 'commander';
 import { ExcClient } from '../client/client.js';
@@ -61,10 +62,22 @@ export async function connect(command: Command): Promise<Cluster> {
     secret,
     logger,
     timeoutMs: config.rpcTimeoutMs,
-    failoverMs: 5_000,
+    // Long enough to ride through a failover (a session timeout and a takeover): a call that meets one
+    // is not an error, and one that outlasts this fails with what it tried (exit 2).
+    failoverMs: config.managerFailoverMs,
   });
   const client = new ExcClient({ meta, secret, logger });
-  return { config, session, layout, meta, client, close: () => session.close() };
+  return {
+    config,
+    session,
+    layout,
+    meta,
+    client,
+    close: async () => {
+      meta.close();
+      await session.close();
+    },
+  };
 }
 
 /** Runs `fn` with a connection, always closing it. */

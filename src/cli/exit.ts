@@ -2,7 +2,9 @@
  * Exit codes of every command, as documented in the README:
  *   0  success
  *   1  a user error (bad argument, unknown name, invalid configuration), with a one-line message
- *   2  the cluster is unreachable (ZooKeeper, the manager or a tablet server), saying what was tried
+ *   2  the cluster is unreachable (ZooKeeper, the manager or a tablet server), saying what was tried —
+ *      never 1: a call that meets a manager failover is retried until EXC_MANAGER_FAILOVER_MS, and an
+ *      answer meaning "not the active manager" or "stopping" is about the cluster, not the user
  *   3  a server process lost its ZooKeeper session and stopped serving (restart it)
  *   5  `admin check` found the cluster inconsistent (its report says what)
  * Long-running processes add their own (see each command's --help; a compactor's is 4).
@@ -22,6 +24,10 @@ export const EXIT_INCONSISTENT = 5;
 const UNREACHABLE_CODES = new Set([
   'UNAVAILABLE',
   'TIMEOUT',
+  'NOT_MANAGER',
+  'SHUTTING_DOWN',
+  'TOO_MANY_REQUESTS',
+  'OUTCOME_UNKNOWN',
   'ZK_CONNECTION_LOSS',
   'ZK_TIMEOUT',
   'ZK_SESSION_LOST',

@@ -157,6 +157,7 @@ export class Compactor extends EventEmitter<Events> {
         secret: this.options.secret,
         logger: this.options.logger,
         timeoutMs: this.options.rpcTimeoutMs,
+        failoverMs: this.options.managerFailoverMs,
       });
       const generation: Generation = { session, registration, meta, abort: new AbortController() };
       session.once('lost', (reason) => this.onLost(generation, `zookeeper session lost (${reason})`));

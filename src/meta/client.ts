@@ -1,25 +1,38 @@
 /**
- * The metadata client every other process uses: finds the active manager through ZooKeeper (the manager
- * node's data), calls its API, and follows a failover — on NOT_MANAGER or a refused connection it reads
- * the node again (waiting for a new manager if there is none yet) and retries, for up to `failoverMs`.
+ * The metadata client every other process uses (tablet servers, compactors, the CLI): finds the active
+ * manager through ZooKeeper, calls its API, and rides through failovers.
  *
- * Only calls that were certainly not applied are retried that way; a mutation that timed out is reported
- * as TIMEOUT, because its outcome is unknown and the caller must read back.
+ * It follows the manager node with a watch (discovery.ts). A call that finds no active manager — no node,
+ * an answer of NOT_MANAGER or SHUTTING_DOWN (a standby, a manager still taking over, one stopping), a
+ * refused connection — was certainly not applied, and is sent again as soon as the node names another
+ * manager, or after a short backoff. A call in flight when the node changes is abandoned at once and sent
+ * to the new manager. This goes on until `failoverMs` (default 30 s, well above a session timeout) after
+ * the trouble began; then the call fails with UNAVAILABLE naming every manager it tried and what each
+ * said (the CLI exits 2).
+ *
+ * A call whose outcome became unknown — sent, then abandoned, timed out or cut off — is sent again only
+ * when repeating it is safe:
+ *   - idempotent calls (reads, the long poll for work): always (a timeout at most `attempts` times);
+ *   - every other call carries a request id (src/manager/requests.ts), with which the manager applies a
+ *     change once and answers a repeat as it answered the first;
+ *   - raw conditional mutations ({@link MetaClient.mutate}) are never repeated: the caller reads back.
  */
-import { ExcError } from '../errors.js';
+import { ExcError, describeError, isRetriable, toExcError } from '../errors.js';
+import { ulid } from '../ids.js';
 import type { Logger } from '../log.js';
-import { readManagerAddress } from './discovery.js';
 import { notApplied, RpcClient, type CallOptions } from '../rpc/client.js';
-import { backoffDelay, sleep } from '../retry.js';
+import { backoffDelay } from '../retry.js';
 import type { ZkLayout, ZkSession } from '../zk/index.js';
+import { fixedManager, ManagerWatch, waitForChange, type ManagerTarget } from './discovery.js';
 import type { Fence } from './tablet.js';
 import type { Cell, Mutation, MutationResult, ScanPage, ScanRequest } from './types.js';
 
 export interface MetaClientOptions {
   secret: string;
   logger: Logger;
+  /** Timeout of one call to the manager (default 10 s). */
   timeoutMs?: number;
-  /** How long to keep looking for an active manager before giving up (default 30 s). */
+  /** How long a call keeps trying through a failover, from its first failure (default 30 s). */
   failoverMs?: number;
   /** ZooKeeper to find the manager; or a fixed `url`. */
   session?: ZkSession;
@@ -27,13 +40,29 @@ export interface MetaClientOptions {
   url?: string;
 }
 
+export interface ManagerCallOptions extends CallOptions {
+  /**
+   * Send a request id with a call that is not idempotent, which makes it safe to repeat (default true).
+   * Only raw mutations go without: the manager does not deduplicate them.
+   */
+  requestId?: boolean;
+}
+
+export const DEFAULT_FAILOVER_MS = 30_000;
+/** Backoff between attempts while no manager answers: a new manager serves within milliseconds of its takeover. */
+const RETRY = { baseMs: 25, maxMs: 250 };
+
 export class MetaClient {
-  private client: RpcClient | undefined;
   private readonly log: Logger;
+  private readonly watch: ManagerWatch | undefined;
+  private readonly fixed: ManagerTarget | undefined;
+  private readonly clients = new Map<string, RpcClient>();
 
   constructor(private readonly options: MetaClientOptions) {
     this.log = options.logger.child({ component: 'meta-client' });
-    if (options.url) this.client = this.makeClient(options.url);
+    if (options.url) this.fixed = fixedManager(options.url);
+    else if (options.session && options.layout)
+      this.watch = new ManagerWatch(options.session, options.layout, this.log);
   }
 
   scan(request: ScanRequest): Promise<ScanPage> {
@@ -66,6 +95,18 @@ export class MetaClient {
    * Calls made in the same turn of the event loop (a tablet server working on many tablets at once) go
    * to the manager as one request: each mutation is still applied or rejected on its own, and each caller
    * gets its own results. Calls with different fences are never combined.
+   *
+   * Refused unapplied (no manager, a standby, a stopping one), they are sent again through a failover.
+   * Once sent, they are not: a timeout fails with TIMEOUT, and a mutation in flight when the manager
+   * changes is abandoned and fails with OUTCOME_UNKNOWN. The caller then reads the rows back (the tablet
+   * server does, src/tserver/hosting.ts), and what it reads is final, because of the order of things:
+   *   1. The old manager writes only in a transaction that first checks its epoch (store.ts), and its
+   *      successor answers no call before its takeover — a write of the new epoch, serialized with those
+   *      transactions by SQLite's write lock — has committed. So the abandoned mutation either committed
+   *      before the takeover, and every read the successor serves shows it, or it fails its epoch check
+   *      whenever the old manager resumes: it can never apply later.
+   *   2. The read goes to the successor: this client follows the node, which the old manager never holds
+   *      again (it lost its session, and a manager that loses its session exits).
    */
   mutate(mutations: Mutation[], fence?: Fence): Promise<MutationResult[]> {
     return new Promise((resolve, reject) => {
@@ -102,7 +143,7 @@ export class MetaClient {
         'POST',
         '/v1/meta/mutate',
         { mutations, fence: group[0]!.fence },
-        { idempotent: false },
+        { idempotent: false, requestId: false },
       ).then(
         ({ results }) => {
           let offset = 0;
@@ -118,58 +159,154 @@ export class MetaClient {
     }
   }
 
-  /** Any manager API call, following failovers. */
-  async call<T>(method: string, path: string, body?: unknown, options: CallOptions = {}): Promise<T> {
-    const deadline = Date.now() + (this.options.failoverMs ?? 30_000);
+  /** Any manager API call, following failovers (see the module comment). */
+  async call<T>(method: string, path: string, body?: unknown, options: ManagerCallOptions = {}): Promise<T> {
+    const idempotent = options.idempotent ?? method === 'GET';
+    const requestId = !idempotent && options.requestId !== false ? ulid() : undefined;
+    const sentPath = requestId ? `${path}${path.includes('?') ? '&' : '?'}requestId=${requestId}` : path;
+    const repeatable = idempotent || requestId !== undefined;
+    const failover = new Failover(this.options.failoverMs ?? DEFAULT_FAILOVER_MS, `${method} ${path}`);
+    let timeouts = 0;
     for (let attempt = 0; ; attempt++) {
-      const client = await this.resolve(deadline);
+      const target = await this.locate(failover, options.signal);
+      const call = follow(target.signal, options.signal);
       try {
-        return await client.call<T>(method, path, body, options);
-      } catch (err) {
-        if (!(err instanceof ExcError) || !movedAway(err) || Date.now() > deadline) throw err;
-        this.log.debug(
-          { path, err: err.message, attempt },
-          'manager unavailable: looking for the active one',
-        );
-        if (!this.options.url) this.client = undefined;
-        await sleep(backoffDelay(attempt, { baseMs: 50, maxMs: 500 }));
-      }
-    }
-  }
-
-  private async resolve(deadline: number): Promise<RpcClient> {
-    if (this.client) return this.client;
-    const { session, layout } = this.options;
-    if (!session || !layout) throw new ExcError('INTERNAL', 'MetaClient needs a ZooKeeper session or a url');
-    for (;;) {
-      const address = await readManagerAddress(session, layout);
-      if (address) {
-        this.client = this.makeClient(`http://${address.host}:${address.port}`);
-        return this.client;
-      }
-      if (Date.now() > deadline) {
-        throw new ExcError('UNAVAILABLE', `no active manager registered at ${layout.manager}`, {
-          details: { sent: false },
+        return await this.clientFor(target.url).call<T>(method, sentPath, body, {
+          ...options,
+          idempotent: repeatable,
+          attempts: 1,
+          signal: call.signal,
         });
+      } catch (err) {
+        if (options.signal?.aborted) throw err;
+        const e = toExcError(err);
+        if (target.signal.aborted) {
+          failover.tried(target.url, 'abandoned in flight: the manager changed', true);
+          if (!repeatable) {
+            throw new ExcError(
+              'OUTCOME_UNKNOWN',
+              `${method} ${path}: abandoned in flight when ${target.url} stopped being the active manager; it may or may not have been applied`,
+              { cause: err, details: { sent: true, url: target.url } },
+            );
+          }
+        } else if (e.retriable && notApplied(e)) {
+          failover.tried(target.url, describeError(e), false);
+          // Not (or no longer) the active manager, or out of reach: look at the node again.
+          this.watch?.refresh().catch(() => undefined);
+        } else if (e.retriable && repeatable && ++timeouts < (options.attempts ?? 4)) {
+          failover.tried(target.url, describeError(e), true);
+        } else {
+          throw err;
+        }
+        failover.check();
+        this.log.debug({ path, attempt, err: describeError(e) }, 'manager call not done: trying again');
+        await waitForChange(this.watch, backoffDelay(attempt, RETRY), options.signal);
+      } finally {
+        call.release();
       }
-      await sleep(100);
     }
   }
 
-  private makeClient(url: string): RpcClient {
-    return new RpcClient({
-      baseUrl: url,
-      secret: this.options.secret,
-      timeoutMs: this.options.timeoutMs,
-      logger: this.options.logger,
-    });
+  /** Stops following the manager node (the session itself belongs to the caller). */
+  close(): void {
+    this.watch?.close();
+  }
+
+  /** The active manager, waiting (until the failover deadline) for one to register. */
+  private async locate(failover: Failover, signal?: AbortSignal): Promise<ManagerTarget> {
+    if (this.fixed) return this.fixed;
+    const { watch } = this;
+    if (!watch) throw new ExcError('INTERNAL', 'MetaClient needs a ZooKeeper session or a url');
+    for (let attempt = 0; ; attempt++) {
+      signal?.throwIfAborted();
+      try {
+        // Read the node again now and then: the watch is the fast path, not the only one.
+        if (attempt > 0 && attempt % 4 === 0) await watch.refresh();
+        const target = await watch.current();
+        if (target && !target.signal.aborted) return target;
+        failover.tried(this.options.layout!.manager, 'no manager registered', false);
+      } catch (err) {
+        if (!isRetriable(err)) throw err;
+        failover.tried(`ZooKeeper ${this.options.layout!.manager}`, describeError(err), false);
+      }
+      failover.check();
+      // Woken by the watch the moment a manager registers.
+      await watch.changed(250, signal);
+    }
+  }
+
+  private clientFor(url: string): RpcClient {
+    let client = this.clients.get(url);
+    if (!client) {
+      client = new RpcClient({
+        baseUrl: url,
+        secret: this.options.secret,
+        timeoutMs: this.options.timeoutMs,
+        logger: this.options.logger,
+      });
+      this.clients.set(url, client);
+    }
+    return client;
   }
 }
 
 /**
- * The manager we called did not apply the call and cannot take it now: it is not (or no longer) the
- * active one, is stopping, or is out of reach.
+ * What one call went through while no manager answered: when the trouble began (its deadline counts from
+ * there), where it tried and what it met, for the error it fails with in the end.
  */
-function movedAway(err: ExcError): boolean {
-  return err.retriable && notApplied(err);
+class Failover {
+  private since: number | undefined;
+  private readonly seen = new Map<string, { where: string; what: string; times: number }>();
+  /** Whether an attempt may have been applied (sent, no answer): the final error must not say otherwise. */
+  private maybeApplied = false;
+
+  constructor(
+    private readonly limitMs: number,
+    private readonly what: string,
+  ) {}
+
+  tried(where: string, what: string, maybeApplied: boolean): void {
+    this.since ??= Date.now();
+    this.maybeApplied ||= maybeApplied;
+    const key = `${where}\n${what.split(':')[0]}`;
+    const entry = this.seen.get(key);
+    if (entry) {
+      entry.times++;
+      entry.what = what;
+    } else this.seen.set(key, { where, what, times: 1 });
+  }
+
+  /** Throws UNAVAILABLE, saying what was tried, once the deadline has passed. */
+  check(): void {
+    if (this.since === undefined || Date.now() - this.since < this.limitMs) return;
+    const tried = [...this.seen.values()].map(
+      (t) => `${t.where} (${t.what}${t.times > 1 ? `, ${t.times} times` : ''})`,
+    );
+    throw new ExcError(
+      'UNAVAILABLE',
+      `${this.what}: no active manager answered within ${this.limitMs} ms; tried ${tried.join('; ')}`,
+      { details: { sent: this.maybeApplied, tried } },
+    );
+  }
+}
+
+/** A signal for one call: aborted when the manager changes or the caller aborts. `release` detaches it. */
+function follow(manager: AbortSignal, caller?: AbortSignal): { signal: AbortSignal; release: () => void } {
+  // Not AbortSignal.any: its listeners on the long-lived manager signal would pile up, one per call.
+  const controller = new AbortController();
+  const sources = caller ? [manager, caller] : [manager];
+  const onAbort = (): void => {
+    const source = sources.find((s) => s.aborted);
+    controller.abort(source?.reason);
+  };
+  for (const s of sources) {
+    if (s.aborted) onAbort();
+    else s.addEventListener('abort', onAbort, { once: true });
+  }
+  return {
+    signal: controller.signal,
+    release: () => {
+      for (const s of sources) s.removeEventListener('abort', onAbort);
+    },
+  };
 }

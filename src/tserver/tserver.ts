@@ -133,6 +133,7 @@ export class TabletServer extends EventEmitter<Events> {
       secret: this.options.secret,
       logger: this.options.logger,
       timeoutMs: this.options.rpcTimeoutMs,
+      failoverMs: this.options.managerFailoverMs,
     });
     const queues = new QueueResolver(session, this.layout, this.log);
     await queues.start();
