@@ -133,6 +133,12 @@ export const SETTINGS = {
     7 * 86_400_000,
     'How long the manager keeps the record of how each compaction ended (admin compactions history).',
   ),
+  compactorLinkGraceMs: setting(
+    'EXC_COMPACTOR_LINK_GRACE_MS',
+    int(0, 60_000),
+    200,
+    "A tablet server fences a compactor (deletes its node, so its reservations are cancelled) when the compactor's link closes while it holds reservations and it does not link again within this long: a crashed compactor's work is back in a fraction of a second. 0: wait for its session to expire.",
+  ),
   stallTimeoutMs: setting(
     'EXC_STALL_TIMEOUT_MS',
     int(0, 86_400_000),

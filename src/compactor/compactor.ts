@@ -31,6 +31,7 @@ import { backoffDelay, retry, sleep, withTimeout } from '../retry.js';
 import type { ObjectStore } from '../storage/index.js';
 import { ZkLayout, type ZkSession } from '../zk/index.js';
 import { runJob, type JobOutcome, type RunningJob } from './job-runner.js';
+import { Links } from './links.js';
 import { Registration } from './registration.js';
 import { ulid } from '../ids.js';
 
@@ -57,6 +58,8 @@ interface Generation {
   session: ZkSession;
   registration: Registration;
   meta: MetaClient;
+  /** Links to the tablet servers this registration reserves on (closed with it). */
+  links: Links;
   /** Aborted when the session is lost: stops waiting and running. */
   abort: AbortController;
 }
@@ -159,7 +162,13 @@ export class Compactor extends EventEmitter<Events> {
         timeoutMs: this.options.rpcTimeoutMs,
         failoverMs: this.options.managerFailoverMs,
       });
-      const generation: Generation = { session, registration, meta, abort: new AbortController() };
+      const generation: Generation = {
+        session,
+        registration,
+        meta,
+        links: new Links(this.peers, registration.path, this.log),
+        abort: new AbortController(),
+      };
       session.once('lost', (reason) => this.onLost(generation, `zookeeper session lost (${reason})`));
       registration.once('nodeLost', () => this.onLost(generation, 'compactor node deleted'));
       registration.once('queueDeleted', () => this.onQueueDeleted());
@@ -182,6 +191,7 @@ export class Compactor extends EventEmitter<Events> {
     );
     generation.abort.abort(new ExcError('ZK_SESSION_LOST', reason));
     for (const job of this.running.values()) job.stop('session-lost');
+    generation.links.close();
     this.generation = undefined;
     this.stateCell.set('reconnecting');
     void generation.session.close();
@@ -231,7 +241,9 @@ export class Compactor extends EventEmitter<Events> {
       try {
         const found = await this.findWork(generation, signal);
         if (!found) continue;
-        const job = await this.reserve(generation, found.tablet, found.server);
+        // Linked before reserving: a crash from here on is seen by the tablet server at once.
+        const unlink = generation.links.use(found.server);
+        const job = await this.reserve(generation, found.tablet, found.server).finally(unlink);
         if (!job) {
           misses++;
           await sleep(backoffDelay(misses, { baseMs: 20, maxMs: 2_000 }), signal).catch(() => undefined);
@@ -260,6 +272,7 @@ export class Compactor extends EventEmitter<Events> {
             log: this.log,
             progressEveryMs: this.options.progressEveryMs,
             sessionLive: () => this.generation === generation && !generation.abort.signal.aborted,
+            links: generation.links,
           },
           job,
           found.server,
@@ -369,6 +382,7 @@ export class Compactor extends EventEmitter<Events> {
         job.stop(options.release === false ? 'queue-deleted' : 'release');
       await withTimeout(jobs, 10_000).catch(() => this.log.warn('jobs did not stop in time'));
       const steps: ShutdownStep[] = [
+        ['tablet server links', () => this.generation?.links.close()],
         ['zookeeper session', () => this.generation?.session.close()],
         ['status server', () => this.server.close(200)],
         ['object store', () => this.options.store.close()],

@@ -24,6 +24,7 @@ import {
   type ObjectStore,
 } from '../storage/index.js';
 import type { ReservedJob } from '../queue/protocol.js';
+import type { Links } from './links.js';
 
 /** How long a finished job keeps trying to commit (following its tablet) before it reports a failure. */
 const COMMIT_DEADLINE_MS = 60_000;
@@ -50,6 +51,8 @@ export interface JobRunnerDeps {
   progressEveryMs: number;
   /** Whether the session this job was reserved under still holds (checked before each commit attempt). */
   sessionLive: () => boolean;
+  /** Links to tablet servers: one to the job's current host while it runs (see links.ts). */
+  links: Links;
 }
 
 export async function runJob(
@@ -57,6 +60,31 @@ export async function runJob(
   job: ReservedJob,
   server: string,
   onStart: (running: RunningJob) => void,
+): Promise<JobOutcome> {
+  // The job's current host is linked for as long as the job runs, following the tablet when it moves;
+  // the link ends only after the job's last message (commit, release, failure) was answered.
+  let linked = server;
+  let unlink = deps.links.use(server);
+  const follow = (next: string): void => {
+    if (next === linked) return;
+    const relink = deps.links.use(next);
+    unlink();
+    unlink = relink;
+    linked = next;
+  };
+  try {
+    return await runLinked(deps, job, server, onStart, follow);
+  } finally {
+    unlink();
+  }
+}
+
+async function runLinked(
+  deps: JobRunnerDeps,
+  job: ReservedJob,
+  server: string,
+  onStart: (running: RunningJob) => void,
+  follow: (server: string) => void,
 ): Promise<JobOutcome> {
   const log = deps.log.child({ ecid: job.ecid, tablet: job.tablet });
   const abort = new AbortController();
@@ -90,8 +118,10 @@ export async function runJob(
         // The tablet moved (its server died or handed it over): report to its new host from now on.
         else if (err instanceof ExcError && (err.code === 'NOT_SERVING' || err.code === 'UNAVAILABLE')) {
           currentHost(deps.meta, job.tablet).then(
-            (server) => {
-              if (server) running.server = server;
+            (host) => {
+              if (!host) return;
+              running.server = host;
+              follow(host);
             },
             () => undefined,
           );
@@ -144,7 +174,7 @@ export async function runJob(
   }
   clearInterval(ticker);
   running.progress = result;
-  return commit(deps, running, result, log, () => stopReason);
+  return commit(deps, running, result, log, () => stopReason, follow);
 }
 
 async function commit(
@@ -153,6 +183,7 @@ async function commit(
   result: CompactionResult,
   log: Logger,
   stopped: () => StopReason | undefined,
+  follow: (server: string) => void,
 ): Promise<JobOutcome> {
   const { job } = running;
   const output =
@@ -207,6 +238,7 @@ async function commit(
       log.debug({ err: describeError(err), attempt }, 'commit not done yet; trying again');
       await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 2_000 }));
       running.server = (await currentHost(deps.meta, job.tablet).catch(() => undefined)) ?? running.server;
+      follow(running.server);
     }
   }
   // Giving up: end the reservation with the error, rather than leave it to the stall detector.

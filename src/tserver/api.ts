@@ -12,12 +12,15 @@
  *   POST /v1/fail             { tablet, ecid, compactor, error }      a compactor reports a failed job
  *   POST /v1/release          { tablet, ecid, compactor }             a compactor gives a job back (shutdown)
  *   POST /v1/cancel           { tablet, ecid }                        an admin cancels a reservation
+ *   POST /v1/link             { compactor }                           held open while the compactor lives
+ *                                                                      (see compactor-links.ts)
  *   GET  /v1/status
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { QUEUE_ID_RE } from '../meta/keys.js';
 import type { RpcServer } from '../rpc/server.js';
+import type { CompactorLinks } from './compactor-links.js';
 import type { DataPath } from './data.js';
 import type { Hosting } from './hosting.js';
 import type { Reservations } from './reservations.js';
@@ -28,6 +31,9 @@ const compactor = z.string().min(1).max(1000);
 
 export interface TserverApiDeps {
   hosting: Hosting;
+  links: CompactorLinks;
+  /** The parent of every compactor node (a link names a compactor by its node). */
+  compactorsRoot: string;
   reservations: Reservations;
   data: DataPath;
   session: () => string;
@@ -150,4 +156,12 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
   server.route('POST', '/cancel', { body: z.object({ tablet, ecid }) }, async ({ body }) => ({
     cancelled: await reservations.cancel(body.tablet, body.ecid, 'admin'),
   }));
+
+  // Answered only when this server stops; the compactor's death shows as the connection closing.
+  server.route('POST', '/link', { body: z.object({ compactor }) }, async ({ body, signal }) => {
+    if (!body.compactor.startsWith(`${deps.compactorsRoot}/`)) {
+      throw new ExcError('BAD_REQUEST', `${body.compactor} is not a compactor node`);
+    }
+    return { stopped: await deps.links.hold(body.compactor, signal) };
+  });
 }

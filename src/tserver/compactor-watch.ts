@@ -91,6 +91,11 @@ export class CompactorWatch {
     if (refs?.size === 0) this.holders.delete(compactor);
   }
 
+  /** Whether `compactor` holds reservations here. */
+  holds(compactor: string): boolean {
+    return (this.holders.get(compactor)?.size ?? 0) > 0;
+  }
+
   /** Compactors with reservations here. */
   get watched(): string[] {
     return [...this.holders.keys()];

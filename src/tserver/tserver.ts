@@ -22,6 +22,7 @@ import { sleep } from '../retry.js';
 import type { ObjectStore } from '../storage/index.js';
 import { ZkLayout, ensureLayout, isZkCode, type ZkSession } from '../zk/index.js';
 import { registerTserverApi } from './api.js';
+import { CompactorLinks } from './compactor-links.js';
 import { CompactorWatch } from './compactor-watch.js';
 import { DataPath } from './data.js';
 import { Hosting } from './hosting.js';
@@ -35,6 +36,8 @@ export interface TserverOptions extends ServerOptions {
   store: ObjectStore;
   /** Cancel a reservation whose compactor reports no progress for this long (0: never). */
   stallTimeoutMs: number;
+  /** Fence a compactor whose link closed while it held reservations, after this long (0: never). */
+  compactorLinkGraceMs?: number;
   /** How often watched compactors are re-checked (the backstop for lost watches). */
   compactorSweepMs?: number;
 }
@@ -55,6 +58,7 @@ export class TabletServer extends EventEmitter<Events> {
         hosting: Hosting;
         reservations: Reservations;
         watch: CompactorWatch;
+        links: CompactorLinks;
         queues: QueueResolver;
         data: DataPath;
         me: Location;
@@ -173,13 +177,21 @@ export class TabletServer extends EventEmitter<Events> {
       }
     });
     const reconciler = new Reconciler(hosting, watch, this.log, { everyMs: this.options.compactorSweepMs });
-    this.parts = { hosting, reservations, watch, queues, data, me, reconciler };
+    const links = new CompactorLinks({
+      holds: (compactor) => watch.holds(compactor),
+      deleteNode: (compactor) => session.delete(compactor),
+      graceMs: this.options.compactorLinkGraceMs ?? 200,
+      log: this.log,
+    });
+    this.parts = { hosting, reservations, watch, links, queues, data, me, reconciler };
     const refreshTable = async (tableId: string): Promise<void> => {
       await configs.reload(tableId).catch(() => undefined);
       for (const t of hosting.all()) if (t.meta.tableId === tableId) await hosting.refresh(t.row);
     };
     registerTserverApi(this.server, {
       hosting,
+      links,
+      compactorsRoot: this.layout.compactors,
       reservations,
       data,
       session: () => session.sessionId,
@@ -266,6 +278,7 @@ export class TabletServer extends EventEmitter<Events> {
     return this.stateCell.stopOnce(async () => {
       const p = this.parts;
       const steps: ShutdownStep[] = [
+        ['compactor links', () => p?.links.close()],
         ['http server', () => this.server.close(500)],
         ['reconciler', () => p?.reconciler.stop()],
         ['reservations', () => p?.reservations.stop()],

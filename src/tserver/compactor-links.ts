@@ -1,0 +1,106 @@
+/**
+ * Sub-second reclaim of a crashed compactor's work (DESIGN.md, "Liveness").
+ *
+ * A compactor that holds (or is about to ask for) reservations on this tablet server keeps one long-lived
+ * request open to it: its link. A process that dies — kill -9, a crash, an OOM kill — has its TCP
+ * connections closed by the kernel at once, so the link's end is the earliest sign of its death, long
+ * before its ZooKeeper session expires. When a compactor's last link closes and it still holds
+ * reservations here, and it has not linked again within a short grace (a compactor that is alive
+ * re-links at once), this server fences it: it deletes the compactor's ephemeral node with the instance
+ * digest. The deletion goes through the normal path — every tablet server watching the node cancels the
+ * compactor's reservations, and any later commit from it is refused — and a compactor that was in fact
+ * alive sees its node gone, abandons its jobs and registers again.
+ *
+ * What this does not see: a host that dies or a network that drops packets closes no connection; a
+ * paused process keeps its connections open. Those still wait for the session timeout, as a paused
+ * process must (it is not dead; after a pause past its session its commits are refused).
+ */
+import { describeError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { isZkCode } from '../zk/index.js';
+
+export interface CompactorLinksDeps {
+  /** Whether the compactor holds reservations on this server's tablets. */
+  holds: (compactor: string) => boolean;
+  /** Deletes the compactor's node (ZooKeeper, with the instance digest). */
+  deleteNode: (compactor: string) => Promise<void>;
+  /** How long a closed link may stay closed before the compactor is fenced (0: never fence). */
+  graceMs: number;
+  log: Logger;
+}
+
+export class CompactorLinks {
+  /** Open links per compactor. */
+  private readonly open = new Map<string, number>();
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly ending = new Set<() => void>();
+  /** Compactors fenced because their link closed (for /status and the metrics). */
+  fenced = 0;
+
+  constructor(private readonly deps: CompactorLinksDeps) {}
+
+  /**
+   * Holds a link from `compactor` until `signal` aborts (the connection closed) or the server stops.
+   * Resolves `true` when the server stopped it (the compactor should link again, wherever its tablets
+   * went), `false` when the connection closed.
+   */
+  hold(compactor: string, signal: AbortSignal): Promise<boolean> {
+    this.open.set(compactor, (this.open.get(compactor) ?? 0) + 1);
+    clearTimeout(this.timers.get(compactor));
+    this.timers.delete(compactor);
+    return new Promise<boolean>((resolve) => {
+      const end = (byServer: boolean): void => {
+        signal.removeEventListener('abort', onAbort);
+        this.ending.delete(onStop);
+        const left = (this.open.get(compactor) ?? 1) - 1;
+        if (left > 0) this.open.set(compactor, left);
+        else {
+          this.open.delete(compactor);
+          if (!byServer) this.closed(compactor);
+        }
+        resolve(byServer);
+      };
+      const onAbort = (): void => end(false);
+      const onStop = (): void => end(true);
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.ending.add(onStop);
+    });
+  }
+
+  /** Whether `compactor` has a link open here. */
+  linked(compactor: string): boolean {
+    return this.open.has(compactor);
+  }
+
+  private closed(compactor: string): void {
+    const { graceMs } = this.deps;
+    if (graceMs <= 0 || !this.deps.holds(compactor)) return;
+    const timer = setTimeout(() => {
+      this.timers.delete(compactor);
+      if (this.open.has(compactor) || !this.deps.holds(compactor)) return;
+      this.fence(compactor);
+    }, graceMs);
+    timer.unref();
+    this.timers.set(compactor, timer);
+  }
+
+  private fence(compactor: string): void {
+    this.fenced++;
+    this.deps.log.info(
+      { compactor, graceMs: this.deps.graceMs },
+      'compactor link closed while it held reservations: fencing it (deleting its node)',
+    );
+    this.deps.deleteNode(compactor).catch((err: unknown) => {
+      if (isZkCode(err, 'ZK_NO_NODE')) return; // gone already: its session ended too
+      this.deps.log.warn({ compactor, err: describeError(err) }, 'could not fence a compactor');
+    });
+  }
+
+  /** Ends every link (the server is stopping): compactors link again to wherever their tablets go. */
+  close(): void {
+    for (const timer of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+    for (const stop of [...this.ending]) stop();
+  }
+}
