@@ -180,7 +180,12 @@ export class MetaClient {
       } catch (err) {
         if (options.signal?.aborted) throw err;
         const e = toExcError(err);
-        if (target.signal.aborted) {
+        if (e.retriable && notApplied(e)) {
+          failover.tried(target.url, describeError(e), false);
+          // Not (or no longer) the active manager, or out of reach: look at the node again.
+          this.watch?.refresh().catch(() => undefined);
+        } else if (target.signal.aborted && e.details.status === undefined) {
+          // Abandoned once sent (an answer, with its status, is an answer even if the node changed).
           failover.tried(target.url, 'abandoned in flight: the manager changed', true);
           if (!repeatable) {
             throw new ExcError(
@@ -189,10 +194,6 @@ export class MetaClient {
               { cause: err, details: { sent: true, url: target.url } },
             );
           }
-        } else if (e.retriable && notApplied(e)) {
-          failover.tried(target.url, describeError(e), false);
-          // Not (or no longer) the active manager, or out of reach: look at the node again.
-          this.watch?.refresh().catch(() => undefined);
         } else if (e.retriable && repeatable && ++timeouts < (options.attempts ?? 4)) {
           failover.tried(target.url, describeError(e), true);
         } else {

@@ -145,8 +145,10 @@ export class ManagerWatch {
     if (previous?.owner === next?.owner && previous?.url === next?.url) return;
     if (previous) {
       previous.aborter.abort(
+        // The reason a call gets when it is aborted before it was sent; one aborted after gets a
+        // transport error saying it was sent.
         new ExcError('NOT_MANAGER', `${previous.url} is no longer the active manager`, {
-          details: { url: previous.url },
+          details: { url: previous.url, sent: false },
         }),
       );
     }
