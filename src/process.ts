@@ -3,7 +3,7 @@
  * their state (logged and reported on every change, stopped exactly once), their authenticated RPC server
  * and how they join ZooKeeper.
  */
-import type { Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from './log.js';
 import { metricsEndpoint } from './metrics.js';
 import { RpcServer } from './rpc/server.js';
@@ -30,21 +30,59 @@ export interface ServerOptions {
 export type EndState = 'stopping' | 'stopped';
 
 /**
- * A process's state. Every change is logged as `<what> state` with `from` and `to` and passed to
- * `onChange`; {@link stopOnce} runs the shutdown between `stopping` and `stopped` once, whoever asks first.
+ * A process's life, written down in one place: for each state, the states it may move to. `stopping`
+ * may follow any state and `stopped` only `stopping`; they need not be listed.
+ */
+export type Lifecycle<S extends string> = Readonly<Record<S, readonly S[]>>;
+
+export interface ProcessStateOptions<S extends string> {
+  initial: S;
+  lifecycle: Lifecycle<S>;
+  log: Logger;
+  /** The process, as it appears in the log: `<what> state`. */
+  what: string;
+  /** Exports `excompact_process_state{state}` and `excompact_process_transitions_total{from,to}`. */
+  registry?: Registry;
+  onChange?: (next: S | EndState, cause: string) => void;
+}
+
+/**
+ * A process's state machine. Every change is checked against the lifecycle, logged as `<what> state` with
+ * `from`, `to` and its `cause`, counted, and passed to `onChange`; a change the lifecycle does not allow is
+ * a bug, logged and refused. {@link stopOnce} runs the shutdown between `stopping` and `stopped` once,
+ * whoever asks first; once stopping nothing but `stopped` follows (a late "serving" would lie to
+ * /healthz).
  */
 export class ProcessState<S extends string> {
   private current: S | EndState;
   private stopping: Promise<void> | undefined;
+  private readonly transitions: Counter<'from' | 'to'> | undefined;
 
-  constructor(
-    initial: S,
-    private readonly log: Logger,
-    private readonly what: string,
-    private readonly onChange: (next: S | EndState) => void,
-  ) {
-    this.current = initial;
+  constructor(private readonly options: ProcessStateOptions<S>) {
+    this.current = options.initial;
+    const { registry, lifecycle } = options;
+    if (registry) {
+      const states = [...Object.keys(lifecycle), 'stopping', 'stopped'];
+      const gauge = new Gauge({
+        name: 'excompact_process_state',
+        help: 'The process state: 1 for the current one, 0 for the others',
+        labelNames: ['state'],
+        registers: [registry],
+      });
+      this.show = () => {
+        for (const state of states) gauge.set({ state }, state === this.current ? 1 : 0);
+      };
+      this.show();
+      this.transitions = new Counter({
+        name: 'excompact_process_transitions_total',
+        help: 'State changes of the process, by from and to',
+        labelNames: ['from', 'to'],
+        registers: [registry],
+      });
+    }
   }
+
+  private show: () => void = () => undefined;
 
   get value(): S | EndState {
     return this.current;
@@ -55,21 +93,41 @@ export class ProcessState<S extends string> {
     return this.current === 'stopping' || this.current === 'stopped';
   }
 
-  /** Moves to `next`; once stopping, only `stopped` may follow (a late "running" would lie to /healthz). */
-  set(next: S | EndState): void {
-    if (this.current === next) return;
-    if (this.ending && next !== 'stopped') return;
-    this.log.info({ from: this.current, to: next }, `${this.what} state`);
+  /** Whether the lifecycle allows moving from the current state to `next`. */
+  allows(next: S | EndState): boolean {
+    if (next === 'stopping') return !this.ending;
+    if (next === 'stopped') return this.current === 'stopping';
+    if (this.ending) return false;
+    return (this.options.lifecycle[this.current as S] ?? []).includes(next);
+  }
+
+  /** Moves to `next` because of `cause`. Resolves whether it moved (not when already there or refused). */
+  set(next: S | EndState, cause: string): boolean {
+    if (this.current === next) return false;
+    if (!this.allows(next)) {
+      // Once stopping, a late event is expected (a reconnection finishing); otherwise it is a bug.
+      if (!this.ending)
+        this.options.log.error(
+          { from: this.current, to: next, cause },
+          `${this.options.what}: transition refused`,
+        );
+      return false;
+    }
+    const from = this.current;
+    this.options.log.info({ from, to: next, cause }, `${this.options.what} state`);
     this.current = next;
-    this.onChange(next);
+    this.transitions?.inc({ from, to: next });
+    this.show();
+    this.options.onChange?.(next, cause);
+    return true;
   }
 
   /** Enters `stopping`, runs `stop`, enters `stopped`; later calls share the first call's promise. */
-  stopOnce(stop: () => Promise<void>): Promise<void> {
+  stopOnce(stop: () => Promise<void>, cause = 'stop requested'): Promise<void> {
     this.stopping ??= (async () => {
-      this.set('stopping');
+      this.set('stopping', cause);
       await stop();
-      this.set('stopped');
+      this.set('stopped', 'shutdown done');
     })();
     return this.stopping;
   }

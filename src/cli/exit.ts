@@ -5,7 +5,6 @@
  *   2  the cluster is unreachable (ZooKeeper, the manager or a tablet server), saying what was tried —
  *      never 1: a call that meets a manager failover is retried until EXC_MANAGER_FAILOVER_MS, and an
  *      answer meaning "not the active manager" or "stopping" is about the cluster, not the user
- *   3  a server process lost its ZooKeeper session and stopped serving (restart it)
  *   5  `admin check` found the cluster inconsistent (its report says what)
  * Long-running processes add their own (see each command's --help; a compactor's is 4).
  */
@@ -13,8 +12,6 @@ import { ExcError, describeError } from '../errors.js';
 
 const EXIT_USER_ERROR = 1;
 const EXIT_UNREACHABLE = 2;
-/** A server process lost its ZooKeeper session (the lock it served under) and stopped serving. */
-export const EXIT_LOST_LOCK = 3;
 /**
  * `admin check` ran and found problems. Not 1: the command itself succeeded, and a script must tell "the
  * cluster is inconsistent" from "the check could not run" (1, 2). Not 4: the compactor's "queue deleted".

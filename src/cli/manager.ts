@@ -4,7 +4,7 @@
 import type { Command } from 'commander';
 import { Manager } from '../manager/manager.js';
 import { openObjectStore } from '../storage/index.js';
-import { action, EXIT_LOST_LOCK } from './exit.js';
+import { action } from './exit.js';
 import { closeOnSignals, serverOptions, serverSetup, type ServerFlags } from './flags.js';
 
 export function registerManager(program: Command): void {
@@ -20,7 +20,9 @@ export function registerManager(program: Command): void {
 A second manager started against the same ZooKeeper waits as a standby and takes over when the active
 one dies. Both must see the same data directory (it holds the SQLite metadata store).
 
-Exit codes: 0 stopped by SIGTERM, 1 bad configuration, 2 ZooKeeper unreachable, ${EXIT_LOST_LOCK} lost its ZooKeeper session.
+Exit codes: 0 stopped by SIGTERM, 1 bad configuration, 2 ZooKeeper unreachable at start. A manager whose
+ZooKeeper session expires stops writing at once and joins the election again with a new session: it does
+not exit.
 
 Examples:
   EXC_SECRET_FILE=/etc/excompact/secret EXC_ZK=zk1:2181 excompact manager --port 9100 --data-dir /var/lib/excompact
@@ -34,9 +36,6 @@ Examples:
           secret,
           logger,
           objectStore: openObjectStore(config, logger),
-        });
-        manager.on('fatal', () => {
-          void manager.close().finally(() => process.exit(EXIT_LOST_LOCK));
         });
         closeOnSignals(logger, manager);
         await manager.start().catch((err: unknown) => {

@@ -4,7 +4,7 @@
 import type { Command } from 'commander';
 import { openObjectStore } from '../storage/index.js';
 import { TabletServer } from '../tserver/tserver.js';
-import { action, EXIT_LOST_LOCK } from './exit.js';
+import { action } from './exit.js';
 import { closeOnSignals, serverOptions, serverSetup, type ServerFlags } from './flags.js';
 
 export function registerTserver(program: Command): void {
@@ -16,7 +16,8 @@ export function registerTserver(program: Command): void {
     .addHelpText(
       'after',
       `
-Exit codes: 0 stopped by SIGTERM, 1 bad configuration, 2 ZooKeeper unreachable, ${EXIT_LOST_LOCK} lost its ZooKeeper session.
+Exit codes: 0 stopped by SIGTERM, 1 bad configuration, 2 ZooKeeper unreachable at start. A tablet server
+whose ZooKeeper session expires drops its tablets and registers again with a new session: it does not exit.
 
 Examples:
   EXC_SECRET_FILE=/etc/excompact/secret EXC_ZK=zk1:2181 EXC_STORE=s3://bucket/excompact excompact tserver --port 9200
@@ -27,9 +28,6 @@ Examples:
         const { config, secret, logger } = serverSetup(cmd, flags, 'tserver');
         const store = openObjectStore(config, logger);
         const tserver = new TabletServer({ ...config, secret, store, logger });
-        tserver.on('fatal', () => {
-          void tserver.close().finally(() => process.exit(EXIT_LOST_LOCK));
-        });
         closeOnSignals(logger, tserver);
         await tserver.start();
       }),

@@ -25,7 +25,7 @@ import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
 import { advertisedHost } from '../net.js';
 import type { ReservedJob } from '../queue/protocol.js';
 import { PeerClients } from '../rpc/peers.js';
-import { connectZk, ProcessState, serverRpc, type ServerOptions } from '../process.js';
+import { connectZk, ProcessState, serverRpc, type Lifecycle, type ServerOptions } from '../process.js';
 import type { RpcServer } from '../rpc/server.js';
 import { backoffDelay, retry, sleep, withTimeout } from '../retry.js';
 import type { ObjectStore } from '../storage/index.js';
@@ -38,7 +38,20 @@ import { ulid } from '../ids.js';
 export const EXIT_QUEUE_DELETED = 4;
 export const COMPACTOR_VERSION = '0.1.0';
 
-export type CompactorState = 'starting' | 'running' | 'reconnecting' | 'stopping' | 'stopped';
+export type CompactorState = 'connecting' | 'serving' | 'suspended' | 'expired' | 'rejoining';
+
+/**
+ * A compactor's life: a disconnection within the session timeout changes nothing (its jobs run on, its
+ * reservations stand); when its session expires or its node is deleted, its jobs are abandoned (their
+ * commits would be refused) and it registers again with a new node.
+ */
+export const COMPACTOR_LIFECYCLE: Lifecycle<CompactorState> = {
+  connecting: ['serving'],
+  serving: ['suspended', 'expired'],
+  suspended: ['serving', 'expired'],
+  expired: ['rejoining'],
+  rejoining: ['serving'],
+};
 
 export interface CompactorOptions extends ServerOptions {
   queue: string;
@@ -65,7 +78,7 @@ interface Generation {
 }
 
 interface Events {
-  state: [CompactorState];
+  state: [CompactorState | 'stopping' | 'stopped'];
   /** The process should exit with this code (queue deleted). */
   exit: [code: number, reason: string];
 }
@@ -95,9 +108,14 @@ export class Compactor extends EventEmitter<Events> {
   constructor(private readonly options: CompactorOptions) {
     super();
     this.log = options.logger.child({ component: 'compactor', queue: options.queue });
-    this.stateCell = new ProcessState<CompactorState>('starting', this.log, 'compactor', (s) =>
-      this.emit('state', s),
-    );
+    this.stateCell = new ProcessState({
+      initial: 'connecting',
+      lifecycle: COMPACTOR_LIFECYCLE,
+      log: this.log,
+      what: 'compactor',
+      registry: this.registry,
+      onChange: (s) => this.emit('state', s),
+    });
     this.layout = new ZkLayout(options.zkRoot);
     this.peers = new PeerClients({
       secret: options.secret,
@@ -106,7 +124,7 @@ export class Compactor extends EventEmitter<Events> {
     });
     this.server = serverRpc(
       options,
-      () => ({ ok: this.state === 'running', state: this.state }),
+      () => ({ ok: this.state === 'serving' || this.state === 'suspended', state: this.state }),
       this.registry,
     );
     counterOf(
@@ -120,7 +138,7 @@ export class Compactor extends EventEmitter<Events> {
     this.server.route('GET', '/status', {}, () => this.status());
   }
 
-  get state(): CompactorState {
+  get state(): CompactorState | 'stopping' | 'stopped' {
     return this.stateCell.value;
   }
 
@@ -134,8 +152,8 @@ export class Compactor extends EventEmitter<Events> {
     this.statusUrl = `http://${advertisedHost(this.options, bound.host)}:${bound.port}`;
     this.generationReady = this.connect();
     const first = await this.generationReady;
-    if (this.state !== 'starting') return; // stopped meanwhile (SIGTERM, or the queue was deleted)
-    this.stateCell.set('running');
+    if (this.state !== 'connecting') return; // stopped meanwhile (SIGTERM, or the queue was deleted)
+    this.stateCell.set('serving', 'registered');
     this.log.info(
       { compactor: first.registration.path, queueId: first.registration.queue.id, status: this.statusUrl },
       'compactor ready',
@@ -170,6 +188,15 @@ export class Compactor extends EventEmitter<Events> {
         abort: new AbortController(),
       };
       session.once('lost', (reason) => this.onLost(generation, `zookeeper session lost (${reason})`));
+      // A disconnection within the session timeout changes nothing: jobs run on, reservations stand.
+      session.on('suspended', () => {
+        if (this.generation === generation && this.state === 'serving')
+          this.stateCell.set('suspended', 'zookeeper connection lost');
+      });
+      session.on('reconnected', () => {
+        if (this.generation === generation && this.state === 'suspended')
+          this.stateCell.set('serving', 'zookeeper connection back');
+      });
       registration.once('nodeLost', () => this.onLost(generation, 'compactor node deleted'));
       registration.once('queueDeleted', () => this.onQueueDeleted());
       this.generation = generation;
@@ -193,14 +220,15 @@ export class Compactor extends EventEmitter<Events> {
     for (const job of this.running.values()) job.stop('session-lost');
     generation.links.close();
     this.generation = undefined;
-    this.stateCell.set('reconnecting');
+    this.stateCell.set('expired', reason);
+    this.stateCell.set('rejoining', 'registering again with a new session');
     void generation.session.close();
     // Registering again waits out ZooKeeper being unreachable for as long as it takes, but not a shutdown:
     // the signal ends the wait between attempts at once.
     this.generationReady = retry(
       async () => {
         const next = await this.connect();
-        this.stateCell.set('running');
+        this.stateCell.set('serving', 'registered again');
         return next;
       },
       {

@@ -6,7 +6,9 @@
  * A submission from a tablet server names its ZooKeeper session (`fence`); it is rejected whole with
  * FENCED unless that session still holds the server's ephemeral node at the moment the batch is applied.
  * Together with the `loc` conditions in every tablet mutation this keeps a tablet server that lost its
- * session from changing anything, even before the manager has cleared its tablets.
+ * session from changing anything, even before the manager has cleared its tablets. While the manager
+ * cannot tell (it is disconnected from ZooKeeper itself, so its view of live sessions may be old), such
+ * a submission is refused with UNAVAILABLE, unapplied: the tablet server tries again.
  */
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -45,7 +47,8 @@ export class CommitQueue {
 
   constructor(
     private readonly writer: BatchWriter,
-    private readonly isLive: (fence: Fence) => boolean,
+    /** Whether the fence's session holds the server's node; undefined when that cannot be known now. */
+    private readonly isLive: (fence: Fence) => boolean | undefined,
     private readonly log: Logger,
     private readonly onFenced?: (err: ExcError) => void,
   ) {}
@@ -94,7 +97,18 @@ export class CommitQueue {
 
     const accepted: Pending[] = [];
     for (const sub of batch) {
-      if (sub.fence && !this.isLive(sub.fence)) {
+      const live = sub.fence ? this.isLive(sub.fence) : true;
+      if (live === undefined) {
+        sub.reject(
+          new ExcError(
+            'UNAVAILABLE',
+            'the manager cannot check tablet server sessions right now; try again',
+            {
+              details: { sent: false },
+            },
+          ),
+        );
+      } else if (!live && sub.fence) {
         sub.reject(
           new ExcError(
             'FENCED',

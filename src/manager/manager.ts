@@ -1,38 +1,50 @@
 /**
  * The manager process: owns the metadata store, assigns tablets, collects garbage, serves the admin API.
  *
- * States: starting → standby → active → stopping → stopped. A manager listens at once (answering
- * NOT_MANAGER while standby), then waits for the manager node in ZooKeeper; once it holds it, it opens the
- * store, takes it over (fencing any older holder by epoch) and becomes active.
+ * Its life, in one place ({@link MANAGER_LIFECYCLE}):
  *
- * Losing the ZooKeeper session is fatal: another manager may already be active, so this one stops serving
- * at once and the process exits (an orchestrator restarts it as a standby).
+ *   connecting → standby → active ⇄ suspended
+ *                   │        │         │
+ *                   ▼        ▼         ▼
+ *                expired → rejoining → standby → …
+ *   any → stopping → stopped
+ *
+ * A manager listens at once (answering NOT_MANAGER while not active), then waits in the election for the
+ * manager node; once it holds it, it takes the store over (fencing any older holder by epoch) and is
+ * active (active.ts). While disconnected from ZooKeeper (suspended) it keeps serving reads and writes
+ * fenced by its epoch, but refuses, unapplied, the tablet servers' writes whose session it cannot check.
+ * When its session expires it stops writing at once (its writer is closed; and a manager that took over
+ * meanwhile has fenced its epoch), opens a new session and joins the election again as a standby — or
+ * takes over again if no one else did. The process never exits for that.
  */
 import { EventEmitter } from 'node:events';
-import { join } from 'node:path';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
-import { MetaStore } from '../meta/store.js';
-import { WorkerWriter } from '../meta/writer.js';
 import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
 import { advertisedHost } from '../net.js';
 import { readQueueMap } from '../queue/registry.js';
 import { PeerClients } from '../rpc/peers.js';
-import { connectZk, ProcessState, serverRpc, type ServerOptions } from '../process.js';
+import { connectZk, ProcessState, serverRpc, type Lifecycle, type ServerOptions } from '../process.js';
+import { retry } from '../retry.js';
 import type { RpcServer } from '../rpc/server.js';
 import { ZkLayout, ensureLayout, type ZkSession } from '../zk/index.js';
 import { registerAdminApi } from './admin-api.js';
+import { activate, type ActiveManager } from './active.js';
 import { registerManagerApi, type ActiveParts } from './api.js';
-import { Assigner } from './assignment.js';
-import { CommitQueue } from './commit-queue.js';
 import { becomeManager } from './election.js';
-import { GarbageCollector, type GcObjectStore } from './gc.js';
-import { LiveTservers } from './live-tservers.js';
-import { Tables } from './tables.js';
-import { WorkFinder } from './work-finder.js';
+import type { GcObjectStore } from './gc.js';
 
-export type ManagerState = 'starting' | 'standby' | 'active' | 'stopping' | 'stopped';
+export type ManagerState = 'connecting' | 'standby' | 'active' | 'suspended' | 'expired' | 'rejoining';
+
+export const MANAGER_LIFECYCLE: Lifecycle<ManagerState> = {
+  connecting: ['standby', 'expired'],
+  standby: ['active', 'expired'],
+  active: ['suspended', 'expired'],
+  suspended: ['active', 'expired'],
+  expired: ['rejoining'],
+  rejoining: ['standby', 'expired'],
+};
 
 export interface ManagerOptions extends ServerOptions {
   /** Directory of the metadata store (metadata.sqlite). */
@@ -47,9 +59,7 @@ export interface ManagerOptions extends ServerOptions {
 }
 
 interface Events {
-  state: [ManagerState];
-  /** The manager stopped serving because it can no longer be sure it is the active one. */
-  fatal: [reason: string];
+  state: [ManagerState | 'stopping' | 'stopped'];
 }
 
 export class Manager extends EventEmitter<Events> {
@@ -60,20 +70,30 @@ export class Manager extends EventEmitter<Events> {
   private readonly peers: PeerClients;
   private readonly abort = new AbortController();
   private session: ZkSession | undefined;
-  private active: (ActiveParts & { assigner: Assigner; writer: WorkerWriter }) | undefined;
+  private active: ActiveManager | undefined;
+  /** The current session's way through the election to active (replaced on every rejoin). */
+  private joining: Promise<void> | undefined;
   private address: { host: string; port: number } | undefined;
 
   constructor(private readonly options: ManagerOptions) {
     super();
     this.log = options.logger.child({ component: 'manager' });
-    this.stateCell = new ProcessState<ManagerState>('starting', this.log, 'manager', (s) =>
-      this.emit('state', s),
-    );
     this.layout = new ZkLayout(options.zkRoot);
     const registry = createRegistry('manager');
+    this.stateCell = new ProcessState({
+      initial: 'connecting',
+      lifecycle: MANAGER_LIFECYCLE,
+      log: this.log,
+      what: 'manager',
+      registry,
+      onChange: (s) => this.emit('state', s),
+    });
     this.server = serverRpc(
       options,
-      () => ({ ok: this.state === 'active' || this.state === 'standby', state: this.state }),
+      () => ({
+        ok: this.state === 'active' || this.state === 'standby' || this.state === 'suspended',
+        state: this.state,
+      }),
       registry,
     );
     counterOf(
@@ -131,7 +151,7 @@ export class Manager extends EventEmitter<Events> {
     }));
   }
 
-  get state(): ManagerState {
+  get state(): ManagerState | 'stopping' | 'stopped' {
     return this.stateCell.value;
   }
 
@@ -141,149 +161,104 @@ export class Manager extends EventEmitter<Events> {
     return `http://${this.address.host}:${this.address.port}`;
   }
 
-  /** Listens, joins ZooKeeper, and resolves once this manager is active (or rejects). */
+  /**
+   * Listens and joins ZooKeeper; resolves once this manager stands in the election (it becomes active in
+   * the background when it wins). Rejects when ZooKeeper cannot be reached at all.
+   */
   async start(): Promise<void> {
     const bound = await this.server.listen(this.options.bindHost, this.options.port);
     this.address = { host: advertisedHost(this.options, bound.host), port: bound.port };
     this.log.info({ url: this.url }, 'manager listening');
-
     const session = await connectZk(this.options);
+    await this.join(session);
+  }
+
+  /**
+   * Adopts `session`: standby at once, then the election and the takeover in the background. A session
+   * lost on the way ends the attempt (expire() has started the next one).
+   */
+  private async join(session: ZkSession): Promise<void> {
     this.session = session;
-    session.on('lost', (reason) => this.fail(`zookeeper session lost (${reason})`));
+    session.on('lost', (reason) => this.expire(session, `zookeeper session lost (${reason})`));
+    session.on('suspended', () => {
+      if (this.state === 'active') this.stateCell.set('suspended', 'zookeeper connection lost');
+    });
+    session.on('reconnected', () => {
+      if (this.state === 'suspended') this.stateCell.set('active', 'zookeeper connection back');
+    });
     await ensureLayout(session, this.layout);
-
-    this.stateCell.set('standby');
-    await becomeManager(
-      session,
-      this.layout,
-      { host: this.address.host, port: this.address.port, pid: process.pid, since: Date.now() },
-      this.log,
-      this.abort.signal,
-    );
-    await this.activate(session);
-  }
-
-  private async activate(session: ZkSession): Promise<void> {
-    // Reads on this thread; writes (one fsync per batch) on the writer thread, which also takes the store
-    // over, fencing any older manager.
-    const path = join(this.options.dataDir, 'metadata.sqlite');
-    const writer = new WorkerWriter(path);
-    let store: MetaStore | undefined;
-    let live: LiveTservers | undefined;
-    // Until `this.active` is set, close() finds nothing of this to stop: a close (or a failure) while
-    // this waits must be noticed here, and what was built so far closed here.
-    const stopIfEnding = (): void => {
-      if (this.stateCell.ending) throw new ExcError('SHUTTING_DOWN', 'manager stopped while activating');
-    };
-    let epoch: number;
-    try {
-      epoch = await writer.takeOver({
+    if (!this.stateCell.set('standby', 'joined the election')) return;
+    this.joining = (async () => {
+      await becomeManager(
+        session,
+        this.layout,
+        { host: this.address!.host, port: this.address!.port, pid: process.pid, since: Date.now() },
+        this.log,
+        this.abort.signal,
+      );
+      const active = await activate({
+        session,
+        layout: this.layout,
+        dataDir: this.options.dataDir,
+        objectStore: this.options.objectStore,
+        gcGraceMs: this.options.gcGraceMs,
+        gcIntervalMs: this.options.gcIntervalMs,
+        outcomeRetentionMs: this.options.outcomeRetentionMs,
+        assignIntervalMs: this.options.assignIntervalMs,
+        peers: this.peers,
+        log: this.log,
         signal: this.abort.signal,
-        onLocked: (err) =>
-          this.log.warn(
-            { err: err.message },
-            'waiting for the metadata store (another process holds its lock)',
-          ),
+        sessionsKnown: () => this.state === 'active',
+        checkQueues: (names) => this.checkQueues(names),
+        onFenced: (err) => this.expire(session, `fenced by a newer manager: ${err.message}`),
       });
-      stopIfEnding();
-      store = new MetaStore({ path });
-      live = new LiveTservers(session, this.layout, this.log);
-      await live.start();
-      stopIfEnding();
-    } catch (err) {
-      await runShutdownSteps(this.log, [
-        ['tablet server watch', () => live?.stop()],
-        ['metadata store', () => store?.close()],
-        ['metadata writer', () => writer.close()],
-      ]);
-      throw err;
-    }
-    this.serve({ writer, epoch, store, live });
-  }
-
-  /** Assembles the active manager's parts around the store it took over, and starts serving. */
-  private serve({
-    writer,
-    epoch,
-    store,
-    live,
-  }: {
-    writer: WorkerWriter;
-    epoch: number;
-    store: MetaStore;
-    live: LiveTservers;
-  }): void {
-    const commits = new CommitQueue(
-      writer,
-      (fence) => live.isLive(fence.server, fence.session),
-      this.log,
-      (err) => this.fail(err.message),
-    );
-    const tables = new Tables(store, commits, (names) => this.checkQueues(names), this.log);
-    const assigner = new Assigner(
-      store,
-      commits,
-      live,
-      (tableId) => tables.getById(tableId)?.state === 'online',
-      this.peers,
-      this.log,
-      { intervalMs: this.options.assignIntervalMs },
-    );
-    const gc = this.options.objectStore
-      ? new GarbageCollector(
-          store,
-          commits,
-          this.options.objectStore,
-          {
-            graceMs: this.options.gcGraceMs,
-            intervalMs: this.options.gcIntervalMs,
-            outcomeRetentionMs: this.options.outcomeRetentionMs,
-            epoch,
-          },
-          this.log,
-          (err) => this.fail(err.message),
-        )
-      : undefined;
-    const unload = async (server: string, tablet: string): Promise<void> => {
-      await this.peers
-        .get(server)
-        .post('/v1/tablets/unload', { tablet }, { idempotent: true, attempts: 2, timeoutMs: 5_000 });
-    };
-    const notifyTservers = (what: { tableId?: string; tablet?: string }): void => {
-      for (const server of live.all.keys()) {
-        this.peers
-          .get(server)
-          .post('/v1/tablets/refresh', what, { idempotent: true, attempts: 2, timeoutMs: 5_000 })
-          .catch((err: unknown) =>
-            this.log.debug({ server, err: describeError(err) }, 'refresh request failed'),
-          );
+      if (
+        session !== this.session ||
+        !this.stateCell.set('active', 'won the election and took the store over')
+      ) {
+        await active.stop();
+        return;
       }
-    };
-    this.active = {
-      store,
-      commits,
-      tables,
-      live,
-      gc,
-      epoch,
-      unload,
-      kickAssignment: () => void assigner.kick(),
-      notifyTservers,
-      work: new WorkFinder(store, commits),
-      assigner,
-      writer,
-    };
-    this.stateCell.set('active');
-    this.log.info({ epoch, url: this.url }, 'manager active');
-    assigner.start();
-    gc?.start();
-    tables
-      .resumeDeletes(unload)
-      .catch((err: unknown) => this.log.warn({ err: describeError(err) }, 'resuming deletions failed'));
+      this.active = active;
+      this.log.info({ epoch: active.epoch, url: this.url }, 'manager active');
+    })().catch((err: unknown) => {
+      if (this.stateCell.ending || session !== this.session) return;
+      // Not a lost session (that has its own path): the takeover itself failed. Start over.
+      this.expire(session, `could not become active: ${describeError(err)}`);
+    });
   }
 
+  /**
+   * The session is gone, or this manager was fenced: stop writing at once, then join the election again
+   * with a new session, for as long as it takes.
+   */
+  private expire(session: ZkSession, cause: string): void {
+    if (session !== this.session || !this.stateCell.set('expired', cause)) return;
+    const active = this.active;
+    this.active = undefined; // from here on every request is answered NOT_MANAGER
+    this.log.warn({ cause, wasActive: active !== undefined }, 'manager stops serving');
+    void (async () => {
+      await active?.stop();
+      await session.close().catch(() => undefined);
+      if (!this.stateCell.set('rejoining', 'opening a new session')) return;
+      const next = await retry(() => connectZk(this.options), {
+        attempts: Infinity,
+        baseMs: 200,
+        maxMs: 5_000,
+        signal: this.abort.signal,
+        onRetry: (err, attempt) =>
+          this.log.warn({ err: describeError(err), attempt }, 'could not reach ZooKeeper yet; retrying'),
+      });
+      if (this.stateCell.ending) return void (await next.close());
+      await this.join(next);
+    })().catch((err: unknown) => {
+      if (!this.stateCell.ending) this.log.error({ err: describeError(err) }, 'rejoining failed');
+    });
+  }
+
+  /** The active manager's parts; NOT_MANAGER while not active (suspended still serves). */
   private parts(): ActiveParts {
-    if (this.state !== 'active' || !this.active) {
+    if ((this.state !== 'active' && this.state !== 'suspended') || !this.active) {
       throw new ExcError('NOT_MANAGER', `this manager is ${this.state}, not active`);
     }
     return this.active;
@@ -318,14 +293,6 @@ export class Manager extends EventEmitter<Events> {
     }
   }
 
-  /** Stops serving at once: this manager can no longer be sure it is the active one. */
-  private fail(reason: string): void {
-    if (this.stateCell.ending) return;
-    this.log.fatal({ reason }, 'manager stops serving');
-    this.emit('fatal', reason);
-    void this.close();
-  }
-
   /** Clean shutdown; safe to call twice. */
   close(): Promise<void> {
     return this.stateCell.stopOnce(async () => {
@@ -333,14 +300,10 @@ export class Manager extends EventEmitter<Events> {
       const active = this.active;
       this.active = undefined;
       const steps: ShutdownStep[] = [
-        // First: a manager that stops because it was fenced must not delete one more object, and the
-        // collector's cycle is aborted, not waited for.
-        ['garbage collector', () => active?.gc?.stop()],
+        // First: a manager that stops must not delete one more object; the collector's cycle is aborted.
+        ['active parts', () => active?.stop()],
         ['http server', () => this.server.close(500)],
-        ['assignment', () => active?.assigner.stop()],
-        ['tablet server watch', () => active?.live.stop()],
-        ['metadata store', () => active?.store.close()],
-        ['metadata writer', () => active?.writer.close()],
+        ['election', () => this.joining?.catch(() => undefined)],
         ['zookeeper session', () => this.session?.close()],
       ];
       await runShutdownSteps(this.log, steps);

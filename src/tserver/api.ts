@@ -20,8 +20,7 @@ import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { QUEUE_ID_RE } from '../meta/keys.js';
 import type { RpcServer } from '../rpc/server.js';
-import type { CompactorLinks } from './compactor-links.js';
-import type { DataPath } from './data.js';
+import type { Generation } from './generation.js';
 import type { Hosting } from './hosting.js';
 import type { Reservations } from './reservations.js';
 
@@ -30,19 +29,17 @@ const ecid = z.string().regex(/^[0-9A-HJKMNP-TV-Z]{26}$/, 'expected a ULID');
 const compactor = z.string().min(1).max(1000);
 
 export interface TserverApiDeps {
-  hosting: Hosting;
-  links: CompactorLinks;
+  /** What serves requests now: the generation of the current session (UNAVAILABLE while rejoining). */
+  current: () => Generation;
   /** The parent of every compactor node (a link names a compactor by its node). */
   compactorsRoot: string;
-  reservations: Reservations;
-  data: DataPath;
-  session: () => string;
   status: () => Record<string, unknown>;
-  refreshTable: (tableId: string) => Promise<void>;
 }
 
 export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): void {
-  const { hosting, reservations, data } = deps;
+  const { current } = deps;
+  const hosting = (): Hosting => current().hosting;
+  const reservations = (): Reservations => current().reservations;
 
   server.route('GET', '/status', {}, () => deps.status());
 
@@ -51,19 +48,20 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
     '/tablets/load',
     { body: z.object({ tablet, session: z.string() }) },
     async ({ body }) => {
-      if (body.session !== deps.session()) {
+      const g = current();
+      if (body.session !== g.me.session) {
         throw new ExcError(
           'CONFLICT',
-          `load was meant for session ${body.session}, this server is ${deps.session()}`,
+          `load was meant for session ${body.session}, this server is ${g.me.session}`,
         );
       }
-      await hosting.load(body.tablet);
+      await g.hosting.load(body.tablet);
       return { loaded: true };
     },
   );
 
   server.route('POST', '/tablets/unload', { body: z.object({ tablet }) }, async ({ body }) => {
-    await hosting.unload(body.tablet, 'unload requested');
+    await hosting().unload(body.tablet, 'unload requested');
     return { unloaded: true };
   });
 
@@ -72,14 +70,15 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
     '/tablets/refresh',
     { body: z.object({ tablet: tablet.optional(), tableId: z.string().optional() }) },
     async ({ body }) => {
-      if (body.tableId) await deps.refreshTable(body.tableId);
-      if (body.tablet) await hosting.refresh(body.tablet);
+      const g = current();
+      if (body.tableId) await g.refreshTable(body.tableId);
+      if (body.tablet) await g.hosting.refresh(body.tablet);
       return { refreshed: true };
     },
   );
 
-  server.route('POST', '/ingest', {}, ({ body }) => data.ingest(body));
-  server.route('POST', '/scan', {}, ({ body }) => data.scan(body));
+  server.route('POST', '/ingest', {}, ({ body }) => current().data.ingest(body));
+  server.route('POST', '/scan', {}, ({ body }) => current().data.scan(body));
 
   server.route(
     'POST',
@@ -92,7 +91,7 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
         requestId: ecid.optional(),
       }),
     },
-    async ({ body }) => ({ job: await reservations.reserve(body) }),
+    async ({ body }) => ({ job: await reservations().reserve(body) }),
   );
 
   server.route(
@@ -109,7 +108,7 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
       }),
     },
     async ({ body }) => {
-      await reservations.commit(body);
+      await reservations().commit(body);
       return { committed: true };
     },
   );
@@ -131,7 +130,7 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
       }),
     },
     async ({ body }) => {
-      await reservations.progress(body.tablet, body.ecid, body.compactor, body.progress);
+      await reservations().progress(body.tablet, body.ecid, body.compactor, body.progress);
       return { ok: true };
     },
   );
@@ -142,7 +141,7 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
     '/fail',
     { body: owned.extend({ error: z.string().max(4_000) }) },
     async ({ body }) => ({
-      cancelled: await reservations.cancel(body.tablet, body.ecid, 'failed', {
+      cancelled: await reservations().cancel(body.tablet, body.ecid, 'failed', {
         compactor: body.compactor,
         error: body.error,
       }),
@@ -150,11 +149,11 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
   );
 
   server.route('POST', '/release', { body: owned }, async ({ body }) => ({
-    cancelled: await reservations.cancel(body.tablet, body.ecid, 'released', { compactor: body.compactor }),
+    cancelled: await reservations().cancel(body.tablet, body.ecid, 'released', { compactor: body.compactor }),
   }));
 
   server.route('POST', '/cancel', { body: z.object({ tablet, ecid }) }, async ({ body }) => ({
-    cancelled: await reservations.cancel(body.tablet, body.ecid, 'admin'),
+    cancelled: await reservations().cancel(body.tablet, body.ecid, 'admin'),
   }));
 
   // Answered only when this server stops; the compactor's death shows as the connection closing.
@@ -162,6 +161,6 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
     if (!body.compactor.startsWith(`${deps.compactorsRoot}/`)) {
       throw new ExcError('BAD_REQUEST', `${body.compactor} is not a compactor node`);
     }
-    return { stopped: await deps.links.hold(body.compactor, signal) };
+    return { stopped: await current().links.hold(body.compactor, signal) };
   });
 }

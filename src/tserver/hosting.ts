@@ -258,6 +258,11 @@ export class Hosting {
     );
   }
 
+  /** Stops serving every tablet at once: the session whose `loc` they carry is gone. */
+  dropAll(reason: string): void {
+    for (const tablet of [...this.tablets.values()]) this.drop(tablet, reason);
+  }
+
   /** Stops serving a tablet locally (it was lost or unloaded). */
   drop(tablet: HostedTablet, reason: string): void {
     if (tablet.state === 'gone') return;

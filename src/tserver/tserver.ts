@@ -2,35 +2,44 @@
  * The tablet server process: hosts the tablets the manager assigns to it; serves ingest and scan; selects
  * compactions and runs the reservation protocol with compactors.
  *
- * States: starting → serving → stopping → stopped. Its ephemeral node /excompact/tservers/<host:port> is
- * created only once it listens; its session id is the fencing token written into `loc` of its tablets.
- * Losing that session is fatal: the server stops serving at once (its mutations would be rejected anyway,
- * since they name the session) and the process exits so it can be restarted with a new one.
+ * Its life, in one place ({@link TSERVER_LIFECYCLE}):
+ *
+ *   connecting → serving ⇄ suspended          (a disconnection within the session timeout changes nothing:
+ *                  │            │               tablets stay hosted, no reservation is cancelled; only reads
+ *                  ▼            ▼               are refused while suspended, another server may be serving)
+ *               expired → rejoining → serving  (a new session, a new node, a fresh server for the manager)
+ *   any → stopping → stopped
+ *
+ * Its ephemeral node /excompact/tservers/<host:port> is created once it listens; its session id is the
+ * fencing token written into `loc` of its tablets. When the session expires (or the manager fences a
+ * mutation because the session is no longer the live one), everything built on it — the generation — is
+ * dropped at once: its tablets are no longer served, and every mutation they could still send names the
+ * dead session and is refused. Then the server opens a new session and registers again, at the same
+ * address, as a fresh server the manager can assign tablets to. The process never exits for that.
  */
 import { EventEmitter } from 'node:events';
-import { ExcError } from '../errors.js';
+import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
-import { MetaClient } from '../meta/client.js';
-import type { Location } from '../meta/tablet.js';
 import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
 import { advertisedHost } from '../net.js';
-import { QueueResolver } from '../queue/resolver.js';
-import { connectZk, ProcessState, serverRpc, type ServerOptions } from '../process.js';
+import { connectZk, ProcessState, serverRpc, type Lifecycle, type ServerOptions } from '../process.js';
 import type { RpcServer } from '../rpc/server.js';
-import { sleep } from '../retry.js';
+import { retry, sleep } from '../retry.js';
 import type { ObjectStore } from '../storage/index.js';
 import { ZkLayout, ensureLayout, isZkCode, type ZkSession } from '../zk/index.js';
 import { registerTserverApi } from './api.js';
-import { CompactorLinks } from './compactor-links.js';
-import { CompactorWatch } from './compactor-watch.js';
-import { DataPath } from './data.js';
-import { Hosting } from './hosting.js';
-import { Reconciler } from './reconciler.js';
-import { Reservations } from './reservations.js';
-import { TableConfigs } from './table-configs.js';
+import { Generation } from './generation.js';
 
-export type TserverState = 'starting' | 'serving' | 'stopping' | 'stopped';
+export type TserverState = 'connecting' | 'serving' | 'suspended' | 'expired' | 'rejoining';
+
+export const TSERVER_LIFECYCLE: Lifecycle<TserverState> = {
+  connecting: ['serving'],
+  serving: ['suspended', 'expired'],
+  suspended: ['serving', 'expired'],
+  expired: ['rejoining'],
+  rejoining: ['serving', 'expired'],
+};
 
 export interface TserverOptions extends ServerOptions {
   store: ObjectStore;
@@ -43,8 +52,7 @@ export interface TserverOptions extends ServerOptions {
 }
 
 interface Events {
-  state: [TserverState];
-  fatal: [reason: string];
+  state: [TserverState | 'stopping' | 'stopped'];
 }
 
 export class TabletServer extends EventEmitter<Events> {
@@ -53,27 +61,23 @@ export class TabletServer extends EventEmitter<Events> {
   private readonly server: RpcServer;
   private readonly layout: ZkLayout;
   private session: ZkSession | undefined;
-  private parts:
-    | {
-        hosting: Hosting;
-        reservations: Reservations;
-        watch: CompactorWatch;
-        links: CompactorLinks;
-        queues: QueueResolver;
-        data: DataPath;
-        me: Location;
-        reconciler: Reconciler;
-      }
-    | undefined;
+  private generation: Generation | undefined;
+  private rejoining: Promise<void> | undefined;
+  private readonly stopSignal = new AbortController();
   private address: { host: string; port: number } | undefined;
   private readonly registry = createRegistry('tserver');
 
   constructor(private readonly options: TserverOptions) {
     super();
     this.log = options.logger.child({ component: 'tserver' });
-    this.stateCell = new ProcessState<TserverState>('starting', this.log, 'tablet server', (s) =>
-      this.emit('state', s),
-    );
+    this.stateCell = new ProcessState({
+      initial: 'connecting',
+      lifecycle: TSERVER_LIFECYCLE,
+      log: this.log,
+      what: 'tablet server',
+      registry: this.registry,
+      onChange: (s) => this.emit('state', s),
+    });
     this.layout = new ZkLayout(options.zkRoot);
     this.server = serverRpc(
       options,
@@ -81,12 +85,13 @@ export class TabletServer extends EventEmitter<Events> {
       this.registry,
     );
     const r = this.registry;
+    const g = (): Generation | undefined => this.generation;
     counterOf(
       r,
       'excompact_tserver_reservations_total',
       'Reservation events: reserved, committed, cancelled, rejectedCommits, noWork',
       () => {
-        const s = this.parts?.reservations.stats;
+        const s = g()?.reservations.stats;
         return (
           s && {
             reserved: s.reserved,
@@ -102,16 +107,38 @@ export class TabletServer extends EventEmitter<Events> {
       r,
       'excompact_tserver_ingested_entries_total',
       'Entries ingested',
-      () => this.parts?.data.stats.ingestedEntries,
+      () => g()?.data.stats.ingestedEntries,
     );
-    counterOf(r, 'excompact_tserver_scans_total', 'Scans served', () => this.parts?.data.stats.scans);
-    gaugeOf(r, 'excompact_tserver_tablets', 'Tablets hosted', () => this.parts?.hosting.count);
+    counterOf(r, 'excompact_tserver_scans_total', 'Scans served', () => g()?.data.stats.scans);
+    counterOf(
+      r,
+      'excompact_tserver_fenced_compactors_total',
+      'Compactors fenced because their link closed',
+      () => g()?.links.fenced,
+    );
+    gaugeOf(r, 'excompact_tserver_tablets', 'Tablets hosted', () => g()?.hosting.count ?? 0);
     gaugeOf(r, 'excompact_tserver_running_compactions', 'Reservations on hosted tablets', () =>
-      this.parts?.hosting.all().reduce((n, t) => n + t.meta.reservations.size, 0),
+      g()
+        ?.hosting.all()
+        .reduce((n, t) => n + t.meta.reservations.size, 0),
     );
+    registerTserverApi(this.server, {
+      current: () => {
+        const current = this.generation;
+        if (!current) {
+          throw new ExcError(
+            'UNAVAILABLE',
+            `tablet server ${this.address ? this.name : ''} is ${this.state}; try again`,
+          );
+        }
+        return current;
+      },
+      compactorsRoot: this.layout.compactors,
+      status: () => this.status(),
+    });
   }
 
-  get state(): TserverState {
+  get state(): TserverState | 'stopping' | 'stopped' {
     return this.stateCell.value;
   }
 
@@ -124,105 +151,90 @@ export class TabletServer extends EventEmitter<Events> {
   async start(): Promise<void> {
     const bound = await this.server.listen(this.options.bindHost, this.options.port);
     this.address = { host: advertisedHost(this.options, bound.host), port: bound.port };
-
-    const session = await connectZk(this.options);
-    this.session = session;
-    session.on('lost', (reason) => this.fail(`zookeeper session lost (${reason})`));
-    await ensureLayout(session, this.layout);
-
-    const me: Location = { server: this.name, session: session.sessionId };
-    const meta = new MetaClient({
-      session,
-      layout: this.layout,
-      secret: this.options.secret,
-      logger: this.options.logger,
-      timeoutMs: this.options.rpcTimeoutMs,
-      failoverMs: this.options.managerFailoverMs,
-    });
-    const queues = new QueueResolver(session, this.layout, this.log);
-    await queues.start();
-    const configs = new TableConfigs(meta);
-    // The watch calls into the reservations, created just below (the closure runs later).
-    const watch = new CompactorWatch(
-      session,
-      (_compactor, refs) => reservations.onCompactorGone(refs),
-      this.log,
-    );
-    const hosting = new Hosting({
-      me,
-      meta,
-      queues,
-      configs,
-      watch,
-      log: this.log,
-      onFenced: (err) => this.fail(err.message),
-    });
-    const reservations = new Reservations({
-      hosting,
-      watch,
-      configs,
-      layout: this.layout,
-      queueIdOf: (name) => queues.byQueueName(name)?.id,
-      queueExists: async (queueId) => (await session.exists(this.layout.queueNode(queueId))) !== null,
-      outputSize: async (name) => (await this.options.store.stat(name))?.size ?? null,
-      log: this.log,
-      stallTimeoutMs: this.options.stallTimeoutMs,
-    });
-    const data = new DataPath(hosting, this.options.store, configs, () => {
-      if (session.state !== 'connected') {
-        throw new ExcError(
-          'UNAVAILABLE',
-          `tablet server ${this.name} is not connected to ZooKeeper; try again`,
-        );
-      }
-    });
-    const reconciler = new Reconciler(hosting, watch, this.log, { everyMs: this.options.compactorSweepMs });
-    const links = new CompactorLinks({
-      holds: (compactor) => watch.holds(compactor),
-      deleteNode: (compactor) => session.delete(compactor),
-      graceMs: this.options.compactorLinkGraceMs ?? 200,
-      log: this.log,
-    });
-    this.parts = { hosting, reservations, watch, links, queues, data, me, reconciler };
-    const refreshTable = async (tableId: string): Promise<void> => {
-      await configs.reload(tableId).catch(() => undefined);
-      for (const t of hosting.all()) if (t.meta.tableId === tableId) await hosting.refresh(t.row);
-    };
-    registerTserverApi(this.server, {
-      hosting,
-      links,
-      compactorsRoot: this.layout.compactors,
-      reservations,
-      data,
-      session: () => session.sessionId,
-      status: () => this.status(),
-      refreshTable,
-    });
-    // A new queue: tablets routing to it can queue their work there now.
-    queues.onAdded(() => {
-      for (const t of hosting.all()) void hosting.replan(t).catch(() => undefined);
-    });
-    // A deleted queue: its reservations are cancelled and the tablets requeue elsewhere.
-    queues.onRemoved((removed) => {
-      const ids = new Set(removed.map((q) => q.id));
-      for (const t of hosting.all()) {
-        for (const [ecid, r] of t.meta.reservations) {
-          if (ids.has(r.queueId))
-            void reservations.cancel(t.row, ecid, 'queue-deleted').catch(() => undefined);
-        }
-        void hosting.replan(t).catch(() => undefined);
-      }
-    });
-    watch.start();
-    reservations.start();
-    reconciler.start();
-
-    await this.register(session);
-    this.stateCell.set('serving');
-    this.log.info({ name: this.name, session: session.sessionId }, 'tablet server ready');
+    await this.join();
+    this.stateCell.set('serving', 'registered');
+    this.log.info({ name: this.name, session: this.session!.sessionId }, 'tablet server ready');
   }
 
-  /** Creates the server's ephemeral node; waits out a node left by a previous process at the same address. */
+  /** A new session, a new generation on it, and the server's node. */
+  private async join(): Promise<void> {
+    const session = await connectZk(this.options);
+    try {
+      if (this.stateCell.ending) throw new ExcError('SHUTTING_DOWN', 'tablet server is stopping');
+      await ensureLayout(session, this.layout);
+      const generation = await Generation.start({
+        session,
+        name: this.name,
+        layout: this.layout,
+        store: this.options.store,
+        secret: this.options.secret,
+        logger: this.options.logger,
+        log: this.log,
+        rpcTimeoutMs: this.options.rpcTimeoutMs,
+        managerFailoverMs: this.options.managerFailoverMs,
+        stallTimeoutMs: this.options.stallTimeoutMs,
+        compactorLinkGraceMs: this.options.compactorLinkGraceMs ?? 200,
+        compactorSweepMs: this.options.compactorSweepMs,
+        onFenced: (err) => this.expire(session, `the manager fenced a mutation: ${err.message}`),
+      });
+      try {
+        await this.register(session);
+      } catch (err) {
+        await generation.end('registration failed');
+        throw err;
+      }
+      this.session = session;
+      this.generation = generation;
+      session.on('suspended', () => {
+        if (this.state === 'serving') this.stateCell.set('suspended', 'zookeeper connection lost');
+      });
+      session.on('reconnected', () => {
+        if (this.state === 'suspended') this.stateCell.set('serving', 'zookeeper connection back');
+      });
+      session.on('lost', (reason) => this.expire(session, `zookeeper session lost (${reason})`));
+    } catch (err) {
+      await session.close();
+      throw err;
+    }
+  }
+
+  /**
+   * The session is gone (or the manager no longer takes it): stop serving everything built on it at once,
+   * then join again with a new session, for as long as it takes.
+   */
+  private expire(session: ZkSession, cause: string): void {
+    if (session !== this.session || !this.stateCell.set('expired', cause)) return;
+    const generation = this.generation;
+    this.generation = undefined;
+    this.log.warn(
+      { cause, tablets: generation?.hosting.count ?? 0 },
+      'tablet server fenced: dropping its tablets',
+    );
+    this.rejoining = (async () => {
+      await generation
+        ?.end('the session that hosted it is gone')
+        .catch((err: unknown) =>
+          this.log.warn({ err: describeError(err) }, 'ending the old generation failed'),
+        );
+      await session.close().catch(() => undefined);
+      if (!this.stateCell.set('rejoining', 'opening a new session')) return;
+      await retry(() => this.join(), {
+        attempts: Infinity,
+        baseMs: 200,
+        maxMs: 5_000,
+        signal: this.stopSignal.signal,
+        retryOn: () => !this.stateCell.ending,
+        onRetry: (err, attempt) =>
+          this.log.warn({ err: describeError(err), attempt }, 'could not rejoin yet; retrying'),
+      });
+      if (this.stateCell.set('serving', 'registered again with a new session'))
+        this.log.info({ name: this.name, session: this.session!.sessionId }, 'tablet server ready');
+    })().catch((err: unknown) => {
+      if (!this.stateCell.ending) this.log.error({ err: describeError(err) }, 'rejoining failed');
+    });
+  }
+
+  /** Creates the server's ephemeral node; waits out a node left by a previous session at the same address. */
   private async register(session: ZkSession): Promise<void> {
     const path = this.layout.tserverNode(this.name);
     const data = JSON.stringify({
@@ -249,41 +261,34 @@ export class TabletServer extends EventEmitter<Events> {
   }
 
   private status(): Record<string, unknown> {
-    const p = this.parts;
+    const g = this.generation;
     return {
       state: this.state,
       name: this.address ? this.name : null,
       session: this.session?.sessionId ?? null,
-      tablets: p?.hosting.all().map((t) => ({
+      tablets: g?.hosting.all().map((t) => ({
         tablet: t.row,
         files: t.meta.files.size,
         reservations: [...t.meta.reservations.keys()],
         queued: Object.fromEntries(t.meta.queued),
       })),
-      reservations: p?.reservations.stats,
-      data: p?.data.stats,
-      watchedCompactors: p?.watch.watched.length ?? 0,
+      reservations: g?.reservations.stats,
+      data: g?.data.stats,
+      watchedCompactors: g?.watch.watched.length ?? 0,
+      fencedCompactors: g?.links.fenced ?? 0,
     };
-  }
-
-  private fail(reason: string): void {
-    if (this.stateCell.ending) return;
-    this.log.fatal({ reason }, 'tablet server stops serving');
-    this.emit('fatal', reason);
-    void this.close();
   }
 
   /** Clean shutdown; safe to call twice. Closing the session removes our node, so the manager reassigns at once. */
   close(): Promise<void> {
     return this.stateCell.stopOnce(async () => {
-      const p = this.parts;
+      this.stopSignal.abort(new ExcError('SHUTTING_DOWN', 'tablet server is stopping'));
+      const g = this.generation;
       const steps: ShutdownStep[] = [
-        ['compactor links', () => p?.links.close()],
+        ['compactor links', () => g?.links.close()],
         ['http server', () => this.server.close(500)],
-        ['reconciler', () => p?.reconciler.stop()],
-        ['reservations', () => p?.reservations.stop()],
-        ['compactor watch', () => p?.watch.stop()],
-        ['queues', () => p?.queues.stop()],
+        ['generation', () => g?.end('stopping')],
+        ['rejoin', () => this.rejoining?.catch(() => undefined)],
         ['zookeeper session', () => this.session?.close()],
         ['object store', () => this.options.store.close()],
       ];

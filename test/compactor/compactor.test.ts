@@ -113,7 +113,7 @@ describe('compactor', () => {
     const own = await cluster()
       .client(c1.status)
       .get<{ state: string; queue: string; outcomes: { committed: number } }>('/v1/status');
-    expect(own).toMatchObject({ state: 'running', queue: 'q' });
+    expect(own).toMatchObject({ state: 'serving', queue: 'q' });
     await expect(fetch(`${c1.status}/v1/status`).then((r) => r.status)).resolves.toBe(401);
   });
 

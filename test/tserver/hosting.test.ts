@@ -110,8 +110,8 @@ describe('tablet hosting', () => {
     await allHostedBy(meta, 't', [heirName], cluster().sessionTimeoutMs + 10_000);
     const before = await meta.row(tablet!.tablet);
 
-    // A write reaches the zombie while it is frozen; it handles it when it resumes, and the manager refuses
-    // the zombie's change to the tablet: the session it names (the fencing token) has expired.
+    // A write reaches the zombie while it is frozen; it handles it when it resumes, and it cannot be applied:
+    // the session it names (the fencing token) has expired.
     const zombieClient = cluster().client(`http://${zombieName}`);
     const write = zombieClient
       .post(
@@ -125,14 +125,29 @@ describe('tablet hosting', () => {
       );
     zombie.resume();
     const refused = await write;
-    expect(refused?.code).toBe('FENCED');
-    // The zombie itself answered so (not a connection lost as it exits).
-    expect(refused?.details.remoteCode).toBe('FENCED');
+    // The zombie itself refuses it: FENCED when the manager refused the change it tried, UNAVAILABLE when
+    // it had already noticed its session was gone and dropped everything it hosted.
+    expect(['FENCED', 'UNAVAILABLE']).toContain(refused?.code);
+    expect(refused?.details.remoteCode).toBe(refused?.code);
 
-    // The store is exactly as the heir left it, and the zombie stopped serving (it exits).
+    // The store is exactly as the heir left it. The zombie dropped what it hosted and joined again with a
+    // new session (it does not exit): a fresh server, whose old fencing token stays refused.
     expect(await meta.row(tablet!.tablet)).toEqual(before);
     expect((await meta.row(tablet!.tablet)).get(COL_LOC)).toContain(heirName);
-    expect((await zombie.waitExit(15_000)).code).toBe(3);
+    const rejoined = await zombie.waitForLog(
+      (l) => l.msg === 'tablet server state' && l.from === 'rejoining' && l.to === 'serving',
+      20_000,
+    );
+    expect(zombie.running).toBe(true);
+    const states = zombie.lines.filter((l) => l.msg === 'tablet server state').map((l) => l.to);
+    // (Resumed, it may see its connection drop before it hears of the expiry: serving → suspended first.)
+    expect(states[0]).toBe('serving');
+    expect(states.slice(-3)).toEqual(['expired', 'rejoining', 'serving']);
+    expect(rejoined.cause).toMatch(/new session/);
+    const again = await zombie.waitForLog(
+      (l) => l.msg === 'tablet server ready' && l.session !== zombieLoc.session,
+    );
+    expect(again.name).toBe(zombieName);
     const c = client(cluster(), meta);
     expect(await scanLines(c, 't', cellLine)).toEqual([]);
 

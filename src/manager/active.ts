@@ -1,0 +1,168 @@
+/**
+ * What a manager runs while it is the active one: the metadata store it took over (fencing any older
+ * holder by epoch), group commit, the tables, assignment, garbage collection and the work finder — all
+ * built on the ZooKeeper session that won the election, and all stopped together when that session is
+ * lost or the manager stops (manager.ts).
+ */
+import { join } from 'node:path';
+import { ExcError, describeError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { runShutdownSteps } from '../lifecycle.js';
+import { MetaStore } from '../meta/store.js';
+import { WorkerWriter } from '../meta/writer.js';
+import type { PeerClients } from '../rpc/peers.js';
+import type { ZkLayout, ZkSession } from '../zk/index.js';
+import type { ActiveParts } from './api.js';
+import { Assigner } from './assignment.js';
+import { CommitQueue } from './commit-queue.js';
+import { GarbageCollector, type GcObjectStore } from './gc.js';
+import { LiveTservers } from './live-tservers.js';
+import { Tables } from './tables.js';
+import { WorkFinder } from './work-finder.js';
+
+export interface ActiveContext {
+  session: ZkSession;
+  layout: ZkLayout;
+  dataDir: string;
+  objectStore?: GcObjectStore;
+  gcGraceMs: number;
+  gcIntervalMs: number;
+  outcomeRetentionMs: number;
+  assignIntervalMs?: number;
+  peers: PeerClients;
+  log: Logger;
+  /** Aborts a takeover that waits (the manager stops or loses its session meanwhile). */
+  signal: AbortSignal;
+  /** Whether tablet servers' sessions can be checked now (false while disconnected from ZooKeeper). */
+  sessionsKnown: () => boolean;
+  /** Fails when a table routes to a queue that does not exist. */
+  checkQueues: (names: string[]) => Promise<void>;
+  /** A write was refused because a newer manager took the store over. */
+  onFenced: (err: ExcError) => void;
+}
+
+export type ActiveManager = ActiveParts & {
+  assigner: Assigner;
+  writer: WorkerWriter;
+  /** Stops everything at once; the garbage collector first (a fenced manager must delete nothing more). */
+  stop(): Promise<void>;
+};
+
+/** Takes the store over and starts serving as the active manager. */
+export async function activate(ctx: ActiveContext): Promise<ActiveManager> {
+  const { log } = ctx;
+  // Reads on this thread; writes (one fsync per batch) on the writer thread, which also takes the store
+  // over, fencing any older manager.
+  const path = join(ctx.dataDir, 'metadata.sqlite');
+  const writer = new WorkerWriter(path);
+  let store: MetaStore | undefined;
+  let live: LiveTservers | undefined;
+  let epoch: number;
+  try {
+    epoch = await writer.takeOver({
+      signal: ctx.signal,
+      onLocked: (err) =>
+        log.warn({ err: err.message }, 'waiting for the metadata store (another process holds its lock)'),
+    });
+    ctx.signal.throwIfAborted();
+    store = new MetaStore({ path });
+    live = new LiveTservers(ctx.session, ctx.layout, log);
+    await live.start();
+    ctx.signal.throwIfAborted();
+  } catch (err) {
+    await runShutdownSteps(log, [
+      ['tablet server watch', () => live?.stop()],
+      ['metadata store', () => store?.close()],
+      ['metadata writer', () => writer.close()],
+    ]);
+    throw err;
+  }
+  return serve(ctx, writer, epoch, store, live);
+}
+
+function serve(
+  ctx: ActiveContext,
+  writer: WorkerWriter,
+  epoch: number,
+  store: MetaStore,
+  live: LiveTservers,
+): ActiveManager {
+  const { log, peers } = ctx;
+  const commits = new CommitQueue(
+    writer,
+    (fence) => (ctx.sessionsKnown() ? live.isLive(fence.server, fence.session) : undefined),
+    log,
+    ctx.onFenced,
+  );
+  const tables = new Tables(store, commits, ctx.checkQueues, log);
+  const assigner = new Assigner(
+    store,
+    commits,
+    live,
+    (tableId) => tables.getById(tableId)?.state === 'online',
+    peers,
+    log,
+    { intervalMs: ctx.assignIntervalMs },
+  );
+  const gc = ctx.objectStore
+    ? new GarbageCollector(
+        store,
+        commits,
+        ctx.objectStore,
+        {
+          graceMs: ctx.gcGraceMs,
+          intervalMs: ctx.gcIntervalMs,
+          outcomeRetentionMs: ctx.outcomeRetentionMs,
+          epoch,
+        },
+        log,
+        ctx.onFenced,
+      )
+    : undefined;
+  const unload = async (server: string, tablet: string): Promise<void> => {
+    await peers
+      .get(server)
+      .post('/v1/tablets/unload', { tablet }, { idempotent: true, attempts: 2, timeoutMs: 5_000 });
+  };
+  const notifyTservers = (what: { tableId?: string; tablet?: string }): void => {
+    for (const server of live.all.keys()) {
+      peers
+        .get(server)
+        .post('/v1/tablets/refresh', what, { idempotent: true, attempts: 2, timeoutMs: 5_000 })
+        .catch((err: unknown) => log.debug({ server, err: describeError(err) }, 'refresh request failed'));
+    }
+  };
+  let stopping: Promise<void> | undefined;
+  const active: ActiveManager = {
+    store,
+    commits,
+    tables,
+    live,
+    gc,
+    epoch,
+    unload,
+    kickAssignment: () => void assigner.kick(),
+    notifyTservers,
+    work: new WorkFinder(store, commits),
+    assigner,
+    writer,
+    stop: () =>
+      (stopping ??= runShutdownSteps(log, [
+        ['garbage collector', () => gc?.stop()],
+        ['assignment', () => assigner.stop()],
+        ['tablet server watch', () => live.stop()],
+        ['metadata store', () => store.close()],
+        ['metadata writer', () => writer.close()],
+      ])),
+  };
+  assigner.start();
+  gc?.start();
+  tables
+    .resumeDeletes(unload)
+    .catch((err: unknown) => log.warn({ err: describeError(err) }, 'resuming deletions failed'));
+  return active;
+}
+
+export function notActive(state: string): ExcError {
+  return new ExcError('NOT_MANAGER', `this manager is ${state}, not active`);
+}

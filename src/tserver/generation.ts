@@ -1,0 +1,156 @@
+/**
+ * Everything a tablet server builds on one ZooKeeper session: its fencing token (the session id in `loc`),
+ * the tablets it hosts under it, the compactor watch, the reservations, the data path, the reconciler and
+ * the compactor links. When the session expires the whole generation is dropped at once — nothing done
+ * under the old session can succeed any more (every mutation names it) — and the tablet server builds a
+ * new one on a new session (tserver.ts).
+ */
+import { ExcError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { MetaClient } from '../meta/client.js';
+import type { Location } from '../meta/tablet.js';
+import { QueueResolver } from '../queue/resolver.js';
+import type { ObjectStore } from '../storage/index.js';
+import type { ZkLayout, ZkSession } from '../zk/index.js';
+import { CompactorLinks } from './compactor-links.js';
+import { CompactorWatch } from './compactor-watch.js';
+import { DataPath } from './data.js';
+import { Hosting } from './hosting.js';
+import { Reconciler } from './reconciler.js';
+import { Reservations } from './reservations.js';
+import { TableConfigs } from './table-configs.js';
+
+export interface GenerationContext {
+  session: ZkSession;
+  /** `host:port`: the server's name in ZooKeeper and in `loc`. */
+  name: string;
+  layout: ZkLayout;
+  store: ObjectStore;
+  secret: string;
+  logger: Logger;
+  log: Logger;
+  rpcTimeoutMs: number;
+  managerFailoverMs?: number;
+  stallTimeoutMs: number;
+  compactorLinkGraceMs: number;
+  compactorSweepMs?: number;
+  /** The manager refused a mutation because this session is not the server's live one. */
+  onFenced: (err: ExcError) => void;
+}
+
+export class Generation {
+  readonly me: Location;
+  readonly meta: MetaClient;
+  readonly queues: QueueResolver;
+  readonly configs: TableConfigs;
+  readonly watch: CompactorWatch;
+  readonly hosting: Hosting;
+  readonly reservations: Reservations;
+  readonly data: DataPath;
+  readonly reconciler: Reconciler;
+  readonly links: CompactorLinks;
+  private ended = false;
+
+  private constructor(readonly ctx: GenerationContext) {
+    const { session, layout, log } = ctx;
+    this.me = { server: ctx.name, session: session.sessionId };
+    this.meta = new MetaClient({
+      session,
+      layout,
+      secret: ctx.secret,
+      logger: ctx.logger,
+      timeoutMs: ctx.rpcTimeoutMs,
+      failoverMs: ctx.managerFailoverMs,
+    });
+    this.queues = new QueueResolver(session, layout, log);
+    this.configs = new TableConfigs(this.meta);
+    this.watch = new CompactorWatch(
+      session,
+      (_compactor, refs) => this.reservations.onCompactorGone(refs),
+      log,
+    );
+    this.hosting = new Hosting({
+      me: this.me,
+      meta: this.meta,
+      queues: this.queues,
+      configs: this.configs,
+      watch: this.watch,
+      log,
+      onFenced: ctx.onFenced,
+    });
+    this.reservations = new Reservations({
+      hosting: this.hosting,
+      watch: this.watch,
+      configs: this.configs,
+      layout,
+      queueIdOf: (name) => this.queues.byQueueName(name)?.id,
+      queueExists: async (queueId) => (await session.exists(layout.queueNode(queueId))) !== null,
+      outputSize: async (name) => (await ctx.store.stat(name))?.size ?? null,
+      log,
+      stallTimeoutMs: ctx.stallTimeoutMs,
+    });
+    // Reads are refused while the session is in doubt: another server may already host these tablets.
+    this.data = new DataPath(this.hosting, ctx.store, this.configs, () => {
+      if (this.ended || session.state !== 'connected') {
+        throw new ExcError(
+          'UNAVAILABLE',
+          `tablet server ${ctx.name} is not connected to ZooKeeper; try again`,
+        );
+      }
+    });
+    this.reconciler = new Reconciler(this.hosting, this.watch, log, { everyMs: ctx.compactorSweepMs });
+    this.links = new CompactorLinks({
+      holds: (compactor) => this.watch.holds(compactor),
+      deleteNode: (compactor) => session.delete(compactor),
+      graceMs: ctx.compactorLinkGraceMs,
+      log,
+    });
+  }
+
+  /** Builds a generation on `session` and starts its background work. */
+  static async start(ctx: GenerationContext): Promise<Generation> {
+    const g = new Generation(ctx);
+    await g.queues.start();
+    const { hosting, reservations } = g;
+    // A new queue: tablets routing to it can queue their work there now.
+    g.queues.onAdded(() => {
+      for (const t of hosting.all()) void hosting.replan(t).catch(() => undefined);
+    });
+    // A deleted queue: its reservations are cancelled and the tablets requeue elsewhere.
+    g.queues.onRemoved((removed) => {
+      const ids = new Set(removed.map((q) => q.id));
+      for (const t of hosting.all()) {
+        for (const [ecid, r] of t.meta.reservations) {
+          if (ids.has(r.queueId))
+            void reservations.cancel(t.row, ecid, 'queue-deleted').catch(() => undefined);
+        }
+        void hosting.replan(t).catch(() => undefined);
+      }
+    });
+    g.watch.start();
+    reservations.start();
+    g.reconciler.start();
+    return g;
+  }
+
+  /** Re-reads a table's settings and refreshes its hosted tablets (the manager asks, after a change). */
+  async refreshTable(tableId: string): Promise<void> {
+    await this.configs.reload(tableId).catch(() => undefined);
+    for (const t of this.hosting.all()) if (t.meta.tableId === tableId) await this.hosting.refresh(t.row);
+  }
+
+  /**
+   * Ends the generation: it hosts nothing from now on (its tablets are dropped at once; their next host
+   * loads them from the store), and its background work stops. Safe to call twice.
+   */
+  async end(reason: string): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    this.links.close();
+    this.hosting.dropAll(reason);
+    this.reservations.stop();
+    this.watch.stop();
+    await this.reconciler.stop();
+    await this.queues.stop();
+  }
+}
