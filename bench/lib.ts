@@ -15,10 +15,14 @@ import {
   startEmbeddedZooKeeper,
   type EmbeddedZooKeeper,
 } from '../src/zk/index.js';
+import { startZooKeeperEnsemble, type ZooKeeperEnsemble } from '../test/support/ensemble.js';
 import { ProcessGroup, type ManagedProcess } from '../test/support/process-group.js';
 
 export interface BenchCluster {
-  zk: EmbeddedZooKeeper;
+  /** The single embedded server, or (with `ensemble: true`) the first member of the ensemble. */
+  zk: Pick<EmbeddedZooKeeper, 'connectString' | 'stop'>;
+  /** The three-server ensemble, when asked for. */
+  ensemble?: ZooKeeperEnsemble;
   dir: string;
   secret: string;
   root: string;
@@ -33,15 +37,18 @@ export interface BenchCluster {
 }
 
 export async function startBenchCluster(
-  options: { sessionTimeoutMs?: number; env?: Record<string, string> } = {},
+  options: { sessionTimeoutMs?: number; env?: Record<string, string>; ensemble?: boolean } = {},
 ): Promise<BenchCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'exc-bench-'));
-  const zk = await startEmbeddedZooKeeper({
-    dataDir: join(dir, 'zk'),
-    tickTimeMs: 100,
-    minSessionTimeoutMs: 200,
-    maxSessionTimeoutMs: 20_000,
-  });
+  const ensemble = options.ensemble ? await startZooKeeperEnsemble({ dir: join(dir, 'zk') }) : undefined;
+  const zk = ensemble
+    ? { connectString: ensemble.connectString, stop: () => ensemble.stop() }
+    : await startEmbeddedZooKeeper({
+        dataDir: join(dir, 'zk'),
+        tickTimeMs: 100,
+        minSessionTimeoutMs: 200,
+        maxSessionTimeoutMs: 20_000,
+      });
   const secret = 'bench-secret-0123456789abcdef';
   const root = '/bench';
   const env: Record<string, string> = {
@@ -65,6 +72,7 @@ export async function startBenchCluster(
   const meta = new MetaClient({ session, layout, secret, logger: silentLogger(), failoverMs: 30_000 });
   return {
     zk,
+    ...(ensemble ? { ensemble } : {}),
     dir,
     secret,
     root,
