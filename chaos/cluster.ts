@@ -15,6 +15,7 @@ import { MetaClient } from '../src/meta/client.js';
 import { ZkLayout, ZkSession, digestAuthFromSecret, ensureLayout } from '../src/zk/index.js';
 import { startZooKeeperEnsemble, type ZooKeeperEnsemble } from '../test/support/ensemble.js';
 import { FaultProxy } from '../test/support/fault-proxy.js';
+import { startProxy, type TcpProxy } from '../test/support/proxy.js';
 import { ProcessGroup, runCli, type LogLine, type ManagedProcess } from '../test/support/process-group.js';
 import { startTestS3, type TestS3 } from '../test/support/s3-server.js';
 import type { ChaosLog } from './report.js';
@@ -44,6 +45,8 @@ export interface Slot {
   /** When the slot's current process became ready. */
   readyAt?: number;
   starts: number;
+  /** The slot's way to each ZooKeeper server (a fault cuts them all to cut the process off). */
+  zkProxies?: TcpProxy[];
 }
 
 export interface UnexpectedExit {
@@ -94,10 +97,10 @@ export class ChaosCluster {
     return this.options.log;
   }
 
-  /** Environment of every process of the cluster. */
-  env(): Record<string, string> {
+  /** Environment of every process of the cluster (a slot's reaches ZooKeeper through its own proxies). */
+  env(slot?: Slot): Record<string, string> {
     return {
-      EXC_ZK: this.ensemble.connectString,
+      EXC_ZK: slot?.zkProxies ? slot.zkProxies.map((p) => p.address).join(',') : this.ensemble.connectString,
       EXC_ZK_ROOT: this.root,
       EXC_SECRET: this.secret,
       EXC_ZK_SESSION_TIMEOUT_MS: String(this.options.sessionTimeoutMs),
@@ -166,8 +169,9 @@ export class ChaosCluster {
   async launch(slot: Slot): Promise<void> {
     const args = slot.role === 'compactor' ? ['compactor', slot.queue!, '--long-poll', '5000'] : [slot.role];
     slot.starts++;
+    slot.zkProxies ??= await Promise.all(this.ensemble.members.map((m) => startProxy(m.clientPort)));
     const proc = await this.procs.start(`${slot.name}.${slot.starts}`, args, {
-      env: this.env(),
+      env: this.env(slot),
       readyWhen: READY[slot.role],
       readyTimeoutMs: 60_000,
     });
@@ -285,6 +289,7 @@ export class ChaosCluster {
     for (const t of this.restarts) clearTimeout(t);
     for (const role of ['compactor', 'tserver', 'manager'] as const) await this.stopRole(role);
     await this.procs.stopAll();
+    for (const s of this.slots) for (const p of s.zkProxies ?? []) await p.stop().catch(() => undefined);
     await this.session?.close().catch(() => undefined);
     await this.proxy?.stop().catch(() => undefined);
     await this.s3?.stop().catch(() => undefined);

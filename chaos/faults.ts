@@ -37,11 +37,18 @@ export const FAULT_KINDS = [
   'queue-recreate',
   'zk-leader-kill',
   'zk-follower-kill',
+  'zk-cut',
+  'zk-partition',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
-/** ZooKeeper faults wait on processes that ride through a lost session (behind --zk-faults). */
-const ZK_FAULTS: ReadonlySet<FaultKind> = new Set(['zk-leader-kill', 'zk-follower-kill']);
+/** Faults of ZooKeeper itself, and of processes' ways to it (off with --no-zk-faults). */
+const ZK_FAULTS: ReadonlySet<FaultKind> = new Set([
+  'zk-leader-kill',
+  'zk-follower-kill',
+  'zk-cut',
+  'zk-partition',
+]);
 
 const WEIGHTS: Record<FaultKind, number> = {
   'compactor-kill': 14,
@@ -62,6 +69,8 @@ const WEIGHTS: Record<FaultKind, number> = {
   'queue-recreate': 1,
   'zk-leader-kill': 3,
   'zk-follower-kill': 2,
+  'zk-cut': 3,
+  'zk-partition': 2,
 };
 
 export interface ScheduledFault {
@@ -93,7 +102,7 @@ export function makeSchedule(rng: Rng, options: ScheduleOptions): ScheduledFault
   const out: ScheduledFault[] = [];
   for (let at = rng.exponential(options.meanIntervalMs); at < options.durationMs;) {
     const kind = rng.weighted(weights);
-    const long = kind.endsWith('-zombie');
+    const long = kind.endsWith('-zombie') || kind === 'zk-partition';
     out.push({
       at: Math.round(at),
       kind,
@@ -101,7 +110,7 @@ export function makeSchedule(rng: Rng, options: ScheduleOptions): ScheduledFault
       // A zombie is paused well past its session timeout; a plain pause stays well inside it.
       durationMs: long
         ? rng.int(Math.round(1.5 * session), Math.round(2.5 * session))
-        : kind.endsWith('-pause')
+        : kind.endsWith('-pause') || kind === 'zk-cut'
           ? rng.int(100, Math.round(0.4 * session))
           : rng.int(1_000, 8_000),
       restartAfterMs: rng.int(200, 4_000),
@@ -346,6 +355,27 @@ export class FaultInjector {
             this.held.delete(s.name);
             this.cluster.release(s, 500);
           }
+        }
+        return;
+      }
+      case 'zk-cut':
+      case 'zk-partition': {
+        // A process cut off from every ZooKeeper server: briefly (it must ride through, cancelling nothing)
+        // or past its session timeout (its session expires: it rejoins with a new one, never exits).
+        const all = [
+          ...this.candidates('compactor'),
+          ...this.candidates('tserver'),
+          ...this.candidates('manager'),
+        ];
+        const slot = all[f.target % Math.max(1, all.length)];
+        if (!slot?.zkProxies) return this.skip(f, 'no process to cut off');
+        this.count(f, slot.name, { forMs: f.durationMs });
+        this.hold(slot, f.durationMs + 2 * session + 10_000);
+        for (const p of slot.zkProxies) p.blackhole();
+        await sleep(f.durationMs);
+        for (const p of slot.zkProxies) {
+          p.restore();
+          p.dropConnections(); // what was swallowed meanwhile left the streams broken: start them afresh
         }
         return;
       }

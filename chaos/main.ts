@@ -46,7 +46,7 @@ const program = new Command('chaos')
     int('--min-compactions', 0),
     0,
   )
-  .option('--zk-faults', 'also kill ZooKeeper servers (leader and followers)')
+  .option('--no-zk-faults', 'no ZooKeeper faults (server kills, processes cut off from it)')
   .option('--dir <dir>', 'run directory (default: a new temporary one, removed when the run passes)')
   .option('--keep', 'keep the run directory even when the run passes')
   .addHelpText(
@@ -63,7 +63,7 @@ const flags = program.opts<{
   sessionMs: number;
   checkEvery?: string;
   minCompactions: number;
-  zkFaults?: boolean;
+  zkFaults: boolean;
   dir?: string;
   keep?: boolean;
 }>();
@@ -79,7 +79,7 @@ const options: ChaosOptions = {
   checkEverySeconds: flags.checkEvery
     ? Number(flags.checkEvery)
     : Math.min(600, Math.ceil(flags.seconds / 3)),
-  zkFaults: flags.zkFaults ?? false,
+  zkFaults: flags.zkFaults,
   minCompactions: flags.minCompactions,
 };
 
