@@ -63,6 +63,7 @@ const flags = program.opts<{
   sessionMs: number;
   checkEvery?: string;
   minCompactions: number;
+  untilCompactions?: number;
   zkFaults: boolean;
   dir?: string;
   keep?: boolean;
@@ -81,6 +82,7 @@ const options: ChaosOptions = {
     : Math.min(600, Math.ceil(flags.seconds / 3)),
   zkFaults: flags.zkFaults,
   minCompactions: flags.minCompactions,
+  ...(flags.untilCompactions ? { untilCompactions: flags.untilCompactions } : {}),
 };
 
 const rng = new Rng(flags.seed);

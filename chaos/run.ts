@@ -27,6 +27,8 @@ export interface ChaosOptions {
   zkFaults: boolean;
   /** Fewer committed compactions than this is a failed run (the faults must not stop the work). */
   minCompactions: number;
+  /** End the faulted phase once this many compactions committed (a soak). */
+  untilCompactions?: number;
 }
 
 /** Jobs of up to 16 KiB of input go to `small`, the rest to `large`. */
@@ -117,6 +119,7 @@ export async function runChaos(
   const checks: { at: number; ok: boolean }[] = [];
   let last = Date.now();
   while (faultClock < options.seconds * 1000) {
+    if (options.untilCompactions !== undefined && outcomes.committed >= options.untilCompactions) break;
     await sleep(100);
     const now = Date.now();
     faultClock += now - last;
@@ -198,7 +201,7 @@ export async function runChaos(
   const resurrected = workload.problems.resurrected.size;
   const wrong = workload.problems.wrong.size;
   const figures = {
-    seconds: options.seconds,
+    seconds: Math.round(faultClock / 1000),
     wallSeconds: Math.round((Date.now() - started) / 1000),
     seed: options.seed,
     compactions: outcomes.committed,
@@ -267,7 +270,7 @@ export async function runChaos(
     `checks: ${figures.zombieCommits} zombie commits, ${figures.deadReservations} dead reservations (longest ${dead.longestMs} ms), ${figures.checksFailed} failed quiescent checks, ${figures.stuckWrites} stuck writes, ${workload.figures.scans} scans, ${workload.figures.userCompactions} user compactions`,
   );
   const summary =
-    `chaos: ${options.seconds}s seed ${options.seed}: ${figures.compactions} compactions, ${figures.faults} faults, ` +
+    `chaos: ${figures.seconds}s seed ${options.seed}: ${figures.compactions} compactions, ${figures.faults} faults, ` +
     `${lost} lost, ${resurrected} resurrected, ${wrong} wrong, ${figures.double} double, ${figures.leaked} leaked, ` +
     `${orphans} orphans, ${figures.unexpectedExits} unexpected exits, ${figures.zombieCommits} zombie commits, ` +
     `${figures.deadReservations} dead reservations, ${figures.checksFailed} failed checks, ${figures.stuckWrites} stuck writes`;
