@@ -216,7 +216,9 @@ export class Manager extends EventEmitter<Events> {
         session !== this.session ||
         !this.stateCell.set('active', 'won the election and took the store over')
       ) {
+        // Superseded while taking over: give the store and the manager node back.
         await active.stop();
+        if (session !== this.session) await session.close();
         return;
       }
       this.active = active;
@@ -234,6 +236,9 @@ export class Manager extends EventEmitter<Events> {
    */
   private expire(session: ZkSession, cause: string): void {
     if (session !== this.session || !this.stateCell.set('expired', cause)) return;
+    // The old session is done with: whatever else still reports about it (the election waiting on it, a
+    // takeover under way) is ignored from here on, so only one rejoin ever runs.
+    this.session = undefined;
     const active = this.active;
     this.active = undefined; // from here on every request is answered NOT_MANAGER
     this.log.warn({ cause, wasActive: active !== undefined }, 'manager stops serving');

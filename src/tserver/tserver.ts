@@ -204,6 +204,9 @@ export class TabletServer extends EventEmitter<Events> {
    */
   private expire(session: ZkSession, cause: string): void {
     if (session !== this.session || !this.stateCell.set('expired', cause)) return;
+    // Whatever else still reports about the old session (a fenced mutation, its loss) is ignored from here
+    // on, so only one rejoin ever runs.
+    this.session = undefined;
     const generation = this.generation;
     this.generation = undefined;
     this.log.warn(

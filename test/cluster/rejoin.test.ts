@@ -57,6 +57,25 @@ describe('rejoining after a lost session', () => {
     expect(tables.map((t) => t.name)).toEqual(['t']);
   });
 
+  it('manager - a standby whose session expires rejoins once (found by the chaos run: it rejoined twice, and a leaked session held the manager node)', async () => {
+    const c = cluster();
+    const active = await c.startManager({ name: 'manager-1' });
+    const standby = await c.startManager({ name: 'manager-2', standby: true });
+    standby.pause();
+    await new Promise((r) => setTimeout(r, c.sessionTimeoutMs + 1_500));
+    standby.resume();
+    await standby.waitForLog(
+      (l) => l.msg === 'manager state' && l.from === 'rejoining' && l.to === 'standby',
+      c.sessionTimeoutMs + 15_000,
+    );
+    await new Promise((r) => setTimeout(r, 1_000));
+    // Its session was lost once, as the election saw too: one expiry, one rejoin — not two loops.
+    expect(states(standby.lines, 'manager')).toEqual(['standby', 'expired', 'rejoining', 'standby']);
+    // And it holds nothing it should not: when the active one dies, it takes over within the timeout.
+    active.kill();
+    await standby.waitForLog((l) => l.msg === 'manager active', c.sessionTimeoutMs + 10_000);
+  });
+
   it('manager - alone and paused past its session: it takes over again by itself', async () => {
     const c = cluster();
     const only = await c.startManager({ name: 'manager-1' });
@@ -100,14 +119,14 @@ describe('rejoining after a lost session', () => {
       (l) => l.msg === 'tablet server state' && l.from === 'rejoining' && l.to === 'serving',
       c.sessionTimeoutMs + 15_000,
     );
-    const after = (await waitFor(
+    const after = await waitFor(
       async () => {
         const t = await hosted();
         return t && t.every((x) => x.loc!.session !== before.session) && t;
       },
       'the tablets assigned to the rejoined server',
       20_000,
-    ));
+    );
     expect(after.map((t) => t.loc!.server)).toEqual([before.server, before.server]);
     expect(tserver.running).toBe(true);
     await client.ingest('t', [{ row: 'b', ts: 2, value: '3' }]);
