@@ -31,6 +31,9 @@ export interface ChaosOptions {
   untilCompactions?: number;
 }
 
+/** How long the cluster may go without acknowledging a write or committing a compaction. */
+const STALL_MS = 60_000;
+
 /** Jobs of up to 16 KiB of input go to `small`, the rest to `large`. */
 const ROUTES = 'queues=small:16384,large';
 const TUNING = ['ratio=1.5', 'maxFiles=6', 'fileLimit=12', 'maxAttempts=5'];
@@ -118,6 +121,10 @@ export async function runChaos(
   const userCompactions: Promise<void>[] = [];
   const checks: { at: number; ok: boolean }[] = [];
   let last = Date.now();
+  let lastMoved = '';
+  let lastMovedAt = last;
+  let stalled = false;
+  let stalls = 0;
   while (faultClock < options.seconds * 1000) {
     if (options.untilCompactions !== undefined && outcomes.committed >= options.untilCompactions) break;
     await sleep(100);
@@ -142,6 +149,22 @@ export async function runChaos(
       nextUser += 25_000;
       userCompactions.push(workload.userCompaction(rng.pick(workload.tables), rng));
     }
+    // Liveness: faults may slow the cluster, never stop it. A minute with no write acknowledged and no
+    // compaction committed is a stall.
+    const moved = `${outcomes.committed}/${workload.figures.writes}`;
+    if (moved !== lastMoved) {
+      lastMoved = moved;
+      lastMovedAt = now;
+      stalled = false;
+    } else if (!stalled && now - lastMovedAt > STALL_MS) {
+      stalled = true;
+      stalls++;
+      log.event(
+        'stall',
+        { forMs: now - lastMovedAt },
+        `VIOLATION: no write and no compaction for ${Math.round((now - lastMovedAt) / 1000)} s`,
+      );
+    }
     if (faultClock >= nextProgress) {
       nextProgress += 15_000;
       log.say(
@@ -153,6 +176,7 @@ export async function runChaos(
       checks.push(await quiescentCheck('quiescent check'));
       workload.start(writersFor(options.rate), options.rate);
       last = Date.now();
+      lastMovedAt = last;
     }
   }
 
@@ -223,6 +247,7 @@ export async function runChaos(
     longestDeadReservationMs: dead.longestMs,
     checksFailed: checks.filter((c) => !c.ok).length,
     stuckWrites: workload.figures.stuckWrites,
+    stalls,
     reclaimAfterKillMs: {
       samples: judged.reclaimMs.length,
       p50: percentile(judged.reclaimMs, 50),
@@ -252,6 +277,7 @@ export async function runChaos(
     figures.deadReservations +
     figures.checksFailed +
     figures.stuckWrites +
+    stalls +
     (figures.compactions < options.minCompactions ? 1 : 0);
   if (figures.compactions < options.minCompactions)
     log.say(
@@ -273,7 +299,7 @@ export async function runChaos(
     `chaos: ${figures.seconds}s seed ${options.seed}: ${figures.compactions} compactions, ${figures.faults} faults, ` +
     `${lost} lost, ${resurrected} resurrected, ${wrong} wrong, ${figures.double} double, ${figures.leaked} leaked, ` +
     `${orphans} orphans, ${figures.unexpectedExits} unexpected exits, ${figures.zombieCommits} zombie commits, ` +
-    `${figures.deadReservations} dead reservations, ${figures.checksFailed} failed checks, ${figures.stuckWrites} stuck writes`;
+    `${figures.deadReservations} dead reservations, ${figures.checksFailed} failed checks, ${figures.stuckWrites} stuck writes, ${stalls} stalls`;
   return { violations, summary, report: figures };
 
   /** Faults drained, every process up, writes paused: scan every table and run the consistency check. */
