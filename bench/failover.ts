@@ -168,7 +168,12 @@ async function run(c: BenchCluster) {
           },
         ),
       );
-      const line = await successor.waitForLog((l) => l.msg === 'manager active', pauseMs + 60_000);
+      // After the fault: a standby that was active before (a resumed old manager standing by again) has
+      // older such lines.
+      const line = await successor.waitForLog(
+        (l) => l.msg === 'manager active' && logTime(l) >= faultAt,
+        pauseMs + 60_000,
+      );
       const activeAt = logTime(line);
       kinds[kind].failoverMs.push(activeAt - faultAt);
       // Measured while the old manager may still be paused: calls stuck on it must not hold anything up.
