@@ -337,9 +337,12 @@ export async function runChaos(
   }
 }
 
-/** Enough writers for the rate: a write takes a few hundred milliseconds, longer under faults. */
+/**
+ * Enough writers for the rate: a write takes a few hundred milliseconds, and under faults many wait for a
+ * tablet to be hosted again (the others go on writing elsewhere).
+ */
 function writersFor(rate: number): number {
-  return Math.max(4, Math.ceil(rate / 1.5));
+  return Math.max(8, Math.ceil(rate));
 }
 
 function sum(counts: Record<string, number>): number {
