@@ -125,9 +125,9 @@ describe('tablet hosting', () => {
       );
     zombie.resume();
     const refused = await write;
-    // The zombie itself refuses it: FENCED when the manager refused the change it tried, UNAVAILABLE when
-    // it had already noticed its session was gone and dropped everything it hosted.
-    expect(['FENCED', 'UNAVAILABLE']).toContain(refused?.code);
+    // The zombie itself refuses it: FENCED when the manager refused the change it tried; NOT_SERVING or
+    // UNAVAILABLE when it had already noticed its session was gone and dropped everything it hosted.
+    expect(['FENCED', 'NOT_SERVING', 'UNAVAILABLE']).toContain(refused?.code);
     expect(refused?.details.remoteCode).toBe(refused?.code);
 
     // The store is exactly as the heir left it. The zombie dropped what it hosted and joined again with a
