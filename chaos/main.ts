@@ -39,6 +39,7 @@ const program = new Command('chaos')
   .option('--rate <ops/s>', 'writes per second', int('--rate', 1), 20)
   .option('--fault-every <ms>', 'mean time between faults', int('--fault-every', 100), 2_500)
   .option('--session-ms <ms>', 'ZooKeeper session timeout of the cluster', int('--session-ms', 1_000), 4_000)
+  .option('--scan-every <s>', 'seconds between fenced scans of a table', int('--scan-every', 1), 8)
   .option('--check-every <s>', 'seconds between quiescent checks (default: a third of the run, at most 600)')
   .option(
     '--min-compactions <n>',
@@ -62,6 +63,7 @@ const flags = program.opts<{
   faultEvery: number;
   sessionMs: number;
   checkEvery?: string;
+  scanEvery: number;
   minCompactions: number;
   untilCompactions?: number;
   zkFaults: boolean;
@@ -82,6 +84,7 @@ const options: ChaosOptions = {
     : Math.min(600, Math.ceil(flags.seconds / 3)),
   zkFaults: flags.zkFaults,
   minCompactions: flags.minCompactions,
+  scanEverySeconds: flags.scanEvery,
   ...(flags.untilCompactions ? { untilCompactions: flags.untilCompactions } : {}),
 };
 

@@ -29,6 +29,8 @@ export interface ChaosOptions {
   minCompactions: number;
   /** End the faulted phase once this many compactions committed (a soak). */
   untilCompactions?: number;
+  /** A table scanned behind a fence this often. */
+  scanEverySeconds: number;
 }
 
 /** How long the cluster may go without acknowledging a write or committing a compaction. */
@@ -134,7 +136,7 @@ export async function runChaos(
     while (nextFault < schedule.length && schedule[nextFault]!.at <= faultClock)
       injector.inject(schedule[nextFault++]!);
     if (faultClock >= nextScan) {
-      nextScan += 8_000;
+      nextScan += options.scanEverySeconds * 1000;
       const t = rng.pick(workload.tables);
       void workload.scanAndCompare(t).then((c) => {
         if (c && (c.lost || c.resurrected || c.wrong))
