@@ -3,6 +3,7 @@
  */
 import { join } from 'node:path';
 import { describeError } from '../src/errors.js';
+import type { HistoryAnswer } from '../src/meta/outcomes.js';
 import { sleep } from '../src/retry.js';
 import {
   DeadReservationWatch,
@@ -219,6 +220,19 @@ export async function runChaos(
   await workload.closeJournal();
   await Promise.all(loops);
   await outcomes.poll({ full: true });
+  // What an operator sees must agree: the history's counts, through the CLI, against the outcome rows.
+  const since = `${Math.ceil((Date.now() - started) / 1000) + 60}s`;
+  const history = JSON.parse(
+    await cluster.cli(['admin', 'compactions', 'history', '--since', since, '--limit', '1', '--json']),
+  ) as HistoryAnswer;
+  const cancelledSeen = outcomes.outcomes.size - outcomes.committed;
+  const historyAgrees =
+    history.counts.committed === outcomes.committed &&
+    Object.values(history.counts.cancelled).reduce((a, b) => a + b, 0) === cancelledSeen;
+  if (!historyAgrees)
+    log.say(
+      `VIOLATION: admin compactions history counts ${JSON.stringify(history.counts)}, the outcome rows ${outcomes.committed} committed and ${cancelledSeen} cancelled`,
+    );
   await cluster.stop();
 
   const logs = await readLogs(cluster.procs.logDir);
@@ -250,6 +264,8 @@ export async function runChaos(
     checksFailed: checks.filter((c) => !c.ok).length,
     stuckWrites: workload.figures.stuckWrites,
     stalls,
+    historyAgrees,
+    cancelledByReason: history.counts.cancelled,
     reclaimAfterKillMs: {
       samples: judged.reclaimMs.length,
       p50: percentile(judged.reclaimMs, 50),
@@ -280,6 +296,7 @@ export async function runChaos(
     figures.checksFailed +
     figures.stuckWrites +
     stalls +
+    (historyAgrees ? 0 : 1) +
     (figures.compactions < options.minCompactions ? 1 : 0);
   if (figures.compactions < options.minCompactions)
     log.say(

@@ -1,11 +1,17 @@
-/** `excompact admin compactors …` and `excompact admin compactions …`: live compactors, running and parked jobs. */
+/**
+ * `excompact admin compactors …` and `excompact admin compactions …`: live compactors, running and parked
+ * jobs, and how compactions ended.
+ */
 import type { Command } from 'commander';
 import { ExcError } from '../errors.js';
+import type { HistoryAnswer } from '../meta/outcomes.js';
+import { parseDuration } from '../meta/table-config.js';
 import type { CompactorView, ParkedCompaction, RunningCompaction } from '../meta/views.js';
 import { examples, printCompactors, printParked, printRunning, type JsonFlag } from './admin-common.js';
 import { withCluster } from './connect.js';
 import { action } from './exit.js';
-import { printJson } from './format.js';
+import { intOption } from './flags.js';
+import { age, printJson, printTable } from './format.js';
 
 export function registerCompactors(admin: Command): void {
   admin
@@ -76,6 +82,73 @@ export function registerCompactions(admin: Command): void {
           printParked(result.parked);
         }
       }),
+    );
+
+  compactions
+    .command('history')
+    .description('How compactions ended: committed, or cancelled and why (newest first).')
+    .option('--since <duration>', 'only those reserved this long ago or later (e.g. 30m, 12h, 7d)', '1h')
+    .option('--table <name>', 'only this table')
+    .option('--queue <name>', 'only this queue')
+    .option('--outcome <outcome>', 'committed or cancelled')
+    .option('--limit <n>', 'at most this many (the counts cover all)', intOption('--limit', 1, 10_000), 20)
+    .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      examples([
+        'excompact admin compactions history',
+        'excompact admin compactions history --since 24h --outcome cancelled --table events',
+      ]),
+    )
+    .action(
+      action(
+        async (
+          opts: JsonFlag & { since: string; table?: string; queue?: string; outcome?: string; limit: number },
+          cmd: Command,
+        ) => {
+          if (opts.outcome !== undefined && opts.outcome !== 'committed' && opts.outcome !== 'cancelled')
+            throw new ExcError(
+              'BAD_REQUEST',
+              `--outcome: expected committed or cancelled, not ${opts.outcome}`,
+            );
+          const since = Date.now() - parseDuration(opts.since);
+          const answer = await withCluster(cmd, async (c) => {
+            const query = new URLSearchParams({ since: String(since), limit: String(opts.limit) });
+            if (opts.table) query.set('table', opts.table);
+            if (opts.outcome) query.set('outcome', opts.outcome);
+            if (opts.queue) {
+              const { queue } = await c.meta.call<{ queue: { id: string } }>(
+                'GET',
+                `/v1/queues/${encodeURIComponent(opts.queue)}`,
+              );
+              query.set('queue', queue.id);
+            }
+            return c.meta.call<HistoryAnswer>('GET', `/v1/compactions/history?${query.toString()}`);
+          });
+          if (opts.json) return printJson(answer);
+          const { committed, cancelled } = answer.counts;
+          const reasons = Object.entries(cancelled)
+            .map(([reason, n]) => `${n} ${reason}`)
+            .join(', ');
+          process.stdout.write(
+            `since ${opts.since} ago: ${committed} committed, ${Object.values(cancelled).reduce((a, b) => a + b, 0)} cancelled${reasons ? ` (${reasons})` : ''}\n\n`,
+          );
+          const now = Date.now();
+          printTable(
+            ['ECID', 'TABLE', 'TABLET', 'OUTCOME', 'REASON', 'ENDED', 'RAN', 'COMPACTOR'],
+            answer.outcomes.map((o) => [
+              o.ecid,
+              o.table,
+              o.tablet,
+              o.outcome,
+              o.reason ?? '',
+              `${age(now - o.at)} ago`,
+              age(o.at - o.reservedAt),
+              o.compactor.split('/').pop(),
+            ]),
+          );
+        },
+      ),
     );
 
   compactions

@@ -30,6 +30,7 @@ import { retry } from '../retry.js';
 import type { RpcServer } from '../rpc/server.js';
 import { ZkLayout, ensureLayout, type ZkSession } from '../zk/index.js';
 import { registerAdminApi } from './admin-api.js';
+import { registerHistoryApi } from './history-api.js';
 import { activate, type ActiveManager } from './active.js';
 import { registerManagerApi, type ActiveParts } from './api.js';
 import { becomeManager } from './election.js';
@@ -140,6 +141,7 @@ export class Manager extends EventEmitter<Events> {
       () => this.parts(),
       () => this.status(),
     );
+    registerHistoryApi(this.server, () => this.parts());
     registerAdminApi(this.server, () => ({
       ...this.parts(),
       session: this.session!,

@@ -57,3 +57,19 @@ export function parseOutcome(value: string): Outcome | undefined {
     return undefined;
   }
 }
+
+/** One ended compaction, as `GET /v1/compactions/history` shows it. */
+export interface HistoryEntry extends Outcome {
+  ecid: string;
+  /** The table's name (its id when the table is gone). */
+  table: string;
+}
+
+/** What `GET /v1/compactions/history` answers. */
+export interface HistoryAnswer {
+  outcomes: HistoryEntry[];
+  /** Over everything the filters select: commits, and cancels by reason. */
+  counts: { committed: number; cancelled: Record<string, number> };
+  /** Pass as `before` for the next (older) page. */
+  next: string | null;
+}

@@ -1,0 +1,72 @@
+/**
+ * `GET /v1/compactions/history`: how compactions ended, from the outcome rows (`~done:<ecid>`) the tablet
+ * servers write as they commit or cancel — durable, so it survives any process's restart, and kept for
+ * `EXC_OUTCOME_RETENTION_MS`. Newest first, filtered by table, queue and outcome, paged by ecid.
+ *
+ *   ?since=<ms since the epoch>  only those reserved since then (ecids are ULIDs: they sort by that time)
+ *   &table=<name>&queue=<id>&outcome=committed|cancelled&limit=<n>&before=<ecid>
+ *
+ * The answer counts, over everything the filters select since `since`, how many committed and how many
+ * were cancelled for each reason — what an operator asks first ("is anything failing?").
+ */
+import { encodeTime } from 'ulid';
+import { z } from 'zod';
+import { DONE_PREFIX, parseOutcome, type HistoryAnswer, type HistoryEntry } from '../meta/outcomes.js';
+import type { MetaStore } from '../meta/store.js';
+import type { RpcServer } from '../rpc/server.js';
+import type { Tables } from './tables.js';
+
+const query = z.object({
+  since: z.coerce.number().int().nonnegative().optional(),
+  table: z.string().min(1).optional(),
+  queue: z
+    .string()
+    .regex(/^[0-9a-z]{4}$/, 'a queue id')
+    .optional(),
+  outcome: z.enum(['committed', 'cancelled']).optional(),
+  limit: z.coerce.number().int().min(1).max(10_000).default(100),
+  before: z
+    .string()
+    .regex(/^[0-9A-Z]{26}$/, 'a compaction id')
+    .optional(),
+});
+
+export function registerHistoryApi(
+  server: RpcServer,
+  parts: () => { store: MetaStore; tables: Tables },
+): void {
+  server.route('GET', '/compactions/history', { query }, ({ query: q }) => {
+    const { store, tables } = parts();
+    const tableId = q.table === undefined ? undefined : tables.get(q.table).id; // UNKNOWN_TABLE if not
+    const names = new Map(tables.list().map((t) => [t.id, t.name]));
+    const start = q.since === undefined ? DONE_PREFIX : `${DONE_PREFIX}${encodeTime(q.since, 10)}`;
+    const counts: HistoryAnswer['counts'] = { committed: 0, cancelled: {} };
+    const selected: HistoryEntry[] = [];
+    let older = false;
+    // One pass over the rows since `since`, oldest first: counts over all of them, the newest `limit`
+    // (before `before`) kept.
+    for (const cell of store.scanAll({ prefix: DONE_PREFIX, start })) {
+      const o = parseOutcome(cell.value);
+      if (!o) continue;
+      const ecid = cell.row.slice(DONE_PREFIX.length);
+      const table = o.tablet.slice(0, 4);
+      if (tableId !== undefined && table !== tableId) continue;
+      if (q.queue !== undefined && o.queueId !== q.queue) continue;
+      if (q.outcome !== undefined && o.outcome !== q.outcome) continue;
+      if (o.outcome === 'committed') counts.committed++;
+      else counts.cancelled[o.reason ?? 'unknown'] = (counts.cancelled[o.reason ?? 'unknown'] ?? 0) + 1;
+      if (q.before !== undefined && ecid >= q.before) continue;
+      selected.push({ ...o, ecid, table: names.get(table) ?? table });
+      if (selected.length > q.limit) {
+        selected.shift();
+        older = true;
+      }
+    }
+    const outcomes = selected.reverse();
+    return {
+      outcomes,
+      counts,
+      next: older ? outcomes[outcomes.length - 1]!.ecid : null,
+    } satisfies HistoryAnswer;
+  });
+}
