@@ -47,6 +47,11 @@ const program = new Command('chaos')
     int('--min-compactions', 0),
     0,
   )
+  .option(
+    '--until-compactions <n>',
+    'end the faulted phase once this many compactions committed (or after --seconds, whichever is first)',
+    int('--until-compactions', 1),
+  )
   .option('--no-zk-faults', 'no ZooKeeper faults (server kills, processes cut off from it)')
   .option('--dir <dir>', 'run directory (default: a new temporary one, removed when the run passes)')
   .option('--keep', 'keep the run directory even when the run passes')
