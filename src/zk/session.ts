@@ -104,9 +104,7 @@ export class ZkSession extends ZkConnection {
   async multi(ops: ZkOp[]): Promise<void> {
     const tx = transactionOf(this.client.transaction(), ops, this.acl);
     const label = ops.map((o) => `${o.op} ${o.path}`).join(', ');
-    await this.guard(
-      'multi',
-      label,
+    const commit = (): Promise<void> =>
       new Promise<void>((resolve, reject) => {
         tx.commit((err: unknown, results: unknown) => {
           if (!err) return resolve();
@@ -119,7 +117,12 @@ export class ZkSession extends ZkConnection {
           if (failed !== undefined) e.details.opIndex = failed;
           reject(e);
         });
-      }),
+      });
+    // Not queued while disconnected, for the reason given in call().
+    await this.guard(
+      'multi',
+      label,
+      this.stateValue === 'suspended' ? this.whenConnected().then(commit) : commit(),
     );
   }
 
@@ -153,9 +156,7 @@ export class ZkSession extends ZkConnection {
     invoke: (cb: (err: unknown, result: T) => void) => void,
   ): Promise<T> {
     if (!this.isLive && this.stateValue !== 'connecting') return Promise.reject(this.lostError());
-    return this.guard(
-      op,
-      path,
+    const send = (): Promise<T> =>
       new Promise<T>((resolve, reject) => {
         try {
           invoke((err, result) => (err ? reject(fromZkError(err, op, path)) : resolve(result)));
@@ -165,8 +166,10 @@ export class ZkSession extends ZkConnection {
             new ExcError('BAD_REQUEST', `zookeeper ${op} ${path}: ${(err as Error).message}`, { cause: err }),
           );
         }
-      }),
-    );
+      });
+    // While disconnected, wait for the connection before sending: the client would queue the request ahead
+    // of the credentials it sends again on reconnecting, and the server would answer it NO_AUTH.
+    return this.guard(op, path, this.stateValue === 'suspended' ? this.whenConnected().then(send) : send());
   }
 
   private call2<A, B>(

@@ -204,6 +204,22 @@ describe('zk session', () => {
     expect((await session.exists(path))?.ephemeralOwner).toBe(session.sessionId);
   });
 
+  it('suspended - a call made while disconnected is answered once reconnected, with the credentials (found by the chaos run: NO_AUTH)', async () => {
+    const { session, proxy } = await viaProxy();
+    const base = await root(session);
+    await session.create(`${base}/guarded`, 'secret data'); // readable with the instance digest only
+    const suspended = new Promise<void>((resolve) => session.once('suspended', resolve));
+    proxy.refuse(true);
+    proxy.dropConnections();
+    await suspended;
+    // Sent now, the client would queue it ahead of the credentials it sends again on reconnecting.
+    const read = session.get(`${base}/guarded`);
+    await new Promise((r) => setTimeout(r, 300));
+    proxy.refuse(false);
+    expect((await read).data.toString()).toBe('secret data');
+    expect(session.state).toBe('connected');
+  });
+
   it('calls - time out instead of hanging when the server stops answering', async () => {
     const { session, proxy } = await viaProxy({ requestTimeoutMs: 300, watchdog: false });
     proxy.blackhole();
