@@ -12,6 +12,8 @@
  *   queued:<qid>    the ~cq row this tablet currently has in queue <qid> (to move or delete it atomically)
  *   ingest:<id>     time an ingest request with this id was applied (a retried request is not applied
  *                   twice); dropped after {@link INGEST_DEDUPE_MS}
+ *   ver             the number of changes its hosting tablet servers made to it: every change is
+ *                   conditional on it, so none is decided from an out-of-date copy
  *
  * Every tablet mutation of a tablet server is conditional on `loc` naming it and its session.
  */
@@ -22,6 +24,7 @@ import { parseTabletRow, type EndRow } from './keys.js';
 export const COL_PREV = 'prev';
 export const COL_LOC = 'loc';
 export const COL_FUTURE = 'future';
+export const COL_VERSION = 'ver';
 export const FILE_PREFIX = 'file:';
 export const ECOMP_PREFIX = 'ecomp:';
 export const COMPACT_PREFIX = 'compact:';
@@ -136,6 +139,8 @@ export interface TabletMeta {
   queued: Map<string, string>;
   /** Ingest request id → when it was applied. */
   ingests: Map<string, number>;
+  /** Changes made by hosting tablet servers so far (0: none). */
+  version: number;
 }
 
 function json<T>(schema: z.ZodType<T>, text: string, what: string): T {
@@ -171,6 +176,7 @@ export function parseTablet(row: string, cols: ReadonlyMap<string, string>): Tab
     progress: new Map(),
     queued: new Map(),
     ingests: new Map(),
+    version: 0,
   };
   for (const [col, value] of cols) {
     const what = `${row} ${col}`;
@@ -179,6 +185,7 @@ export function parseTablet(row: string, cols: ReadonlyMap<string, string>): Tab
       tablet.prevEndRow = prev === null ? null : Buffer.from(prev, 'hex');
     } else if (col === COL_LOC) tablet.loc = json(locationSchema, value, what);
     else if (col === COL_FUTURE) tablet.future = json(locationSchema, value, what);
+    else if (col === COL_VERSION) tablet.version = json(z.number().int().nonnegative(), value, what);
     else if (col.startsWith(FILE_PREFIX))
       tablet.files.set(col.slice(FILE_PREFIX.length), json(fileMetaSchema, value, what));
     else if (col.startsWith(ECOMP_PREFIX))

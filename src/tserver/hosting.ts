@@ -15,6 +15,7 @@ import type { MetaClient } from '../meta/client.js';
 import {
   COL_FUTURE,
   COL_LOC,
+  COL_VERSION,
   compactCol,
   locationValue,
   parseTablet,
@@ -286,9 +287,19 @@ export class Hosting {
         details: { tablet: tablet.row },
       });
     }
+    // Every change is decided from the in-memory copy, so it is conditional on the copy being current: the
+    // tablet's version. A change applied late — after the read-back that followed its lost answer — has
+    // bumped it, and the next change is then refused and the tablet read back, instead of contradicting it.
+    const version = tablet.meta.version;
     const mutation: Mutation = {
-      conditions: [tablet.locCondition(), ...(change.conditions ?? [])],
-      puts: [...(change.puts ?? [])],
+      conditions: [
+        tablet.locCondition(),
+        version === 0
+          ? { op: 'absent', row: tablet.row, col: COL_VERSION }
+          : { op: 'equals', row: tablet.row, col: COL_VERSION, value: String(version) },
+        ...(change.conditions ?? []),
+      ],
+      puts: [...(change.puts ?? []), { row: tablet.row, col: COL_VERSION, value: String(version + 1) }],
       deletes: [...(change.deletes ?? [])],
       deleteRows: [...(change.deleteRows ?? [])],
     };
@@ -328,7 +339,7 @@ export class Hosting {
         queued = update.queued;
       }
     }
-    if (mutation.puts!.length === 0 && mutation.deletes!.length === 0 && mutation.deleteRows!.length === 0) {
+    if (mutation.puts!.length === 1 && mutation.deletes!.length === 0 && mutation.deleteRows!.length === 0) {
       // Nothing to write: a plan made here found the queue entries already right.
       if (queued) tablet.replanNeeded = false;
       return true;
@@ -366,9 +377,20 @@ export class Hosting {
           details: { tablet: tablet.row },
         });
       }
+      if (result.failed.index === 1) {
+        // The copy is out of date (a change of ours applied after we read the tablet back): read it again,
+        // and let the caller decide anew (as after an unknown outcome; this change was not applied).
+        tablet.stale = true;
+        this.deps.log.warn({ tablet: tablet.row }, 'tablet changed behind its copy: reading it back');
+        await this.resync(tablet).catch(() => undefined);
+        throw new ExcError('OUTCOME_UNKNOWN', `tablet ${tablet.row} changed behind its copy; try again`, {
+          details: { tablet: tablet.row },
+        });
+      }
       return false;
     }
     change.apply?.(tablet.meta);
+    tablet.meta.version = version + 1;
     for (const id of finishedUser) tablet.meta.userCompactions.delete(id);
     // Cleared only once the entries are written: if this change is refused, the old entries may be stale.
     if (queued) {

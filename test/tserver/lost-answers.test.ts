@@ -47,6 +47,8 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
     ],
   });
   let loseNext = 0;
+  let delayNext = false;
+  let held: Mutation[] | undefined;
   let refuseNext: ExcError | undefined;
   let reads = 0;
   let writes = 0;
@@ -63,6 +65,15 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
       const refusal = refuseNext;
       refuseNext = undefined;
       if (refusal) throw refusal;
+      if (delayNext) {
+        // The request is stuck on its way (a manager too slow to answer in time): it is applied later,
+        // after the read-back that follows the timeout.
+        delayNext = false;
+        held = mutations;
+        throw new ExcError('TIMEOUT', 'POST /v1/meta/mutate: no answer within 10000 ms', {
+          details: { sent: true },
+        });
+      }
       const results = store.applyBatch(mutations);
       if (loseNext > 0) {
         loseNext--;
@@ -112,6 +123,13 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
     hosting,
     reservations,
     loseNextAnswer: (n = 1) => (loseNext = n),
+    /** The next change times out unapplied; `applyLate` applies it (after whatever read-back happened). */
+    delayNext: () => (delayNext = true),
+    applyLate: () => {
+      const results = held ? store.applyBatch(held) : [];
+      held = undefined;
+      return results;
+    },
     refuseNext: (err: ExcError) => (refuseNext = err),
     reads: () => reads,
     writes: () => writes,
@@ -160,6 +178,56 @@ describe('tablet server - lost answers', () => {
       code: 'RESERVATION_GONE',
     });
     expect([...w.stored().files.keys()]).toEqual([job.output]);
+  });
+
+  it('reserve: a change applied after the read-back that followed its timeout is never contradicted (found with the chaos run)', async () => {
+    const w = world();
+    await w.hosting.load(row);
+    const req = {
+      tablet: row,
+      queueId: queue.id,
+      compactor: compactor(1),
+      requestId: '01ARZ3NDEKTSV4RRFFQ69G5FAV',
+    };
+    w.delayNext();
+    await expect(w.reservations.reserve(req)).rejects.toMatchObject({ code: 'OUTCOME_UNKNOWN' });
+    expect(w.stored().reservations.size).toBe(0); // the read-back saw nothing: not applied yet
+    expect(w.applyLate()).toEqual([{ applied: true }]); // and then it was
+    const late = [...w.stored().reservations.keys()];
+    expect(late).toHaveLength(1);
+
+    // The compactor repeats its request. The tablet's copy no longer matches the store: nothing is decided
+    // from it — the change is refused by its version, the tablet read back, and the repeat then finds the
+    // reservation the late change made (never a second one over the same files).
+    let job = await w.reservations.reserve(req).catch((err: ExcError) => err);
+    if (job instanceof ExcError) {
+      expect(job.code).toBe('OUTCOME_UNKNOWN');
+      job = await w.reservations.reserve(req);
+    }
+    expect(job?.ecid).toBe(late[0]);
+    expect([...w.stored().reservations.keys()]).toEqual(late);
+    expect([...(await w.hosting.get(row)).meta.reservations.keys()]).toEqual(late);
+  });
+
+  it('ingest-like change: a file added late is in the tablet copy before the next change is decided', async () => {
+    const w = world();
+    await w.hosting.load(row);
+    const tablet = await w.hosting.get(row);
+    const addFile = (name: string) =>
+      tablet.mutex.run(() =>
+        w.hosting.change(tablet, {
+          puts: [file(name)],
+          apply: (m) => m.files.set(name, { size: 10, entries: 1 }),
+          replan: true,
+        }),
+      );
+    w.delayNext();
+    await expect(addFile('late')).rejects.toMatchObject({ code: 'OUTCOME_UNKNOWN' });
+    w.applyLate();
+    await expect(addFile('next')).rejects.toMatchObject({ code: 'OUTCOME_UNKNOWN' }); // refused: stale copy
+    expect(await addFile('next')).toBe(true);
+    expect([...(await w.hosting.get(row)).meta.files.keys()].sort()).toEqual(['a', 'b', 'c', 'late', 'next']);
+    expect([...w.stored().files.keys()].sort()).toEqual(['a', 'b', 'c', 'late', 'next']);
   });
 
   it('reserve: applied but unconfirmed returns the reservation; no second one shares its files', async () => {
