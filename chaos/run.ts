@@ -39,7 +39,8 @@ const STALL_MS = 60_000;
 
 /** Jobs of up to 16 KiB of input go to `small`, the rest to `large`. */
 const ROUTES = 'queues=small:16384,large';
-const TUNING = ['ratio=1.5', 'maxFiles=6', 'fileLimit=12', 'maxAttempts=5'];
+// Small jobs (at most three files) over tiny files: many compactions, each a full protocol round.
+const TUNING = ['ratio=1.5', 'maxFiles=3', 'fileLimit=8', 'maxAttempts=5'];
 export const TABLES: TableSpec[] = [
   {
     name: 'events',
