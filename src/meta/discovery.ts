@@ -8,6 +8,7 @@
  * flight to a manager that died or was paused are abandoned then and sent to the new one: a paused
  * process keeps its connections open, and a call to it would otherwise wait out its whole timeout.
  */
+import { setMaxListeners } from 'node:events';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { sleep } from '../retry.js';
@@ -153,6 +154,8 @@ export class ManagerWatch {
       );
     }
     const aborter = new AbortController();
+    // Every call in flight to this manager listens to its signal: many at once is normal, not a leak.
+    setMaxListeners(0, aborter.signal);
     this.target = next ? { ...next, aborter, signal: aborter.signal } : undefined;
     if (!this.closed) {
       this.log.info(
