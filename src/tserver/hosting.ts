@@ -15,34 +15,28 @@ import type { MetaClient } from '../meta/client.js';
 import {
   COL_FUTURE,
   COL_LOC,
-  COL_VERSION,
-  compactCol,
   locationValue,
   parseTablet,
   type Location,
   type TabletMeta,
 } from '../meta/tablet.js';
-import type { Cell, Condition, Mutation, MutationResult } from '../meta/types.js';
-import { queueDemand, type PlannedJob } from '../queue/planner.js';
-import { queueUpdate } from '../queue/entries.js';
+import type { Mutation, MutationResult } from '../meta/types.js';
+import type { PlannedJob } from '../queue/planner.js';
 import type { QueueResolver } from '../queue/resolver.js';
 import { notApplied } from '../rpc/client.js';
 import { backoffDelay, sleep } from '../retry.js';
 import type { CompactorWatch } from './compactor-watch.js';
 import { HostedTablet, planTablet } from './hosted-tablet.js';
-import type { TableConfigs } from './table-configs.js';
+import {
+  buildChange,
+  LOC_CONDITION,
+  preview,
+  VERSION_CONDITION,
+  type TabletChange,
+} from './tablet-change.js';
 
-/** A change to a tablet: the mutation's parts, and what to do to the in-memory copy once it is applied. */
-export interface TabletChange {
-  conditions?: Condition[];
-  puts?: Cell[];
-  deletes?: { row: string; col: string }[];
-  deleteRows?: string[];
-  /** Applied to the in-memory tablet after the store accepted the change. */
-  apply?: (meta: TabletMeta) => void;
-  /** Re-plan the tablet's queue entries as part of this change, as if `apply` had run. */
-  replan?: boolean;
-}
+export type { TabletChange } from './tablet-change.js';
+import type { TableConfigs } from './table-configs.js';
 
 export interface HostingDeps {
   me: Location;
@@ -287,39 +281,15 @@ export class Hosting {
         details: { tablet: tablet.row },
       });
     }
-    // Every change is decided from the in-memory copy, so it is conditional on the copy being current: the
-    // tablet's version. A change applied late — after the read-back that followed its lost answer — has
-    // bumped it, and the next change is then refused and the tablet read back, instead of contradicting it.
-    const version = tablet.meta.version;
-    const mutation: Mutation = {
-      conditions: [
-        tablet.locCondition(),
-        version === 0
-          ? { op: 'absent', row: tablet.row, col: COL_VERSION }
-          : { op: 'equals', row: tablet.row, col: COL_VERSION, value: String(version) },
-        ...(change.conditions ?? []),
-      ],
-      puts: [...(change.puts ?? []), { row: tablet.row, col: COL_VERSION, value: String(version + 1) }],
-      deletes: [...(change.deletes ?? [])],
-      deleteRows: [...(change.deleteRows ?? [])],
-    };
-    let queued: Map<string, string> | undefined;
-    let finishedUser: string[] = [];
-    if (change.replan) {
-      // Plan on a copy with the change applied, so the queue says what the tablet will want.
-      const preview = cloneMeta(tablet.meta);
-      change.apply?.(preview);
-      // A user compaction of a tablet without files has nothing to do: it is complete.
-      if (preview.files.size === 0 && preview.userCompactions.size > 0) {
-        finishedUser = [...preview.userCompactions.keys()];
-        for (const id of finishedUser) {
-          preview.userCompactions.delete(id);
-          mutation.deletes!.push({ row: tablet.row, col: compactCol(id) });
-        }
-      }
-      let jobs: PlannedJob[] | undefined;
+    let jobs: PlannedJob[] | undefined;
+    const previewed = change.replan ? preview(tablet, change) : undefined;
+    // A user compaction of a tablet left without files has nothing to do: the change completes it.
+    const finishedUser = previewed?.files.size === 0 ? [...previewed.userCompactions.keys()] : [];
+    if (previewed) {
+      for (const id of finishedUser) previewed.userCompactions.delete(id);
+      // Planned on the tablet as it will be, so the queue says what the tablet will want.
       try {
-        jobs = await this.planFor(tablet, preview);
+        jobs = await this.planFor(tablet, previewed);
       } catch (err) {
         // Without the table's settings the queue entries cannot be planned; leave them as they are
         // (removing them would strand the tablet's work) and plan again soon.
@@ -329,60 +299,43 @@ export class Hosting {
         );
         tablet.replanNeeded = true;
       }
-      if (jobs) {
-        const update = queueUpdate(tablet.meta, tablet.meta.queued, queueDemand(jobs), (name) =>
-          this.deps.queues.byQueueName(name),
-        );
-        mutation.puts!.push(...update.puts);
-        mutation.deletes!.push(...update.deletes);
-        mutation.deleteRows!.push(...update.deleteRows);
-        queued = update.queued;
-      }
     }
-    if (mutation.puts!.length === 1 && mutation.deletes!.length === 0 && mutation.deleteRows!.length === 0) {
+    const built = buildChange(
+      tablet,
+      change,
+      jobs,
+      (name) => this.deps.queues.byQueueName(name),
+      finishedUser,
+    );
+    if (built.empty) {
       // Nothing to write: a plan made here found the queue entries already right.
-      if (queued) tablet.replanNeeded = false;
+      if (built.queued) tablet.replanNeeded = false;
       return true;
     }
     let result: MutationResult | undefined;
     try {
-      [result] = await this.mutate([mutation]);
+      [result] = await this.mutate([built.mutation]);
     } catch (err) {
       if (certainlyNotApplied(err)) throw err;
-      tablet.stale = true;
-      this.deps.log.warn(
-        { tablet: tablet.row, err: describeError(err) },
-        'outcome of a change unknown: reading the tablet back',
-      );
-      await this.resync(tablet).catch((e: unknown) =>
-        this.deps.log.warn(
-          { tablet: tablet.row, err: describeError(e) },
-          'could not read the tablet back yet',
-        ),
-      );
+      await this.readBack(tablet, `outcome of a change unknown: ${describeError(err)}`);
       throw new ExcError(
         'OUTCOME_UNKNOWN',
         `the metadata store did not confirm a change of ${tablet.row}: ${describeError(err)}`,
-        {
-          cause: err,
-          details: { tablet: tablet.row },
-        },
+        { cause: err, details: { tablet: tablet.row } },
       );
     }
     if (!result) throw new ExcError('INTERNAL', 'no result for a mutation');
     if (!result.applied) {
-      if (result.failed.index === 0) {
+      if (result.failed.index === LOC_CONDITION) {
         this.drop(tablet, 'lost its location (reassigned)');
         throw new ExcError('NOT_SERVING', `tablet ${tablet.row} is no longer hosted here`, {
           details: { tablet: tablet.row },
         });
       }
-      if (result.failed.index === 1) {
-        // The copy is out of date (a change of ours applied after we read the tablet back): read it again,
-        // and let the caller decide anew (as after an unknown outcome; this change was not applied).
-        tablet.stale = true;
-        this.deps.log.warn({ tablet: tablet.row }, 'tablet changed behind its copy: reading it back');
-        await this.resync(tablet).catch(() => undefined);
+      if (result.failed.index === VERSION_CONDITION) {
+        // The copy is out of date: read it again, and let the caller decide anew (as after an unknown
+        // outcome; this change was certainly not applied).
+        await this.readBack(tablet, 'the tablet changed behind its copy');
         throw new ExcError('OUTCOME_UNKNOWN', `tablet ${tablet.row} changed behind its copy; try again`, {
           details: { tablet: tablet.row },
         });
@@ -390,14 +343,23 @@ export class Hosting {
       return false;
     }
     change.apply?.(tablet.meta);
-    tablet.meta.version = version + 1;
-    for (const id of finishedUser) tablet.meta.userCompactions.delete(id);
+    tablet.meta.version++;
+    for (const id of built.finishedUser) tablet.meta.userCompactions.delete(id);
     // Cleared only once the entries are written: if this change is refused, the old entries may be stale.
-    if (queued) {
-      tablet.meta.queued = queued;
+    if (built.queued) {
+      tablet.meta.queued = built.queued;
       tablet.replanNeeded = false;
     }
     return true;
+  }
+
+  /** Marks the tablet's copy stale and reads it back now (a failure leaves it stale for the next use). */
+  private async readBack(tablet: HostedTablet, why: string): Promise<void> {
+    tablet.stale = true;
+    this.deps.log.warn({ tablet: tablet.row, why }, 'reading the tablet back');
+    await this.resync(tablet).catch((e: unknown) =>
+      this.deps.log.warn({ tablet: tablet.row, err: describeError(e) }, 'could not read the tablet back yet'),
+    );
   }
 
   /**
@@ -440,17 +402,4 @@ export class Hosting {
       throw err;
     }
   }
-}
-
-function cloneMeta(meta: TabletMeta): TabletMeta {
-  return {
-    ...meta,
-    files: new Map(meta.files),
-    reservations: new Map(meta.reservations),
-    userCompactions: new Map(meta.userCompactions),
-    failures: new Map(meta.failures),
-    progress: new Map(meta.progress),
-    queued: new Map(meta.queued),
-    ingests: new Map(meta.ingests),
-  };
 }

@@ -1,0 +1,55 @@
+/**
+ * The mutation a hosted tablet's change becomes (src/tserver/tablet-change.ts): fenced by `loc` and by the
+ * copy's version, bumping the version, with the queue entries and completed user compactions.
+ */
+import { describe, expect, it } from 'vitest';
+import { parseTablet } from '../../src/meta/tablet.js';
+import { HostedTablet } from '../../src/tserver/hosted-tablet.js';
+import { buildChange, preview } from '../../src/tserver/tablet-change.js';
+
+const me = { server: 'ts:1', session: '00000000000000aa' };
+
+function tablet(version: number): HostedTablet {
+  const meta = parseTablet('0001<', new Map([['prev', 'null']]));
+  meta.version = version;
+  meta.files.set('a', { size: 1, entries: 1 });
+  return new HostedTablet(meta, me);
+}
+
+describe('tablet change', () => {
+  it('fences by loc and by the version of the copy, and puts the next version', () => {
+    const first = buildChange(
+      tablet(0),
+      { puts: [{ row: '0001<', col: 'file:b', value: '{}' }] },
+      undefined,
+      () => undefined,
+    );
+    expect(first.mutation.conditions.slice(0, 2)).toEqual([
+      { op: 'equals', row: '0001<', col: 'loc', value: JSON.stringify(me) },
+      { op: 'absent', row: '0001<', col: 'ver' },
+    ]);
+    expect(first.mutation.puts.at(-1)).toEqual({ row: '0001<', col: 'ver', value: '1' });
+    expect(first.empty).toBe(false);
+    const later = buildChange(
+      tablet(7),
+      { conditions: [{ op: 'present', row: '0001<', col: 'file:a' }] },
+      undefined,
+      () => undefined,
+    );
+    expect(later.mutation.conditions[1]).toEqual({ op: 'equals', row: '0001<', col: 'ver', value: '7' });
+    expect(later.mutation.conditions[2]).toEqual({ op: 'present', row: '0001<', col: 'file:a' });
+    // Nothing but the version to write: nothing is sent.
+    expect(later.empty).toBe(true);
+  });
+
+  it('a preview is the copy with the change applied, and the copy is untouched; completed user compactions go', () => {
+    const t = tablet(3);
+    t.meta.userCompactions.set('U1', { requestedAt: 1, filters: [] });
+    const p = preview(t, { apply: (m) => m.files.delete('a') });
+    expect(p.files.size).toBe(0);
+    expect(t.meta.files.size).toBe(1);
+    const built = buildChange(t, {}, [], () => undefined, ['U1']);
+    expect(built.mutation.deletes).toContainEqual({ row: '0001<', col: 'compact:U1' });
+    expect(built.finishedUser).toEqual(['U1']);
+  });
+});
