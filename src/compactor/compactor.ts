@@ -23,7 +23,6 @@ import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { MetaClient } from '../meta/client.js';
 import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
 import { advertisedHost } from '../net.js';
-import type { ReservedJob } from '../queue/protocol.js';
 import { PeerClients } from '../rpc/peers.js';
 import { connectZk, ProcessState, serverRpc, type Lifecycle, type ServerOptions } from '../process.js';
 import type { RpcServer } from '../rpc/server.js';
@@ -31,9 +30,9 @@ import { backoffDelay, retry, sleep, withTimeout } from '../retry.js';
 import type { ObjectStore } from '../storage/index.js';
 import { ZkLayout, type ZkSession } from '../zk/index.js';
 import { runJob, type JobOutcome, type RunningJob } from './job-runner.js';
+import { findWork, reserve } from './find-work.js';
 import { Links } from './links.js';
 import { Registration } from './registration.js';
-import { ulid } from '../ids.js';
 
 export const EXIT_QUEUE_DELETED = 4;
 export const COMPACTOR_VERSION = '0.1.0';
@@ -267,11 +266,19 @@ export class Compactor extends EventEmitter<Events> {
       }
       const signal = AbortSignal.any([generation.abort.signal, this.stopTakingWork.signal]);
       try {
-        const found = await this.findWork(generation, signal);
+        const found = await findWork(generation.meta, generation.registration.queue, this.options, signal);
         if (!found) continue;
         // Linked before reserving: a crash from here on is seen by the tablet server at once.
         const unlink = generation.links.use(found.server);
-        const job = await this.reserve(generation, found.tablet, found.server).finally(unlink);
+        const { registration } = generation;
+        const reserved = await reserve(
+          this.peers,
+          found.server,
+          { tablet: found.tablet, queueId: registration.queue.id, compactor: registration.path },
+          generation.abort.signal,
+        ).finally(unlink);
+        if (reserved === 'gone') this.onLost(generation, 'a tablet server reports our node gone');
+        const job = reserved === 'gone' ? null : reserved;
         if (!job) {
           misses++;
           await sleep(backoffDelay(misses, { baseMs: 20, maxMs: 2_000 }), signal).catch(() => undefined);
@@ -315,63 +322,6 @@ export class Compactor extends EventEmitter<Events> {
           () => undefined,
         );
       }
-    }
-  }
-
-  /** Asks the manager for the next entry of our queue, waiting up to `longPollMs` for one. */
-  private async findWork(
-    generation: Generation,
-    signal: AbortSignal,
-  ): Promise<{ tablet: string; server: string } | undefined> {
-    const { queue } = generation.registration;
-    const { work } = await generation.meta.call<{
-      work: { tablet: string; location: { server: string } } | null;
-    }>(
-      'POST',
-      '/v1/queues/next',
-      {
-        queueId: queue.id,
-        bins: queue.bins,
-        startBin: Math.floor(Math.random() * queue.bins),
-        waitMs: this.options.longPollMs,
-      },
-      { idempotent: true, timeoutMs: this.options.longPollMs + this.options.rpcTimeoutMs, signal },
-    );
-    return work ? { tablet: work.tablet, server: work.location.server } : undefined;
-  }
-
-  /**
-   * Reserves on the tablet's host; null on a miss (no work left, tablet moved, entry gone). The request
-   * carries an id, so it is safe to repeat: when its answer is lost (timeout, connection cut), it is sent
-   * again with the same id and returns the reservation it made, so none is left behind that this compactor
-   * does not know of. A lost session stops the retries (its reservations are being cancelled); a shutdown
-   * does not, so that a reservation made just as it began is known, and given back.
-   */
-  private async reserve(generation: Generation, tablet: string, server: string): Promise<ReservedJob | null> {
-    const { registration } = generation;
-    const body = { tablet, queueId: registration.queue.id, compactor: registration.path, requestId: ulid() };
-    try {
-      const { job } = await this.peers.get(server).post<{ job: ReservedJob | null }>('/v1/reserve', body, {
-        idempotent: true,
-        attempts: 6,
-        signal: generation.abort.signal,
-      });
-      return job;
-    } catch (err) {
-      const code = err instanceof ExcError ? err.code : undefined;
-      if (
-        code &&
-        ['NOT_SERVING', 'CONFLICT', 'UNAVAILABLE', 'UNKNOWN_TABLE', 'TIMEOUT', 'OUTCOME_UNKNOWN'].includes(
-          code,
-        )
-      )
-        return null;
-      if (code === 'COMPACTOR_GONE') {
-        // The tablet server cannot see our node: our session is (being) lost.
-        this.onLost(generation, 'a tablet server reports our node gone');
-        return null;
-      }
-      throw err;
     }
   }
 

@@ -33,7 +33,7 @@ export const LOC_CONDITION = 0;
 export const VERSION_CONDITION = 1;
 
 export interface BuiltChange {
-  mutation: Mutation & Required<Omit<Mutation, 'conditions'>>;
+  mutation: Required<Mutation>;
   /** The queue entries the tablet will have (when planned). */
   queued?: Map<string, string>;
   /** User compactions the change completes (the tablet has no file left to compact). */
