@@ -109,6 +109,12 @@ export const SETTINGS = {
     undefined,
     'Host name other processes use to reach this one (default: the bind address, or the host name when binding to 0.0.0.0; @ip: the first external IPv4 address).',
   ),
+  advertisePort: setting(
+    'EXC_ADVERTISE_PORT',
+    int(0, 65535),
+    0,
+    'Port other processes use to reach this one (0: the port it listens on). For a process behind a port mapping or a proxy.',
+  ),
   dataDir: setting(
     'EXC_DATA_DIR',
     z.string().min(1),

@@ -18,6 +18,8 @@ export interface ServerOptions {
   bindHost: string;
   port: number;
   advertiseHost?: string;
+  /** Port other processes use to reach this one (0 or absent: the bound port). */
+  advertisePort?: number;
   rpcTimeoutMs: number;
   /** How long a call to the manager keeps trying through a failover (MetaClient; default 30 s). */
   managerFailoverMs?: number;

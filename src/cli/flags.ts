@@ -28,13 +28,15 @@ export interface ServerFlags {
   port?: string;
   bind?: string;
   advertise?: string;
+  advertisePort?: string;
 }
 
 export function serverOptions(command: Command): Command {
   return command
     .option('--port <port>', 'HTTP port, 0 for any free one (EXC_PORT)')
     .option('--bind <host>', 'address to listen on (EXC_BIND_HOST)')
-    .option('--advertise <host>', 'host name other processes use to reach this one (EXC_ADVERTISE_HOST)');
+    .option('--advertise <host>', 'host name other processes use to reach this one (EXC_ADVERTISE_HOST)')
+    .option('--advertise-port <port>', 'port other processes use to reach this one (EXC_ADVERTISE_PORT)');
 }
 
 /**
@@ -51,6 +53,7 @@ export function serverSetup(
     port: flags.port,
     bindHost: flags.bind,
     advertiseHost: flags.advertise,
+    advertisePort: flags.advertisePort,
     ...overrides,
   });
   const secret = requireSecret(config);

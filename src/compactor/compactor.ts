@@ -22,7 +22,7 @@ import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { MetaClient } from '../meta/client.js';
 import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
-import { advertisedHost } from '../net.js';
+import { advertisedAddress } from '../net.js';
 import { PeerClients } from '../rpc/peers.js';
 import { connectZk, ProcessState, serverRpc, type Lifecycle, type ServerOptions } from '../process.js';
 import type { RpcServer } from '../rpc/server.js';
@@ -148,7 +148,8 @@ export class Compactor extends EventEmitter<Events> {
 
   async start(): Promise<void> {
     const bound = await this.server.listen(this.options.bindHost, this.options.port);
-    this.statusUrl = `http://${advertisedHost(this.options, bound.host)}:${bound.port}`;
+    const { host, port } = advertisedAddress(this.options, bound);
+    this.statusUrl = `http://${host}:${port}`;
     this.generationReady = this.connect();
     const first = await this.generationReady;
     if (this.state !== 'connecting') return; // stopped meanwhile (SIGTERM, or the queue was deleted)

@@ -22,7 +22,7 @@ import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
-import { advertisedHost } from '../net.js';
+import { advertisedAddress } from '../net.js';
 import { readQueueMap } from '../queue/registry.js';
 import { PeerClients } from '../rpc/peers.js';
 import { connectZk, ProcessState, serverRpc, type Lifecycle, type ServerOptions } from '../process.js';
@@ -169,7 +169,7 @@ export class Manager extends EventEmitter<Events> {
    */
   async start(): Promise<void> {
     const bound = await this.server.listen(this.options.bindHost, this.options.port);
-    this.address = { host: advertisedHost(this.options, bound.host), port: bound.port };
+    this.address = advertisedAddress(this.options, bound);
     this.log.info({ url: this.url }, 'manager listening');
     const session = await connectZk(this.options);
     await this.join(session);

@@ -22,7 +22,7 @@ import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
-import { advertisedHost } from '../net.js';
+import { advertisedAddress } from '../net.js';
 import { connectZk, ProcessState, serverRpc, type Lifecycle, type ServerOptions } from '../process.js';
 import type { RpcServer } from '../rpc/server.js';
 import { retry, sleep } from '../retry.js';
@@ -150,7 +150,7 @@ export class TabletServer extends EventEmitter<Events> {
 
   async start(): Promise<void> {
     const bound = await this.server.listen(this.options.bindHost, this.options.port);
-    this.address = { host: advertisedHost(this.options, bound.host), port: bound.port };
+    this.address = advertisedAddress(this.options, bound);
     await this.join();
     this.stateCell.set('serving', 'registered');
     this.log.info({ name: this.name, session: this.session!.sessionId }, 'tablet server ready');
