@@ -8,6 +8,7 @@
  * ({@link Slot.expect}); an exit nobody announced is an unexpected exit, a violation.
  */
 import { mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { ExcClient } from '../src/client/client.js';
 import { silentLogger } from '../src/log.js';
@@ -47,6 +48,11 @@ export interface Slot {
   starts: number;
   /** The slot's way to each ZooKeeper server (a fault cuts them all to cut the process off). */
   zkProxies?: TcpProxy[];
+  /**
+   * The way its peers reach the slot's process: it listens on `port` and advertises the proxy's port, so
+   * that a fault can cut it off from every peer (tablet servers, compactors, managers, clients) at once.
+   */
+  peer?: { port: number; proxy: TcpProxy };
 }
 
 export interface UnexpectedExit {
@@ -170,8 +176,13 @@ export class ChaosCluster {
     const args = slot.role === 'compactor' ? ['compactor', slot.queue!, '--long-poll', '5000'] : [slot.role];
     slot.starts++;
     slot.zkProxies ??= await Promise.all(this.ensemble.members.map((m) => startProxy(m.clientPort)));
+    if (!slot.peer) {
+      const port = await fixedPort();
+      slot.peer = { port, proxy: await startProxy(port) };
+    }
+    args.push('--port', String(slot.peer.port));
     const proc = await this.procs.start(`${slot.name}.${slot.starts}`, args, {
-      env: this.env(slot),
+      env: { ...this.env(slot), EXC_ADVERTISE_PORT: String(slot.peer.proxy.port) },
       readyWhen: READY[slot.role],
       readyTimeoutMs: 60_000,
     });
@@ -289,10 +300,29 @@ export class ChaosCluster {
     for (const t of this.restarts) clearTimeout(t);
     for (const role of ['compactor', 'tserver', 'manager'] as const) await this.stopRole(role);
     await this.procs.stopAll();
-    for (const s of this.slots) for (const p of s.zkProxies ?? []) await p.stop().catch(() => undefined);
+    for (const s of this.slots) {
+      for (const p of [...(s.zkProxies ?? []), ...(s.peer ? [s.peer.proxy] : [])])
+        await p.stop().catch(() => undefined);
+    }
     await this.session?.close().catch(() => undefined);
     await this.proxy?.stop().catch(() => undefined);
     await this.s3?.stop().catch(() => undefined);
     await this.ensemble?.stop().catch(() => undefined);
+  }
+}
+
+/**
+ * A free port below the kernel's ephemeral range, for a slot's processes to listen on one after the other:
+ * a port from the ephemeral range could be taken by an outgoing connection while the slot restarts.
+ */
+async function fixedPort(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 10_000);
+    const free = await new Promise<boolean>((resolve) => {
+      const probe = createServer();
+      probe.once('error', () => resolve(false));
+      probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+    });
+    if (free) return port;
   }
 }

@@ -35,6 +35,7 @@ export const FAULT_KINDS = [
   'zk-node-delete',
   'admin-cancel',
   'queue-recreate',
+  'peer-cut',
   'zk-leader-kill',
   'zk-follower-kill',
   'zk-cut',
@@ -67,6 +68,7 @@ const WEIGHTS: Record<FaultKind, number> = {
   'zk-node-delete': 6,
   'admin-cancel': 6,
   'queue-recreate': 1,
+  'peer-cut': 4,
   'zk-leader-kill': 3,
   'zk-follower-kill': 2,
   'zk-cut': 3,
@@ -356,6 +358,24 @@ export class FaultInjector {
             this.cluster.release(s, 500);
           }
         }
+        return;
+      }
+      case 'peer-cut': {
+        // A process its peers cannot reach (calls to it hang, then time out), while it still reaches
+        // ZooKeeper and the others: the answers it owes are lost, which callers must ride through.
+        const all = [
+          ...this.candidates('compactor'),
+          ...this.candidates('tserver'),
+          ...this.candidates('manager'),
+        ];
+        const slot = all[f.target % Math.max(1, all.length)];
+        if (!slot?.peer) return this.skip(f, 'no process to cut off');
+        this.count(f, slot.name, { forMs: f.durationMs });
+        this.hold(slot, f.durationMs + 5_000);
+        slot.peer.proxy.blackhole();
+        await sleep(f.durationMs);
+        slot.peer.proxy.restore();
+        slot.peer.proxy.dropConnections();
         return;
       }
       case 'zk-cut':
