@@ -56,6 +56,18 @@ function nativeBindingLoads() {
   return result.status === 0;
 }
 
+// node-gyp builds native modules against Node's headers and downloads them from nodejs.org unless told
+// where they are. Installed Node ships them (<prefix>/include/node): point npm at those, so the build works
+// on machines that reach the npm registry and nothing else.
+function npmEnv() {
+  const env = { ...process.env };
+  const prefix = join(dirname(process.execPath), '..');
+  if (!env.npm_config_nodedir && existsSync(join(prefix, 'include', 'node', 'node.h'))) {
+    env.npm_config_nodedir = prefix;
+  }
+  return env;
+}
+
 function ensureNpmDependencies() {
   const why = npmDependenciesStale();
   if (why) {
@@ -63,12 +75,12 @@ function ensureNpmDependencies() {
     // `npm install` honours the versions pinned in package-lock.json. Not `npm ci`: some registries (and
     // mirrors) lack other platforms' builds of optional packages, npm then leaves them out of the lock
     // file, and `npm ci` refuses a lock file with missing optional entries.
-    const ok = run('npm', ['install', '--no-audit', '--no-fund']);
+    const ok = run('npm', ['install', '--no-audit', '--no-fund'], { env: npmEnv() });
     if (!ok) fail('npm could not install the dependencies (see the output above)');
   }
   if (!nativeBindingLoads()) {
     say('building the native SQLite binding (better-sqlite3)');
-    if (!run('npm', ['rebuild', 'better-sqlite3']) || !nativeBindingLoads()) {
+    if (!run('npm', ['rebuild', 'better-sqlite3'], { env: npmEnv() }) || !nativeBindingLoads()) {
       fail(
         'better-sqlite3 does not load; it needs python3, make and g++ to build (apt-get install python3 make g++)',
       );
