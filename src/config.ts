@@ -115,6 +115,12 @@ export const SETTINGS = {
     0,
     'Port other processes use to reach this one (0: the port it listens on). For a process behind a port mapping or a proxy.',
   ),
+  portFile: setting(
+    'EXC_PORT_FILE',
+    z.string().min(1),
+    undefined,
+    'File a server process writes the port it listens on to, once it listens; `excompact health` reads it when given no port. For health checks of a process started with port 0 (replicas sharing the host network). One process per file.',
+  ),
   dataDir: setting(
     'EXC_DATA_DIR',
     z.string().min(1),
@@ -144,6 +150,12 @@ export const SETTINGS = {
     int(0, 60_000),
     200,
     "A tablet server fences a compactor (deletes its node, so its reservations are cancelled) when the compactor's link closes while it holds reservations and it does not link again within this long: a crashed compactor's work is back in a fraction of a second. 0: wait for its session to expire.",
+  ),
+  queueGoneExitCode: setting(
+    'EXC_QUEUE_GONE_EXIT_CODE',
+    int(0, 255),
+    undefined,
+    "Exit code of a compactor whose queue is deleted, or does not exist when it starts (default: 4 when deleted, 1 when missing at start). 0 under a restart policy that restarts only failures (docker compose's on-failure): the pool stops instead of restarting forever.",
   ),
   stallTimeoutMs: setting(
     'EXC_STALL_TIMEOUT_MS',

@@ -3,6 +3,7 @@
  * their state (logged and reported on every change, stopped exactly once), their authenticated RPC server
  * and how they join ZooKeeper.
  */
+import { renameSync, writeFileSync } from 'node:fs';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from './log.js';
 import { metricsEndpoint } from './metrics.js';
@@ -20,6 +21,8 @@ export interface ServerOptions {
   advertiseHost?: string;
   /** Port other processes use to reach this one (0 or absent: the bound port). */
   advertisePort?: number;
+  /** Where to write the bound port once listening (EXC_PORT_FILE; for `excompact health`). */
+  portFile?: string;
   rpcTimeoutMs: number;
   /** How long a call to the manager keeps trying through a failover (MetaClient; default 30 s). */
   managerFailoverMs?: number;
@@ -149,6 +152,23 @@ export function serverRpc(
     health,
     metrics: metricsEndpoint(registry),
   });
+}
+
+/**
+ * Starts `server` listening on the configured address; with a port file, writes the bound port there
+ * (whole or not at all: a health check never reads half a number).
+ */
+export async function listen(
+  server: RpcServer,
+  options: ServerOptions,
+): Promise<{ host: string; port: number }> {
+  const bound = await server.listen(options.bindHost, options.port);
+  if (options.portFile) {
+    const temp = `${options.portFile}.${process.pid}.tmp`;
+    writeFileSync(temp, `${bound.port}\n`);
+    renameSync(temp, options.portFile);
+  }
+  return bound;
 }
 
 /** A ZooKeeper session authenticated with the instance secret (its nodes get the instance ACL). */

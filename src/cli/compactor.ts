@@ -2,6 +2,7 @@
  * `excompact compactor <queue>` (also `compactor <queue>`): runs compactions for one queue.
  */
 import type { Command } from 'commander';
+import { ExcError } from '../errors.js';
 import { Compactor, EXIT_QUEUE_DELETED } from '../compactor/compactor.js';
 import { openObjectStore } from '../storage/index.js';
 import { throttleReads } from '../compactor/throttle.js';
@@ -51,7 +52,8 @@ export function registerCompactor(program: Command): void {
       'after',
       `
 Exit codes: 0 stopped by SIGTERM (running jobs released), 1 bad configuration or no such queue,
-2 ZooKeeper unreachable, ${EXIT_QUEUE_DELETED} the queue was deleted.
+2 ZooKeeper unreachable, ${EXIT_QUEUE_DELETED} the queue was deleted. With EXC_QUEUE_GONE_EXIT_CODE set, a
+deleted queue and a queue missing at start both exit with that code.
 
 Examples:
   compactor small
@@ -76,7 +78,18 @@ Examples:
         });
         compactor.on('exit', (code) => process.exit(code));
         closeOnSignals(logger, compactor);
-        await compactor.start();
+        await compactor.start().catch((err: unknown) => {
+          // A queue deleted while this compactor was down (a container restarted after `admin queue
+          // delete`) ends it the way a deletion while running does, when a code is configured for that:
+          // under a restart policy, exiting 1 here would restart it forever.
+          if (
+            config.queueGoneExitCode === undefined ||
+            !(err instanceof ExcError && err.code === 'UNKNOWN_QUEUE')
+          )
+            throw err;
+          logger.warn({ queue }, `queue ${queue} does not exist: stopping`);
+          process.exit(config.queueGoneExitCode);
+        });
       }),
     );
 }

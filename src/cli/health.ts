@@ -3,6 +3,8 @@
  */
 import type { Command } from 'commander';
 import { request } from 'undici';
+import { readFileSync } from 'node:fs';
+import type { Config } from '../config.js';
 import { ExcError } from '../errors.js';
 import { configFrom } from './connect.js';
 import { action } from './exit.js';
@@ -11,15 +13,15 @@ export function registerHealth(program: Command): void {
   program
     .command('health')
     .description('Check that a process of this machine is healthy (its /healthz answers 200).')
-    .option('--port <port>', 'the process HTTP port (default EXC_PORT)')
+    .option('--port <port>', 'the process HTTP port (default: the port in EXC_PORT_FILE, else EXC_PORT)')
     .option('--host <host>', 'where it listens', '127.0.0.1')
     .addHelpText(
       'after',
-      '\nExit codes: 0 healthy, 2 not answering or unhealthy.\n\nExamples:\n  excompact health --port 9100\n',
+      '\nExit codes: 0 healthy, 1 no port to check, 2 not answering or unhealthy.\n\nExamples:\n  excompact health --port 9100\n  EXC_PORT_FILE=/tmp/excompact.port excompact health\n',
     )
     .action(
       action(async (opts: { port?: string; host: string }, cmd: Command) => {
-        const port = opts.port ?? String(configFrom(cmd).port);
+        const port = opts.port ?? portOf(configFrom(cmd));
         const url = `http://${opts.host}:${port}/healthz`;
         const res = await request(url, { signal: AbortSignal.timeout(3_000) }).catch((err: unknown) => {
           throw new ExcError('UNAVAILABLE', `${url}: ${(err as Error).message}`);
@@ -29,4 +31,22 @@ export function registerHealth(program: Command): void {
         process.stdout.write(`${body}\n`);
       }),
     );
+}
+
+/**
+ * The port a process of this machine listens on: what it wrote to its port file (it may have been started
+ * with port 0), else EXC_PORT. A port file not written yet means the process is not listening yet.
+ */
+function portOf(config: Config): string {
+  if (config.portFile) {
+    try {
+      return readFileSync(config.portFile, 'utf8').trim();
+    } catch (err) {
+      if (config.port === 0)
+        throw new ExcError('UNAVAILABLE', `no port in ${config.portFile}: ${(err as Error).message}`);
+    }
+  }
+  if (config.port === 0)
+    throw new ExcError('CONFIG_INVALID', 'no port to check: give --port, EXC_PORT or EXC_PORT_FILE');
+  return String(config.port);
 }

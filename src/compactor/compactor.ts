@@ -12,7 +12,8 @@
  * - Session lost (expiry or the watchdog's verdict): every job stops at once — the tablet servers are
  *   already cancelling their reservations — and the compactor registers again with a new session and
  *   node. A job reserved under the old session is never committed.
- * - Queue deleted: jobs stop and the process exits with {@link EXIT_QUEUE_DELETED}.
+ * - Queue deleted: jobs stop and the process exits with {@link EXIT_QUEUE_DELETED} (or the code configured
+ *   for it: a pool under a restart policy that restarts failures exits 0 and stays stopped).
  * - SIGTERM: stop taking work, let running jobs finish for up to `graceMs`, release the rest, close the
  *   session (the node disappears at once), exit 0.
  */
@@ -24,7 +25,14 @@ import { MetaClient } from '../meta/client.js';
 import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
 import { advertisedAddress } from '../net.js';
 import { PeerClients } from '../rpc/peers.js';
-import { connectZk, ProcessState, serverRpc, type Lifecycle, type ServerOptions } from '../process.js';
+import {
+  connectZk,
+  listen,
+  ProcessState,
+  serverRpc,
+  type Lifecycle,
+  type ServerOptions,
+} from '../process.js';
 import type { RpcServer } from '../rpc/server.js';
 import { backoffDelay, retry, sleep, withTimeout } from '../retry.js';
 import type { ObjectStore } from '../storage/index.js';
@@ -63,6 +71,8 @@ export interface CompactorOptions extends ServerOptions {
   graceMs: number;
   /** Progress reports to the tablet server at most this often (default 2 s). */
   progressEveryMs: number;
+  /** Exit code when the queue is deleted (EXC_QUEUE_GONE_EXIT_CODE; default {@link EXIT_QUEUE_DELETED}). */
+  queueGoneExitCode?: number;
 }
 
 /** One registration: a session, its node, and everything reserved under it. */
@@ -147,7 +157,7 @@ export class Compactor extends EventEmitter<Events> {
   }
 
   async start(): Promise<void> {
-    const bound = await this.server.listen(this.options.bindHost, this.options.port);
+    const bound = await listen(this.server, this.options);
     const { host, port } = advertisedAddress(this.options, bound);
     this.statusUrl = `http://${host}:${port}`;
     this.generationReady = this.connect();
@@ -252,7 +262,8 @@ export class Compactor extends EventEmitter<Events> {
     const reason = `queue ${this.options.queue} was deleted`;
     this.log.warn({ queue: this.options.queue }, `${reason}: stopping`);
     for (const job of this.running.values()) job.stop('queue-deleted');
-    void this.close({ release: false }).then(() => this.emit('exit', EXIT_QUEUE_DELETED, reason));
+    const code = this.options.queueGoneExitCode ?? EXIT_QUEUE_DELETED;
+    void this.close({ release: false }).then(() => this.emit('exit', code, reason));
   }
 
   /** One worker: find work, reserve, run, commit, again. */

@@ -25,7 +25,14 @@ import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
 import { advertisedAddress } from '../net.js';
 import { readQueueMap } from '../queue/registry.js';
 import { PeerClients } from '../rpc/peers.js';
-import { connectZk, ProcessState, serverRpc, type Lifecycle, type ServerOptions } from '../process.js';
+import {
+  connectZk,
+  listen,
+  ProcessState,
+  serverRpc,
+  type Lifecycle,
+  type ServerOptions,
+} from '../process.js';
 import { retry } from '../retry.js';
 import type { RpcServer } from '../rpc/server.js';
 import { ZkLayout, ensureLayout, type ZkSession } from '../zk/index.js';
@@ -168,7 +175,7 @@ export class Manager extends EventEmitter<Events> {
    * the background when it wins). Rejects when ZooKeeper cannot be reached at all.
    */
   async start(): Promise<void> {
-    const bound = await this.server.listen(this.options.bindHost, this.options.port);
+    const bound = await listen(this.server, this.options);
     this.address = advertisedAddress(this.options, bound);
     this.log.info({ url: this.url }, 'manager listening');
     const session = await connectZk(this.options);

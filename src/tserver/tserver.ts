@@ -23,7 +23,14 @@ import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
 import { advertisedAddress } from '../net.js';
-import { connectZk, ProcessState, serverRpc, type Lifecycle, type ServerOptions } from '../process.js';
+import {
+  connectZk,
+  listen,
+  ProcessState,
+  serverRpc,
+  type Lifecycle,
+  type ServerOptions,
+} from '../process.js';
 import type { RpcServer } from '../rpc/server.js';
 import { retry, sleep } from '../retry.js';
 import type { ObjectStore } from '../storage/index.js';
@@ -149,7 +156,7 @@ export class TabletServer extends EventEmitter<Events> {
   }
 
   async start(): Promise<void> {
-    const bound = await this.server.listen(this.options.bindHost, this.options.port);
+    const bound = await listen(this.server, this.options);
     this.address = advertisedAddress(this.options, bound);
     await this.join();
     this.stateCell.set('serving', 'registered');
