@@ -30,6 +30,11 @@ export const outcomeSchema = z.object({
   inputs: z.number().int().nonnegative(),
   /** Entries written, for a commit (0: the output was empty). */
   entries: z.number().int().nonnegative().optional(),
+  /** Bytes of the inputs and of the output, for a commit. */
+  inputBytes: z.number().int().nonnegative().optional(),
+  outputBytes: z.number().int().nonnegative().optional(),
+  /** For a user job: the user compactions (`admin table compact` ids) it satisfies. */
+  userCompactionIds: z.array(z.string()).optional(),
   reservedAt: z.number(),
   /** When the tablet server decided (just before its mutation was applied). */
   at: z.number(),

@@ -7,6 +7,8 @@
  *   file:<name>     JSON { size, entries }: a file of the tablet
  *   ecomp:<ecid>    JSON reservation: an external compaction in progress
  *   compact:<id>    JSON user compaction request
+ *   selected        JSON {@link Selection}: the files the tablet's next user compaction will rewrite and
+ *                   the requests it satisfies (coalesced: consecutive requests with the same filters)
  *   progress:<ecid> JSON progress of a reservation, as last reported by its compactor (throttled)
  *   failed:<key>    JSON { inputs, attempts, lastError, parked }: failures of a job over a set of files
  *   queued:<qid>    the ~cq row this tablet currently has in queue <qid> (to move or delete it atomically)
@@ -25,6 +27,7 @@ export const COL_PREV = 'prev';
 export const COL_LOC = 'loc';
 export const COL_FUTURE = 'future';
 export const COL_VERSION = 'ver';
+export const COL_SELECTED = 'selected';
 export const FILE_PREFIX = 'file:';
 export const ECOMP_PREFIX = 'ecomp:';
 export const COMPACT_PREFIX = 'compact:';
@@ -73,7 +76,10 @@ export const reservationSchema = z.object({
   reservedAt: z.number(),
   /** True when the inputs are all of the tablet's files: delete markers may be dropped. */
   allFiles: z.boolean(),
+  /** The first user compaction a user job satisfies (kept for reservations made before coalescing). */
   userCompactionId: z.string().optional(),
+  /** Every user compaction a user job satisfies (coalesced requests). */
+  userCompactionIds: z.array(z.string()).optional(),
   /** The compactor's name for the reserve request that made it (a repeated request finds it). */
   requestId: z.string().optional(),
   /** What the iterator stack keeps, fixed when reserved (so retries of a job are deterministic). */
@@ -101,6 +107,21 @@ export const userCompactionSchema = z.object({
   filters: z.array(z.object({ name: z.string(), options: z.unknown().optional() })).default([]),
 });
 export type UserCompaction = z.infer<typeof userCompactionSchema>;
+
+/**
+ * A user compaction's selection (DESIGN.md, "The life of a compaction"): made as soon as a request is seen,
+ * it holds every file the tablet had then (their data is what the requests asked to rewrite). From then on
+ * system compactions run only over files outside it, and the user job runs over exactly these files once
+ * none of them is reserved (files reserved by a system job started before the selection stay in it; that
+ * job's output replaces them here when it commits). Never changed in place: replaced whole.
+ */
+export const selectionSchema = z.object({
+  /** The user compactions it satisfies, oldest first. */
+  ids: z.array(z.string()).min(1),
+  files: z.array(z.string()),
+  filters: z.array(z.object({ name: z.string(), options: z.unknown().optional() })),
+});
+export type Selection = z.infer<typeof selectionSchema>;
 
 export const failureSchema = z.object({
   inputs: z.array(z.string()),
@@ -133,6 +154,8 @@ export interface TabletMeta {
   files: Map<string, FileMeta>;
   reservations: Map<string, Reservation>;
   userCompactions: Map<string, UserCompaction>;
+  /** The selection of the user compaction under way, if any. */
+  selection?: Selection;
   failures: Map<string, Failure>;
   progress: Map<string, Progress>;
   /** queue id → the ~cq row this tablet has in that queue. */
@@ -185,6 +208,7 @@ export function parseTablet(row: string, cols: ReadonlyMap<string, string>): Tab
       tablet.prevEndRow = prev === null ? null : Buffer.from(prev, 'hex');
     } else if (col === COL_LOC) tablet.loc = json(locationSchema, value, what);
     else if (col === COL_FUTURE) tablet.future = json(locationSchema, value, what);
+    else if (col === COL_SELECTED) tablet.selection = json(selectionSchema, value, what);
     else if (col === COL_VERSION) tablet.version = json(z.number().int().nonnegative(), value, what);
     else if (col.startsWith(FILE_PREFIX))
       tablet.files.set(col.slice(FILE_PREFIX.length), json(fileMetaSchema, value, what));

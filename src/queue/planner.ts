@@ -4,9 +4,9 @@
  * Pure logic over the tablet's files, run by the tablet server after every change to them and again at
  * reservation time (late binding). Rules, in order:
  *
- * 1. A pending user compaction takes all the tablet's files (with the user's filters). It waits until no
- *    file is reserved, and while it waits no new system compaction starts (it would only delay it).
- * 2. System compactions, over the files that are neither reserved nor parked, smallest first:
+ * 1. A user compaction's selection (selection.ts) is one job over exactly its files, with the requests'
+ *    filters, once none of them is reserved. Its files are never selected for a system job.
+ * 2. System compactions, over the files that are neither reserved, parked nor selected, smallest first:
  *    - logarithmic size ratio: the largest set of the smallest files (2 ≤ n ≤ maxFiles) whose total size is
  *      at least `ratio` × its largest file;
  *    - file limit: when the tablet has more than `fileLimit` files and the ratio finds nothing, the
@@ -38,8 +38,19 @@ export interface PlanInput {
   /** Files of parked (poison) jobs: never selected for a system job. */
   parked: ReadonlySet<string>;
   config: PlannerConfig;
-  /** The oldest pending user compaction, if any. */
-  userCompactionId?: string;
+  /** The user compaction under way (its selection), if any. */
+  user?: {
+    ids: readonly string[];
+    files: readonly string[];
+    filters: UserFilter[];
+    /** False when its job is parked: its files stay out of system jobs, and it is not planned. */
+    runnable: boolean;
+  };
+}
+
+export interface UserFilter {
+  name: string;
+  options?: unknown;
 }
 
 export type JobKind = 'system' | 'user';
@@ -53,7 +64,9 @@ export interface PlannedJob {
   priority: number;
   /** All of the tablet's files: delete markers may be dropped. */
   allFiles: boolean;
-  userCompactionId?: string;
+  /** For a user job: the requests it satisfies and their filters. */
+  userCompactionIds?: string[];
+  filters?: UserFilter[];
 }
 
 export const USER_PRIORITY_BASE = 0x4000_0000;
@@ -61,27 +74,31 @@ export const FORCED_PRIORITY_BASE = 0x2000_0000;
 const MAX_FILE_COUNT_PRIORITY = 0x0fff_ffff;
 
 export function plan(input: PlanInput): PlannedJob[] {
-  const { files, reserved, config } = input;
-  if (input.userCompactionId !== undefined) {
-    if (files.length === 0 || reserved.size > 0) return [];
-    return [
-      job(
-        'user',
-        files,
-        files.length,
-        config,
-        USER_PRIORITY_BASE + Math.min(files.length, MAX_FILE_COUNT_PRIORITY),
-        input.userCompactionId,
-      ),
-    ];
+  const { files, reserved, config, user } = input;
+  const jobs: PlannedJob[] = [];
+  const selected = new Set(user?.files ?? []);
+  if (user?.runnable && user.files.length > 0 && !user.files.some((f) => reserved.has(f))) {
+    const chosen = files.filter((f) => selected.has(f.name));
+    // A selected file the tablet no longer has would be a bug elsewhere: rewrite nothing rather than part.
+    if (chosen.length === user.files.length)
+      jobs.push({
+        ...job(
+          'user',
+          chosen,
+          files.length,
+          config,
+          USER_PRIORITY_BASE + Math.min(files.length, MAX_FILE_COUNT_PRIORITY),
+        ),
+        userCompactionIds: [...user.ids],
+        filters: user.filters,
+      });
   }
 
   let candidates = files
-    .filter((f) => !reserved.has(f.name) && !input.parked.has(f.name))
+    .filter((f) => !reserved.has(f.name) && !input.parked.has(f.name) && !selected.has(f.name))
     .sort((a, b) => a.size - b.size || (a.name < b.name ? -1 : 1));
   // The tablet's file count as it will be once the jobs selected so far are done.
   let projected = files.length;
-  const jobs: PlannedJob[] = [];
   for (;;) {
     let chosen = ratioSelect(candidates, config.ratio, config.maxFiles);
     let forced = false;
@@ -122,7 +139,6 @@ function job(
   tabletFiles: number,
   config: PlannerConfig,
   priority: number,
-  userCompactionId?: string,
 ): PlannedJob {
   const inputBytes = chosen.reduce((sum, f) => sum + f.size, 0);
   return {
@@ -132,7 +148,6 @@ function job(
     queue: routeBySize(config.queues, inputBytes),
     priority,
     allFiles: chosen.length === tabletFiles,
-    ...(userCompactionId === undefined ? {} : { userCompactionId }),
   };
 }
 

@@ -7,27 +7,42 @@
 import { createHash } from 'node:crypto';
 import type { TableConfig } from '../meta/table-config.js';
 import { isParked, type TabletMeta } from '../meta/tablet.js';
-import { plan, queueDemand, type PlannedJob } from './planner.js';
+import { plan, queueDemand, type PlanInput, type PlannedJob } from './planner.js';
+import { userStep } from './selection.js';
 import type { QueueInfo } from './registry.js';
 
 /**
- * What a tablet (in the given state) wants compacted now. A user compaction whose job (all the files)
+ * What a tablet (in the given state) wants compacted now. A user compaction whose job (its selected files)
  * failed too often is parked like any other job: it is not planned again until released, and system work
- * goes on.
+ * goes on over the files outside its selection.
  */
 export function planTablet(meta: TabletMeta, config: TableConfig): PlannedJob[] {
+  // Planned as the tablet will be once its pending user compactions are selected (the tablet server
+  // writes that step with the change it plans; the check judges a tablet whose step is not written yet
+  // the same way).
+  const step = userStep(meta);
+  if (step) {
+    meta = { ...meta, userCompactions: new Map(meta.userCompactions) };
+    step.apply(meta);
+  }
   const files = [...meta.files].map(([name, f]) => ({ name, size: f.size }));
-  let userCompactionId = pendingUserCompaction(meta);
-  if (userCompactionId !== undefined) {
-    const failure = meta.failures.get(failureKey(files.map((f) => f.name)));
-    if (failure && isParked(failure, config.maxAttempts)) userCompactionId = undefined;
+  const selection = meta.selection;
+  let user: PlanInput['user'];
+  if (selection) {
+    const failure = meta.failures.get(failureKey(selection.files));
+    user = {
+      ids: selection.ids,
+      files: selection.files,
+      filters: selection.filters,
+      runnable: !(failure && isParked(failure, config.maxAttempts)),
+    };
   }
   return plan({
     files,
     reserved: reservedFiles(meta),
     parked: parkedFiles(meta, config.maxAttempts),
     config,
-    ...(userCompactionId === undefined ? {} : { userCompactionId }),
+    ...(user ? { user } : {}),
   });
 }
 
@@ -63,15 +78,6 @@ function parkedFiles(meta: TabletMeta, maxAttempts: number): Set<string> {
     if (isParked(f, maxAttempts)) for (const name of f.inputs) out.add(name);
   }
   return out;
-}
-
-/** The oldest pending user compaction. */
-function pendingUserCompaction(meta: TabletMeta): string | undefined {
-  let oldest: [string, number] | undefined;
-  for (const [id, c] of meta.userCompactions) {
-    if (!oldest || c.requestedAt < oldest[1]) oldest = [id, c.requestedAt];
-  }
-  return oldest?.[0];
 }
 
 /** Failures are recorded per set of input files. */

@@ -32,6 +32,7 @@ import {
   LOC_CONDITION,
   preview,
   VERSION_CONDITION,
+  withUserStep,
   type TabletChange,
 } from './tablet-change.js';
 
@@ -282,11 +283,9 @@ export class Hosting {
       });
     }
     let jobs: PlannedJob[] | undefined;
+    if (change.replan) change = withUserStep(tablet, change);
     const previewed = change.replan ? preview(tablet, change) : undefined;
-    // A user compaction of a tablet left without files has nothing to do: the change completes it.
-    const finishedUser = previewed?.files.size === 0 ? [...previewed.userCompactions.keys()] : [];
     if (previewed) {
-      for (const id of finishedUser) previewed.userCompactions.delete(id);
       // Planned on the tablet as it will be, so the queue says what the tablet will want.
       try {
         jobs = await this.planFor(tablet, previewed);
@@ -300,13 +299,7 @@ export class Hosting {
         tablet.replanNeeded = true;
       }
     }
-    const built = buildChange(
-      tablet,
-      change,
-      jobs,
-      (name) => this.deps.queues.byQueueName(name),
-      finishedUser,
-    );
+    const built = buildChange(tablet, change, jobs, (name) => this.deps.queues.byQueueName(name));
     if (built.empty) {
       // Nothing to write: a plan made here found the queue entries already right.
       if (built.queued) tablet.replanNeeded = false;
@@ -344,7 +337,6 @@ export class Hosting {
     }
     change.apply?.(tablet.meta);
     tablet.meta.version++;
-    for (const id of built.finishedUser) tablet.meta.userCompactions.delete(id);
     // Cleared only once the entries are written: if this change is refused, the old entries may be stale.
     if (built.queued) {
       tablet.meta.queued = built.queued;

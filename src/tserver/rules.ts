@@ -31,7 +31,9 @@
 import { ExcError } from '../errors.js';
 import { delRow } from '../meta/keys.js';
 import { notEnded, outcomeCell, type Outcome } from '../meta/outcomes.js';
+import { satisfiedBy } from '../queue/selection.js';
 import {
+  COL_SELECTED,
   compactCol,
   ecompCol,
   failedCol,
@@ -41,6 +43,7 @@ import {
   type Failure,
   type Progress,
   type Reservation,
+  type Selection,
   type TabletMeta,
 } from '../meta/tablet.js';
 import type { TableConfig } from '../meta/table-config.js';
@@ -104,9 +107,8 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
   }
   const job = ctx.jobs.find((j) => j.queue !== undefined && ctx.queueIdOf(j.queue) === req.queueId);
   if (!job) return { kind: 'no-work' };
-  const filters: FilterSpec[] = job.userCompactionId
-    ? (meta.userCompactions.get(job.userCompactionId)?.filters ?? [])
-    : [];
+  const filters: FilterSpec[] = job.kind === 'user' ? (job.filters ?? []) : [];
+  const userIds = job.kind === 'user' ? (job.userCompactionIds ?? []) : [];
   const reservation: Reservation = {
     compactor: req.compactor,
     queueId: req.queueId,
@@ -116,10 +118,14 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
     attempt: meta.failures.get(failureKey(job.files))?.attempts ?? 0,
     reservedAt: ctx.now,
     allFiles: job.allFiles,
-    ...(job.userCompactionId ? { userCompactionId: job.userCompactionId } : {}),
+    ...(userIds.length > 0 ? { userCompactionId: userIds[0], userCompactionIds: userIds } : {}),
     ...(req.requestId ? { requestId: req.requestId } : {}),
     settings: iteratorSettings(ctx.config, filters, job.allFiles, ctx.now),
   };
+  // A user job is planned on the tablet as it will be once its requests are selected: the selection it
+  // runs is written with it, so the requests it satisfies are exactly those recorded.
+  const selection: Selection | undefined =
+    job.kind === 'user' ? { ids: userIds, files: [...job.files].sort(), filters } : undefined;
   const { ecid } = ctx;
   return {
     kind: 'reserve',
@@ -128,9 +134,15 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
     job,
     change: {
       conditions: filesPresent(meta.row, job.files),
-      puts: [{ row: meta.row, col: ecompCol(ecid), value: JSON.stringify(reservation) }],
+      puts: [
+        { row: meta.row, col: ecompCol(ecid), value: JSON.stringify(reservation) },
+        ...(selection ? [{ row: meta.row, col: COL_SELECTED, value: JSON.stringify(selection) }] : []),
+      ],
       deletes: [],
-      apply: (m) => m.reservations.set(ecid, reservation),
+      apply: (m) => {
+        m.reservations.set(ecid, reservation);
+        if (selection) m.selection = selection;
+      },
     },
   };
 }
@@ -179,10 +191,13 @@ function ended(
   meta: TabletMeta,
   r: Reservation,
   server: string,
-  how: Pick<Outcome, 'outcome' | 'at'> & Partial<Pick<Outcome, 'reason' | 'error' | 'entries'>>,
+  how: Pick<Outcome, 'outcome' | 'at'> &
+    Partial<Pick<Outcome, 'reason' | 'error' | 'entries' | 'inputBytes' | 'outputBytes'>>,
 ): Outcome {
+  const satisfied = r.kind === 'user' ? satisfiedBy(r) : [];
   return {
     ...how,
+    ...(satisfied.length > 0 ? { userCompactionIds: satisfied } : {}),
     tablet: meta.row,
     queueId: r.queueId,
     compactor: r.compactor,
@@ -207,6 +222,8 @@ export function decideCommit(
     .filter(([, f]) => f.inputs.some((i) => r.inputs.includes(i)))
     .map(([k]) => k);
   const now = String(ctx.now);
+  const { satisfied, selection } = selectionAfterCommit(meta, r, output ? r.output : undefined);
+  const inputBytes = r.inputs.reduce((sum, f) => sum + (meta.files.get(f)?.size ?? 0), 0);
   return {
     conditions: [reservationExists(row, req.ecid), notEnded(req.ecid), ...filesPresent(row, r.inputs)],
     deletes: [
@@ -214,14 +231,22 @@ export function decideCommit(
       { row, col: ecompCol(req.ecid) },
       { row, col: progressCol(req.ecid) },
       ...moot.map((k) => ({ row, col: failedCol(k) })),
-      ...(r.userCompactionId ? [{ row, col: compactCol(r.userCompactionId) }] : []),
+      ...satisfied.map((id) => ({ row, col: compactCol(id) })),
+      ...(selection === null ? [{ row, col: COL_SELECTED }] : []),
     ],
     puts: [
       ...(output ? [{ row, col: fileCol(r.output), value: JSON.stringify(output) }] : []),
+      ...(selection ? [{ row, col: COL_SELECTED, value: JSON.stringify(selection) }] : []),
       ...r.inputs.map((f) => ({ row: delRow(f), col: 'at', value: now })),
       outcomeCell(
         req.ecid,
-        ended(meta, r, ctx.server, { outcome: 'committed', entries: output?.entries ?? 0, at: ctx.now }),
+        ended(meta, r, ctx.server, {
+          outcome: 'committed',
+          entries: output?.entries ?? 0,
+          inputBytes,
+          outputBytes: output?.size ?? 0,
+          at: ctx.now,
+        }),
       ),
     ],
     apply: (m) => {
@@ -230,9 +255,34 @@ export function decideCommit(
       m.reservations.delete(req.ecid);
       m.progress.delete(req.ecid);
       for (const k of moot) m.failures.delete(k);
-      if (r.userCompactionId) m.userCompactions.delete(r.userCompactionId);
+      for (const id of satisfied) m.userCompactions.delete(id);
+      if (selection === null) delete m.selection;
+      else if (selection) m.selection = selection;
     },
   };
+}
+
+/**
+ * What a commit does to the tablet's user compaction (selection.ts): a user job ends the requests it
+ * satisfies and its selection (null: deleted); a system job started before the selection, over files in
+ * it, leaves its output in their place (a new selection); any other job leaves it alone (undefined).
+ */
+function selectionAfterCommit(
+  meta: TabletMeta,
+  r: Reservation,
+  output: string | undefined,
+): { satisfied: string[]; selection: Selection | null | undefined } {
+  const current = meta.selection;
+  if (r.kind === 'user') {
+    const satisfied = satisfiedBy(r);
+    const ends = current !== undefined && current.ids.some((id) => satisfied.includes(id));
+    return { satisfied, selection: ends ? null : undefined };
+  }
+  if (!current || !r.inputs.every((f) => current.files.includes(f)))
+    return { satisfied: [], selection: undefined };
+  const files = current.files.filter((f) => !r.inputs.includes(f));
+  if (output) files.push(output);
+  return { satisfied: [], selection: { ...current, files: files.sort() } };
 }
 
 /** After a lost answer, read back: the commit happened if the reservation is gone and its inputs replaced. */

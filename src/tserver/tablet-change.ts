@@ -9,11 +9,12 @@
  * and puts the next version. With `replan`, it also moves the tablet's queue entries to what the tablet
  * will want once the change is applied (planned on a preview of the copy with the change applied).
  */
-import { compactCol, COL_VERSION, type TabletMeta } from '../meta/tablet.js';
+import { COL_SELECTED, COL_VERSION, type TabletMeta } from '../meta/tablet.js';
 import type { Cell, Condition, Mutation } from '../meta/types.js';
 import { queueUpdate } from '../queue/entries.js';
 import { queueDemand, type PlannedJob } from '../queue/planner.js';
 import type { QueueInfo } from '../queue/registry.js';
+import { userStep } from '../queue/selection.js';
 import type { HostedTablet } from './hosted-tablet.js';
 
 /** A change to a tablet: the mutation's parts, and what to do to the in-memory copy once it is applied. */
@@ -36,8 +37,6 @@ export interface BuiltChange {
   mutation: Required<Mutation>;
   /** The queue entries the tablet will have (when planned). */
   queued?: Map<string, string>;
-  /** User compactions the change completes (the tablet has no file left to compact). */
-  finishedUser: string[];
   /** Whether there is anything to write beyond the version. */
   empty: boolean;
 }
@@ -50,16 +49,36 @@ export function preview(tablet: HostedTablet, change: TabletChange): TabletMeta 
 }
 
 /**
+ * `change` with the tablet's user compactions moved on as it will leave them (selection.ts): pending
+ * requests selected or joined, requests with nothing left to rewrite completed. A replanned change
+ * carries this step, so the queue entries written with it describe the tablet as it will be. The step's
+ * cell for the selection supersedes the change's own (it was computed on the tablet after the change).
+ */
+export function withUserStep(tablet: HostedTablet, change: TabletChange): TabletChange {
+  const step = userStep(preview(tablet, change));
+  if (!step) return change;
+  const notSelection = (c: { col: string }) => c.col !== COL_SELECTED;
+  const touchesSelection = step.puts.length > 0 || step.deletes.some((d) => !notSelection(d));
+  return {
+    ...change,
+    puts: [...(change.puts ?? []).filter((c) => !touchesSelection || notSelection(c)), ...step.puts],
+    deletes: [...(change.deletes ?? []).filter((c) => !touchesSelection || notSelection(c)), ...step.deletes],
+    apply: (m) => {
+      change.apply?.(m);
+      step.apply(m);
+    },
+  };
+}
+
+/**
  * The mutation for `change` of `tablet`; `jobs` is what the tablet will want (from {@link preview}), or
- * undefined when it is not replanned (or could not be planned: its queue entries are then left as they are);
- * `finishedUser`, the user compactions the change completes (their requests are removed with it).
+ * undefined when it is not replanned (or could not be planned: its queue entries are then left as they are).
  */
 export function buildChange(
   tablet: HostedTablet,
   change: TabletChange,
   jobs: PlannedJob[] | undefined,
   queueOf: (name: string) => QueueInfo | undefined,
-  finishedUser: string[] = [],
 ): BuiltChange {
   const { row, version } = tablet.meta;
   const mutation: BuiltChange['mutation'] = {
@@ -74,7 +93,6 @@ export function buildChange(
     deletes: [...(change.deletes ?? [])],
     deleteRows: [...(change.deleteRows ?? [])],
   };
-  for (const id of finishedUser) mutation.deletes.push({ row, col: compactCol(id) });
   let queued: Map<string, string> | undefined;
   if (jobs) {
     const update = queueUpdate(tablet.meta, tablet.meta.queued, queueDemand(jobs), queueOf);
@@ -86,7 +104,7 @@ export function buildChange(
   const empty =
     mutation.puts.length === 0 && mutation.deletes.length === 0 && mutation.deleteRows.length === 0;
   mutation.puts.push({ row, col: COL_VERSION, value: String(version + 1) });
-  return { mutation, ...(queued ? { queued } : {}), finishedUser, empty };
+  return { mutation, ...(queued ? { queued } : {}), empty };
 }
 
 export function cloneMeta(meta: TabletMeta): TabletMeta {

@@ -62,20 +62,32 @@ describe('planner', () => {
     expect(jobs[0]!.allFiles).toBe(false);
   });
 
-  it('user compaction - takes all files once none is reserved, and holds back system work meanwhile', () => {
-    const all = files(1000, 10, 10, 10);
-    expect(plan(input({ files: all, reserved: new Set(['f1']), userCompactionId: 'u1' }))).toEqual([]);
-    const jobs = plan(input({ files: all, parked: new Set(['f0']), userCompactionId: 'u1' }));
-    expect(jobs).toEqual([
+  it('user compaction - one job over its selection once none of it is reserved; system work goes on outside it', () => {
+    const all = files(1000, 10, 10, 10, 10, 10, 10);
+    const user = { ids: ['u1', 'u2'], files: ['f0', 'f1', 'f2', 'f3'], filters: [], runnable: true };
+    // A system job started before the selection holds f1: the user job waits; the files outside the
+    // selection are compacted meanwhile, never the selected ones.
+    const waiting = plan(input({ files: all, reserved: new Set(['f1']), user }));
+    expect(waiting.map((j) => [j.kind, j.files])).toEqual([['system', ['f4', 'f5', 'f6']]]);
+    const jobs = plan(input({ files: all, parked: new Set(['f0']), user }));
+    expect(jobs[0]).toEqual(
       expect.objectContaining({
         kind: 'user',
-        allFiles: true,
-        userCompactionId: 'u1',
-        priority: USER_PRIORITY_BASE + 4,
+        files: ['f0', 'f1', 'f2', 'f3'],
+        allFiles: false,
+        userCompactionIds: ['u1', 'u2'],
+        priority: USER_PRIORITY_BASE + 7,
       }),
-    ]);
-    expect(jobs[0]!.files).toHaveLength(4);
-    expect(plan(input({ files: [], userCompactionId: 'u1' }))).toEqual([]);
+    );
+    expect(jobs.slice(1).map((j) => [j.kind, j.files])).toEqual([['system', ['f4', 'f5', 'f6']]]);
+    // Over every file of the tablet it may drop delete markers.
+    expect(plan(input({ files: files(1, 2), user: { ...user, files: ['f0', 'f1'] } }))[0]).toMatchObject({
+      kind: 'user',
+      allFiles: true,
+    });
+    // Parked: not planned, and its files still stay out of system jobs.
+    const parked = plan(input({ files: all, user: { ...user, runnable: false } }));
+    expect(parked.map((j) => [j.kind, j.files])).toEqual([['system', ['f4', 'f5', 'f6']]]);
   });
 
   it('routing - by total input size to the first queue it fits, the last may be unbounded', () => {

@@ -113,9 +113,11 @@ describe('reservation rules', () => {
 
   it('commit - replaces the inputs by the output, ends the reservation once, drops moot failures', () => {
     const meta = tablet(['a', 'b', 'c']);
-    const r = reservation(['a', 'b'], { userCompactionId: 'U1' });
+    const r = reservation(['a', 'b'], { kind: 'user', userCompactionIds: ['U1', 'U2'] });
     meta.reservations.set('E1', r);
     meta.userCompactions.set('U1', { requestedAt: 1, filters: [] });
+    meta.userCompactions.set('U2', { requestedAt: 2, filters: [] });
+    meta.selection = { ids: ['U1', 'U2'], files: ['a', 'b'], filters: [] };
     meta.failures.set('K', { inputs: ['b'], attempts: 1, lastError: 'x', at: 1, parked: false });
     const req = { tablet: ROW, ecid: 'E1', compactor: COMPACTOR, output: { size: 150, entries: 15 } };
     const change = decideCommit(meta, r, req, { now: 9_000, server: 'ts:1' });
@@ -129,6 +131,9 @@ describe('reservation rules', () => {
     expect(parseOutcome(outcome.value)).toMatchObject({
       outcome: 'committed',
       entries: 15,
+      inputBytes: 200,
+      outputBytes: 150,
+      userCompactionIds: ['U1', 'U2'],
       at: 9_000,
       server: 'ts:1',
     });
@@ -142,7 +147,48 @@ describe('reservation rules', () => {
     expect(meta.reservations.size).toBe(0);
     expect(meta.failures.size).toBe(0);
     expect(meta.userCompactions.size).toBe(0);
+    expect(meta.selection).toBeUndefined();
     expect(commitHappened(meta, r, 'E1', req.output)).toBe(true);
+  });
+
+  it('commit - a system job started before a user selection leaves its output in the selection; others leave it alone', () => {
+    const meta = tablet(['a', 'b', 'c', 'd']);
+    meta.selection = { ids: ['U1'], files: ['a', 'b', 'c'], filters: [] };
+    const before = reservation(['a', 'b']);
+    const req = { tablet: ROW, ecid: 'E1', compactor: COMPACTOR, output: { size: 150, entries: 15 } };
+    const change = decideCommit(meta, before, req, { now: 9_000, server: 'ts:1' });
+    expect(change.puts).toContainEqual({
+      row: ROW,
+      col: 'selected',
+      value: JSON.stringify({ ids: ['U1'], files: ['c', 'tables/0001/Cout.rf'], filters: [] }),
+    });
+    const outside = decideCommit(
+      meta,
+      reservation(['d']),
+      { ...req, output: null },
+      { now: 1, server: 'ts:1' },
+    );
+    expect([...outside.puts, ...outside.deletes].some((c) => c.col === 'selected')).toBe(false);
+  });
+
+  it('reserve - a user job writes the selection it runs, with its requests and filters', () => {
+    const meta = tablet(['a', 'b']);
+    const filters = [{ name: 'dropRowPrefix', options: { prefixes: ['x'] } }];
+    const decision = decideReserve(
+      meta,
+      { tablet: ROW, queueId: 'q001', compactor: COMPACTOR },
+      reserveCtx([
+        job(['b', 'a'], { kind: 'user', userCompactionIds: ['U1', 'U2'], filters, allFiles: true }),
+      ]),
+    );
+    if (decision.kind !== 'reserve') throw new Error(decision.kind);
+    expect(decision.reservation).toMatchObject({ kind: 'user', userCompactionIds: ['U1', 'U2'] });
+    expect(decision.reservation.settings).toMatchObject({ filters, dropDeletes: true });
+    expect(decision.change.puts).toContainEqual({
+      row: ROW,
+      col: 'selected',
+      value: JSON.stringify({ ids: ['U1', 'U2'], files: ['a', 'b'], filters }),
+    });
   });
 
   it('commit - only the compactor holding a reservation may act on it', () => {

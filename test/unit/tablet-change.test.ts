@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseTablet } from '../../src/meta/tablet.js';
 import { HostedTablet } from '../../src/tserver/hosted-tablet.js';
-import { buildChange, preview } from '../../src/tserver/tablet-change.js';
+import { buildChange, preview, withUserStep } from '../../src/tserver/tablet-change.js';
 
 const me = { server: 'ts:1', session: '00000000000000aa' };
 
@@ -42,14 +42,26 @@ describe('tablet change', () => {
     expect(later.empty).toBe(true);
   });
 
-  it('a preview is the copy with the change applied, and the copy is untouched; completed user compactions go', () => {
+  it('a preview is the copy with the change applied, and the copy is untouched', () => {
     const t = tablet(3);
-    t.meta.userCompactions.set('U1', { requestedAt: 1, filters: [] });
     const p = preview(t, { apply: (m) => m.files.delete('a') });
     expect(p.files.size).toBe(0);
     expect(t.meta.files.size).toBe(1);
-    const built = buildChange(t, {}, [], () => undefined, ['U1']);
-    expect(built.mutation.deletes).toContainEqual({ row: '0001<', col: 'compact:U1' });
-    expect(built.finishedUser).toEqual(['U1']);
+  });
+
+  it('a replanned change carries the user step: a request selected, or completed on a tablet left without files', () => {
+    const t = tablet(3);
+    t.meta.userCompactions.set('U1', { requestedAt: 1, filters: [] });
+    const selected = withUserStep(t, { puts: [{ row: '0001<', col: 'file:b', value: '{}' }] });
+    expect(selected.puts).toContainEqual({
+      row: '0001<',
+      col: 'selected',
+      value: JSON.stringify({ ids: ['U1'], files: ['a'], filters: [] }),
+    });
+    const emptied = withUserStep(t, { apply: (m) => m.files.delete('a') });
+    expect(emptied.deletes).toContainEqual({ row: '0001<', col: 'compact:U1' });
+    const p = preview(t, emptied);
+    expect(p.userCompactions.size).toBe(0);
+    expect(p.selection).toBeUndefined();
   });
 });

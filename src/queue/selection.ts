@@ -1,0 +1,103 @@
+/**
+ * User compactions: which requests a tablet's next user compaction satisfies and which files it rewrites
+ * (DESIGN.md, "The life of a compaction"). Pure logic over the tablet's metadata; the tablet server applies
+ * the step with every change it plans, so a request is selected as soon as the tablet sees it.
+ *
+ * - Coalescing. A request asks for the data the tablet held when it was made to be rewritten through its
+ *   filters. Consecutive pending requests (oldest first) with the same filters are satisfied by one
+ *   rewrite; a request with other filters waits for the ones before it (each runs once, in order).
+ * - Selection. The selection takes every file the tablet has (so the requests' data is all in it, and
+ *   every file outside it is newer). It is made at once, even while system jobs hold some of the files:
+ *   the user job waits for those, and their outputs take their place in the selection. System jobs go on
+ *   over the files outside it, so a tablet under ingest never waits for a user compaction.
+ * - Joining. A request that arrives while the selection's job has not started, with the same filters as
+ *   the selection and no request of other filters before it, joins it: the selection grows to every
+ *   file, which is only possible while no system job holds a file outside it (its output would carry
+ *   data the request asked to rewrite, outside the selection). Otherwise it waits for the next rewrite.
+ * - Completion. The user job's commit ends the requests it satisfies and the selection (rules.ts). A
+ *   selection left with no file (a tablet whose data all compacted away, or a tablet without files)
+ *   satisfies its requests at once.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import { COL_SELECTED, compactCol, type Selection, type TabletMeta } from '../meta/tablet.js';
+import type { Cell } from '../meta/types.js';
+
+/** What the step changes: the selection cell, the requests it completes, and the same on a copy. */
+export interface UserStep {
+  puts: Cell[];
+  deletes: { row: string; col: string }[];
+  apply: (meta: TabletMeta) => void;
+  /** The user compactions completed. */
+  finished: string[];
+}
+
+/** The next selection and the requests completed, or undefined when nothing changes. */
+export function userStep(meta: TabletMeta): UserStep | undefined {
+  let selection = meta.selection;
+  const finished: string[] = [];
+  const pending = () =>
+    [...meta.userCompactions]
+      .filter(([id]) => !selection?.ids.includes(id) && !finished.includes(id))
+      .sort(([a, x], [b, y]) => x.requestedAt - y.requestedAt || (a < b ? -1 : a > b ? 1 : 0));
+  /** The oldest pending requests with the same filters as the oldest. */
+  const nextRun = () => {
+    const [first, ...rest] = pending();
+    if (!first) return undefined;
+    const run = [first];
+    for (const next of rest) {
+      if (!isDeepStrictEqual(next[1].filters, first[1].filters)) break;
+      run.push(next);
+    }
+    return { ids: run.map(([id]) => id), filters: first[1].filters };
+  };
+  const allFiles = [...meta.files.keys()].sort();
+  for (let guard = 0; guard <= meta.userCompactions.size + 1; guard++) {
+    if (selection && selection.files.length === 0) {
+      finished.push(...selection.ids);
+      selection = undefined;
+      continue;
+    }
+    const run = nextRun();
+    if (!run) break;
+    if (!selection) {
+      selection = { ids: run.ids, files: allFiles, filters: run.filters };
+      continue;
+    }
+    if (canJoin(meta, selection, run.filters)) {
+      selection = { ids: [...selection.ids, ...run.ids], files: allFiles, filters: selection.filters };
+    }
+    break;
+  }
+  if (finished.length === 0 && isDeepStrictEqual(selection, meta.selection)) return undefined;
+  const { row } = meta;
+  const result = selection;
+  return {
+    puts: result ? [{ row, col: COL_SELECTED, value: JSON.stringify(result) }] : [],
+    deletes: [
+      ...(result || !meta.selection ? [] : [{ row, col: COL_SELECTED }]),
+      ...finished.map((id) => ({ row, col: compactCol(id) })),
+    ],
+    apply: (m) => {
+      for (const id of finished) m.userCompactions.delete(id);
+      if (result) m.selection = result;
+      else delete m.selection;
+    },
+    finished,
+  };
+}
+
+/** Whether requests with `filters` can join `selection` now (see the module comment). */
+function canJoin(meta: TabletMeta, selection: Selection, filters: Selection['filters']): boolean {
+  if (!isDeepStrictEqual(filters, selection.filters)) return false;
+  const selected = new Set(selection.files);
+  for (const r of meta.reservations.values()) {
+    if (r.kind === 'user') return false; // the rewrite has started
+    if (r.inputs.some((f) => !selected.has(f))) return false;
+  }
+  return true;
+}
+
+/** The user compactions a user reservation satisfies. */
+export function satisfiedBy(r: { userCompactionId?: string; userCompactionIds?: string[] }): string[] {
+  return r.userCompactionIds ?? (r.userCompactionId === undefined ? [] : [r.userCompactionId]);
+}

@@ -1,0 +1,102 @@
+/**
+ * User compactions on a tablet (src/queue/selection.ts): requests coalesced into one selection, requests
+ * with other filters kept in order, joining while the rewrite has not started, completion without files.
+ */
+import { describe, expect, it } from 'vitest';
+import { tableConfigSchema } from '../../src/meta/table-config.js';
+import { parseTablet, type Reservation, type TabletMeta } from '../../src/meta/tablet.js';
+import { userStep } from '../../src/queue/selection.js';
+import { planTablet } from '../../src/queue/tablet-plan.js';
+
+const ROW = '0001<';
+const DROP_X = [{ name: 'dropRowPrefix', options: { prefixes: ['x'] } }];
+
+function tablet(files: string[]): TabletMeta {
+  const meta = parseTablet(ROW, new Map([['prev', 'null']]));
+  for (const f of files) meta.files.set(f, { size: 100, entries: 10 });
+  return meta;
+}
+
+function request(meta: TabletMeta, id: string, at: number, filters: typeof DROP_X = []): void {
+  meta.userCompactions.set(id, { requestedAt: at, filters });
+}
+
+function step(meta: TabletMeta): TabletMeta {
+  userStep(meta)?.apply(meta);
+  return meta;
+}
+
+function reservation(inputs: string[], kind: 'system' | 'user' = 'system'): Reservation {
+  return {
+    compactor: '/c',
+    queueId: 'q001',
+    inputs,
+    output: 'out',
+    kind,
+    attempt: 0,
+    reservedAt: 1,
+    allFiles: false,
+    settings: { versions: 1, nowMs: 1, filters: [], dropDeletes: false },
+  };
+}
+
+describe('user compaction selection', () => {
+  it('five requests with the same filters: one selection of every file, satisfying all five', () => {
+    const meta = tablet(['a', 'b', 'c']);
+    for (let i = 5; i >= 1; i--) request(meta, `U${i}`, i);
+    step(meta);
+    expect(meta.selection).toEqual({
+      ids: ['U1', 'U2', 'U3', 'U4', 'U5'],
+      files: ['a', 'b', 'c'],
+      filters: [],
+    });
+    expect(userStep(meta)).toBeUndefined();
+    const jobs = planTablet(meta, tableConfigSchema.parse({ queues: [{ queue: 'q' }] }));
+    expect(jobs.filter((j) => j.kind === 'user')).toHaveLength(1);
+  });
+
+  it('requests with other filters run in order, each once', () => {
+    const meta = tablet(['a']);
+    request(meta, 'U1', 1);
+    request(meta, 'U2', 2, DROP_X);
+    request(meta, 'U3', 3);
+    step(meta);
+    expect(meta.selection?.ids).toEqual(['U1']);
+    // U3 has U1's filters but U2 (other filters) comes first: it does not join.
+    meta.files.set('b', { size: 1, entries: 1 });
+    expect(step(meta).selection?.ids).toEqual(['U1']);
+  });
+
+  it('a later request joins while the rewrite has not started and no system job holds a file outside it', () => {
+    const meta = tablet(['a', 'b']);
+    request(meta, 'U1', 1);
+    step(meta);
+    meta.files.set('c', { size: 1, entries: 1 });
+    meta.files.set('d', { size: 1, entries: 1 });
+    meta.reservations.set('E1', reservation(['c']));
+    request(meta, 'U2', 2);
+    expect(step(meta).selection).toEqual({ ids: ['U1'], files: ['a', 'b'], filters: [] });
+    meta.reservations.clear();
+    expect(step(meta).selection).toEqual({ ids: ['U1', 'U2'], files: ['a', 'b', 'c', 'd'], filters: [] });
+    // Once the rewrite runs, a new request waits for the next one.
+    meta.reservations.set('E2', reservation(['a', 'b', 'c', 'd'], 'user'));
+    request(meta, 'U3', 3);
+    expect(step(meta).selection?.ids).toEqual(['U1', 'U2']);
+    // A system job started before the selection (over selected files) does not stop a join.
+    meta.reservations.clear();
+    meta.reservations.set('E3', reservation(['a']));
+    expect(step(meta).selection?.ids).toEqual(['U1', 'U2', 'U3']);
+  });
+
+  it('a tablet without files completes its requests at once', () => {
+    const meta = tablet([]);
+    request(meta, 'U1', 1);
+    request(meta, 'U2', 2, DROP_X);
+    const s = userStep(meta)!;
+    expect(s.finished).toEqual(['U1', 'U2']);
+    expect(s.deletes.map((d) => d.col).sort()).toEqual(['compact:U1', 'compact:U2']);
+    s.apply(meta);
+    expect(meta.selection).toBeUndefined();
+    expect(meta.userCompactions.size).toBe(0);
+  });
+});
