@@ -3,11 +3,9 @@
  */
 import type { Command } from 'commander';
 import { ExcError } from '../errors.js';
-import { Compactor, EXIT_QUEUE_DELETED } from '../compactor/compactor.js';
-import { openObjectStore } from '../storage/index.js';
-import { throttleReads } from '../compactor/throttle.js';
+import { EXIT_QUEUE_DELETED } from '../compactor/exit-codes.js';
 import { action } from './exit.js';
-import { closeOnSignals, intOption, serverOptions, serverSetup, type ServerFlags } from './flags.js';
+import { intOption, serverOptions, type ServerFlags } from './flags.js';
 
 interface CompactorFlags extends ServerFlags {
   concurrency: number;
@@ -62,6 +60,13 @@ Examples:
     )
     .action(
       action(async (queue: string, flags: CompactorFlags, cmd: Command) => {
+        const [{ Compactor }, { throttleReads }, { openObjectStore }, { closeOnSignals, serverSetup }] =
+          await Promise.all([
+            import('../compactor/compactor.js'),
+            import('../compactor/throttle.js'),
+            import('../storage/index.js'),
+            import('./server-setup.js'),
+          ]);
         const { config, secret, logger } = serverSetup(cmd, flags, 'compactor');
         const opened = openObjectStore(config, logger);
         const store = flags.throughput ? throttleReads(opened, flags.throughput) : opened;

@@ -5,11 +5,10 @@
  * EXC_MANAGER_FAILOVER_MS fails with what was tried (exit code 2).
  */
 import type { Command } from 'commander';
-import { ExcClient } from '../client/client.js';
+import type { ExcClient } from '../client/client.js';
 import { loadConfig, requireSecret, type Config, type SettingKey } from '../config.js';
-import { silentLogger } from '../log.js';
-import { MetaClient } from '../meta/client.js';
-import { ZkLayout, ZkSession, digestAuthFromSecret } from '../zk/index.js';
+import type { MetaClient } from '../meta/client.js';
+import type { ZkLayout, ZkSession } from '../zk/index.js';
 
 /** Connection flags every client command accepts (defined once on the root program). */
 export interface ConnectionFlags {
@@ -48,6 +47,14 @@ export function configFrom(command: Command, overrides: Partial<Record<SettingKe
 export async function connect(command: Command): Promise<Cluster> {
   const config = configFrom(command);
   const secret = requireSecret(config);
+  // Loaded here, not above: building the command line (and --help) must not pay for the client stack.
+  const [{ ExcClient }, { silentLogger }, { MetaClient }, { ZkLayout, ZkSession, digestAuthFromSecret }] =
+    await Promise.all([
+      import('../client/client.js'),
+      import('../log.js'),
+      import('../meta/client.js'),
+      import('../zk/index.js'),
+    ]);
   const session = await ZkSession.connect({
     connectString: config.zk,
     sessionTimeoutMs: config.zkSessionTimeoutMs,

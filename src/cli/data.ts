@@ -7,80 +7,16 @@
  * Ingest validates the whole input before writing anything (stdin is spooled to a temporary file first),
  * so a bad line is reported with its number and nothing is written.
  */
-import { isUtf8 } from 'node:buffer';
-import { createReadStream, createWriteStream, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { pipeline } from 'node:stream/promises';
-import type { Command } from 'commander';
-import { z } from 'zod';
-import { toWireEntry, type ClientEntry } from '../client/client.js';
-import { ExcError } from '../errors.js';
-import { wireEntrySchema } from '../rpc/entries.js';
-import { withCluster } from './connect.js';
+import { InvalidArgumentError, type Command } from 'commander';
+import type { IngestFlags } from './data-run.js';
 import { action } from './exit.js';
 import { intOption } from './flags.js';
 
-const lineSchema = z.strictObject({
-  row: z.string().min(1),
-  cf: z.string().optional(),
-  cq: z.string().optional(),
-  ts: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
-  value: z.string().optional(),
-  delete: z.boolean().optional(),
-  encoding: z.enum(['utf8', 'base64']).optional(),
-});
-
-function parseLine(text: string, n: number): ClientEntry | undefined {
-  if (text.trim() === '') return undefined;
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (err) {
-    throw new ExcError('BAD_REQUEST', `line ${n}: not JSON: ${(err as Error).message}`);
-  }
-  const parsed = lineSchema.safeParse(json);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    throw new ExcError('BAD_REQUEST', `line ${n}: ${issue.path.join('.') || 'entry'}: ${issue.message}`);
-  }
-  const l = parsed.data;
-  const enc = l.encoding ?? 'utf8';
-  const bytes = (s: string | undefined, field: string): Buffer | undefined => {
-    if (s === undefined) return undefined;
-    if (enc === 'base64' && !/^[A-Za-z0-9+/]*={0,2}$/.test(s))
-      throw new ExcError('BAD_REQUEST', `line ${n}: ${field}: not base64`);
-    return Buffer.from(s, enc);
-  };
-  const row = bytes(l.row, 'row')!;
-  if (row.length === 0) throw new ExcError('BAD_REQUEST', `line ${n}: row: must not be empty`);
-  return {
-    row,
-    ...(l.cf === undefined ? {} : { cf: bytes(l.cf, 'cf') }),
-    ...(l.cq === undefined ? {} : { cq: bytes(l.cq, 'cq') }),
-    ...(l.ts === undefined ? {} : { ts: l.ts }),
-    ...(l.value === undefined ? {} : { value: bytes(l.value, 'value') }),
-    ...(l.delete ? { delete: true } : {}),
-  };
-}
-
-/**
- * Refuses an entry that tablet servers would refuse (a field over its size limit), checked against their
- * own schema: found while writing, it would fail a batch after earlier ones were written.
- */
-function checkLimits(e: ClientEntry, n: number): void {
-  const parsed = wireEntrySchema.safeParse(toWireEntry(e));
-  if (!parsed.success) throw new ExcError('BAD_REQUEST', `line ${n}: ${parsed.error.issues[0]!.message}`);
-}
-
-async function* readEntries(path: string): AsyncGenerator<{ line: number; entry: ClientEntry }> {
-  let line = 0;
-  for await (const text of createInterface({ input: createReadStream(path), crlfDelay: Infinity })) {
-    line++;
-    const entry = parseLine(text, line);
-    if (entry) yield { line, entry };
-  }
+/** A batch id names the batches of an ingest (`<id>.<n>`); tablets accept 1-100 of [0-9A-Za-z._-]. */
+function batchIdOption(value: string): string {
+  if (!/^[0-9A-Za-z_-]{1,64}$/.test(value))
+    throw new InvalidArgumentError('--batch-id must be 1-64 letters, digits, _ or -');
+  return value;
 }
 
 export function registerData(program: Command): void {
@@ -89,6 +25,11 @@ export function registerData(program: Command): void {
     .description('Write NDJSON entries (from a file or stdin) into a table.')
     .argument('<table>')
     .argument('[file]', 'NDJSON file (default: stdin)')
+    .option(
+      '--batch-id <id>',
+      'name of this ingest (default: a new one); the same input under the same id is written once',
+      batchIdOption,
+    )
     .addHelpText(
       'after',
       `
@@ -96,46 +37,20 @@ Each line: {"row":"r1","cf":"f","cq":"q","ts":1700000000000,"value":"v","delete"
 (only "row" is required; add "encoding":"base64" for binary). The input is validated before anything is
 written: a bad line is reported with its number and nothing is ingested.
 
+An ingest is written in batches that each tablet applies once by name (<batch id>.<n>). If it fails part
+way, it says how many entries were acknowledged and prints the command that writes the rest: the same
+input with the same --batch-id (within 15 minutes), which skips every batch already applied.
+
 Examples:
   excompact ingest events data.ndjson
   printf '{"row":"a","value":"1"}\\n{"row":"b","delete":true}\\n' | excompact ingest events
+  excompact ingest events data.ndjson --batch-id load-2026-11-24
 `,
     )
     .action(
-      action(async (table: string, file: string | undefined, _opts: unknown, cmd: Command) => {
-        let spool: string | undefined;
-        let path = file;
-        if (!path || path === '-') {
-          spool = mkdtempSync(join(tmpdir(), 'excompact-ingest-'));
-          path = join(spool, 'stdin.ndjson');
-          await pipeline(process.stdin, createWriteStream(path));
-        }
-        try {
-          // Pass 1: validate everything, write nothing.
-          let total = 0;
-          for await (const { line, entry } of readEntries(path)) {
-            checkLimits(entry, line);
-            total++;
-          }
-          if (total === 0) throw new ExcError('BAD_REQUEST', 'no entries in the input');
-          // Pass 2: write.
-          await withCluster(cmd, async (c) => {
-            const progress = progressBar(total);
-            let done = 0;
-            const counted = (async function* () {
-              for await (const { entry } of readEntries(path)) {
-                done++;
-                progress(done);
-                yield entry;
-              }
-            })();
-            const written = await c.client.ingest(table, counted);
-            progress(done, true);
-            process.stdout.write(`ingested ${written} entries into ${table}\n`);
-          });
-        } finally {
-          if (spool) rmSync(spool, { recursive: true, force: true });
-        }
+      action(async (table: string, file: string | undefined, flags: IngestFlags, cmd: Command) => {
+        const { runIngest } = await import('./data-run.js');
+        await runIngest(table, file, flags, cmd);
       }),
     );
 
@@ -152,44 +67,8 @@ Examples:
     )
     .action(
       action(async (table: string, opts: { start?: string; end?: string; limit?: number }, cmd: Command) => {
-        await withCluster(cmd, async (c) => {
-          for await (const e of c.client.scan(table, {
-            start: opts.start,
-            end: opts.end,
-            limit: opts.limit,
-          })) {
-            const text = [e.row, e.cf, e.cq, e.value].every(isUtf8);
-            const enc = text ? 'utf8' : 'base64';
-            const line = JSON.stringify({
-              row: e.row.toString(enc),
-              cf: e.cf.toString(enc),
-              cq: e.cq.toString(enc),
-              ts: e.ts,
-              value: e.value.toString(enc),
-              ...(text ? {} : { encoding: 'base64' }),
-            });
-            if (!process.stdout.write(`${line}\n`)) await new Promise((r) => process.stdout.once('drain', r));
-          }
-        });
+        const { runScan } = await import('./data-run.js');
+        await runScan(table, opts, cmd);
       }),
     );
-}
-
-/** A progress line on a terminal (stderr), silent otherwise. */
-function progressBar(total: number): (done: number, final?: boolean) => void {
-  if (!process.stderr.isTTY) return () => undefined;
-  const start = Date.now();
-  let last = 0;
-  return (done, final = false) => {
-    const now = Date.now();
-    if (!final && now - last < 200) return;
-    last = now;
-    const width = 30;
-    const filled = Math.round((done / total) * width);
-    const rate = Math.round(done / Math.max(0.001, (now - start) / 1000));
-    process.stderr.write(
-      `\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${total} entries, ${rate}/s`,
-    );
-    if (final) process.stderr.write('\n');
-  };
 }

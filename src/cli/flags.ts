@@ -1,8 +1,8 @@
+/**
+ * Flag parsers and the flags every server process takes. Only what defining a command needs: the CLI
+ * builds every command at start, so nothing here may load what running one needs (see server-setup.ts).
+ */
 import { InvalidArgumentError, type Command } from 'commander';
-import { requireSecret, type Config, type SettingKey } from '../config.js';
-import { onShutdownSignals } from '../lifecycle.js';
-import { createLogger, type Logger } from '../log.js';
-import { configFrom } from './connect.js';
 
 /**
  * The parser of an integer flag from `min` to `max` (no upper bound when omitted); anything else stops the
@@ -37,34 +37,4 @@ export function serverOptions(command: Command): Command {
     .option('--bind <host>', 'address to listen on (EXC_BIND_HOST)')
     .option('--advertise <host>', 'host name other processes use to reach this one (EXC_ADVERTISE_HOST)')
     .option('--advertise-port <port>', 'port other processes use to reach this one (EXC_ADVERTISE_PORT)');
-}
-
-/**
- * What a server process starts from: the configuration with its flags (and `overrides`) applied, the
- * instance secret, and a logger named after its `role`.
- */
-export function serverSetup(
-  cmd: Command,
-  flags: ServerFlags,
-  role: string,
-  overrides: Partial<Record<SettingKey, unknown>> = {},
-): { config: Config; secret: string; logger: Logger } {
-  const config = configFrom(cmd, {
-    port: flags.port,
-    bindHost: flags.bind,
-    advertiseHost: flags.advertise,
-    advertisePort: flags.advertisePort,
-    ...overrides,
-  });
-  const secret = requireSecret(config);
-  const logger = createLogger({ name: role, level: config.logLevel });
-  return { config, secret, logger };
-}
-
-/** On SIGTERM or SIGINT: close the process cleanly, then exit 0. */
-export function closeOnSignals(logger: Logger, server: { close(): Promise<void> }): void {
-  onShutdownSignals(logger, async () => {
-    await server.close();
-    return 0;
-  });
 }

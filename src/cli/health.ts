@@ -2,7 +2,6 @@
  * `excompact health`: exits 0 when a local process answers its /healthz (for container health checks).
  */
 import type { Command } from 'commander';
-import { request } from 'undici';
 import { readFileSync } from 'node:fs';
 import type { Config } from '../config.js';
 import { ExcError } from '../errors.js';
@@ -23,6 +22,7 @@ export function registerHealth(program: Command): void {
       action(async (opts: { port?: string; host: string }, cmd: Command) => {
         const port = opts.port ?? portOf(configFrom(cmd));
         const url = `http://${opts.host}:${port}/healthz`;
+        const { request } = await import('undici');
         const res = await request(url, { signal: AbortSignal.timeout(3_000) }).catch((err: unknown) => {
           throw new ExcError('UNAVAILABLE', `${url}: ${(err as Error).message}`);
         });

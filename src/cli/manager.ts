@@ -2,10 +2,8 @@
  * `excompact manager`: the metadata store, tablet assignment, garbage collection and the admin API.
  */
 import type { Command } from 'commander';
-import { Manager } from '../manager/manager.js';
-import { openObjectStore } from '../storage/index.js';
 import { action } from './exit.js';
-import { closeOnSignals, serverOptions, serverSetup, type ServerFlags } from './flags.js';
+import { serverOptions, type ServerFlags } from './flags.js';
 
 export function registerManager(program: Command): void {
   serverOptions(
@@ -30,6 +28,11 @@ Examples:
     )
     .action(
       action(async (flags: ServerFlags & { dataDir?: string }, cmd: Command) => {
+        const [{ Manager }, { openObjectStore }, { closeOnSignals, serverSetup }] = await Promise.all([
+          import('../manager/manager.js'),
+          import('../storage/index.js'),
+          import('./server-setup.js'),
+        ]);
         const { config, secret, logger } = serverSetup(cmd, flags, 'manager', { dataDir: flags.dataDir });
         const manager = new Manager({
           ...config,

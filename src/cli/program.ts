@@ -3,8 +3,6 @@
  * tests inspect it (the compose file's commands must be valid commands).
  */
 import { Command } from 'commander';
-import { configReference, requireSecret } from '../config.js';
-import { digestAuthFromSecret } from '../zk/acl.js';
 import { action } from './exit.js';
 import { registerLocal } from './local.js';
 import { registerManager } from './manager.js';
@@ -40,7 +38,9 @@ export function buildProgram(): Command {
     )
     .action(
       action(async (opts: { zkDigest?: boolean }, cmd: Command) => {
+        const { configReference, requireSecret } = await import('../config.js');
         if (opts.zkDigest) {
+          const { digestAuthFromSecret } = await import('../zk/acl.js');
           const auth = digestAuthFromSecret(requireSecret(configFrom(cmd)));
           process.stdout.write(`${auth.user}:${auth.password}\n`);
           return;

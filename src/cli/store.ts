@@ -4,10 +4,9 @@
  * in it.
  */
 import { randomBytes } from 'node:crypto';
-import { CreateBucketCommand, HeadBucketCommand } from '@aws-sdk/client-s3';
 import type { Command } from 'commander';
 import { ExcError } from '../errors.js';
-import { S3ObjectStore, openObjectStore } from '../storage/index.js';
+import type { S3ObjectStore } from '../storage/index.js';
 import { configFrom } from './connect.js';
 import { action } from './exit.js';
 
@@ -24,6 +23,10 @@ export function registerStore(admin: Command): void {
     .action(
       action(async (_opts: unknown, cmd: Command) => {
         const config = configFrom(cmd);
+        const [{ CreateBucketCommand }, { S3ObjectStore, openObjectStore }] = await Promise.all([
+          import('@aws-sdk/client-s3'),
+          import('../storage/index.js'),
+        ]);
         const store = openObjectStore(config);
         try {
           if (store instanceof S3ObjectStore && !(await bucketExists(store, config.s3Endpoint))) {
@@ -45,6 +48,7 @@ export function registerStore(admin: Command): void {
 }
 
 async function bucketExists(store: S3ObjectStore, endpoint: string | undefined): Promise<boolean> {
+  const { HeadBucketCommand } = await import('@aws-sdk/client-s3');
   return store.client.send(new HeadBucketCommand({ Bucket: store.bucket })).then(
     () => true,
     (err: { $metadata?: { httpStatusCode?: number }; name?: string }) => {

@@ -2,10 +2,8 @@
  * `excompact tserver`: hosts tablets, serves ingest and scan, selects compactions, runs reservations.
  */
 import type { Command } from 'commander';
-import { openObjectStore } from '../storage/index.js';
-import { TabletServer } from '../tserver/tserver.js';
 import { action } from './exit.js';
-import { closeOnSignals, serverOptions, serverSetup, type ServerFlags } from './flags.js';
+import { serverOptions, type ServerFlags } from './flags.js';
 
 export function registerTserver(program: Command): void {
   serverOptions(
@@ -25,6 +23,11 @@ Examples:
     )
     .action(
       action(async (flags: ServerFlags, cmd: Command) => {
+        const [{ TabletServer }, { openObjectStore }, { closeOnSignals, serverSetup }] = await Promise.all([
+          import('../tserver/tserver.js'),
+          import('../storage/index.js'),
+          import('./server-setup.js'),
+        ]);
         const { config, secret, logger } = serverSetup(cmd, flags, 'tserver');
         const store = openObjectStore(config, logger);
         const tserver = new TabletServer({ ...config, secret, store, logger });

@@ -34,6 +34,15 @@ export interface ScannedEntry {
   value: Buffer;
 }
 
+/** A batch of an ingest that a tablet acknowledged. */
+export interface AcknowledgedBatch {
+  /** `<requestId>.<n>`: the name the tablet applies once. */
+  name: string;
+  entries: number;
+  /** The tablet had applied it before (an earlier attempt): nothing was written this time. */
+  duplicate: boolean;
+}
+
 export interface ScanRange {
   /** First row (inclusive). */
   start?: Buffer | string;
@@ -94,12 +103,13 @@ export class ExcClient {
    * Each batch sent to a tablet is named `<requestId>.<n>` (n counts the batches of this call), and a
    * tablet applies a name once, so a batch whose answer was lost is simply sent again. Calling `ingest`
    * again with the same entries and the same `requestId` (within a few minutes) is therefore safe too:
-   * batches already applied are not applied twice.
+   * batches already applied are not applied twice. `onBatch` hears of each batch a tablet acknowledged,
+   * and whether that tablet had applied it before (`duplicate`).
    */
   async ingest(
     table: string,
     entries: Iterable<ClientEntry> | AsyncIterable<ClientEntry>,
-    options: { requestId?: string } = {},
+    options: { requestId?: string; onBatch?: (batch: AcknowledgedBatch) => void } = {},
   ): Promise<number> {
     const tabletOf = router(this.tabletCache.get(table) ?? (await this.tablets(table)));
     const maxEntries = this.options.batchSize ?? 5_000;
@@ -113,10 +123,15 @@ export class ExcClient {
       if (!batch || batch.length === 0) return;
       pending.delete(tablet);
       const body = { tablet, requestId: `${requestId}.${batches++}`, entries: batch };
-      await this.onTablet(table, tablet, (server) =>
-        this.peers.get(server).post('/v1/ingest', body, { idempotent: true }),
+      const answer = await this.onTablet(table, tablet, (server) =>
+        this.peers.get(server).post<{ duplicate?: boolean }>('/v1/ingest', body, { idempotent: true }),
       );
       written += batch.length;
+      options.onBatch?.({
+        name: body.requestId,
+        entries: batch.length,
+        duplicate: answer.duplicate === true,
+      });
     };
     for await (const e of entries) {
       const row = toBuffer(e.row);

@@ -41,8 +41,7 @@ import { runJob, type JobOutcome, type RunningJob } from './job-runner.js';
 import { findWork, reserve } from './find-work.js';
 import { Links } from './links.js';
 import { Registration } from './registration.js';
-
-export const EXIT_QUEUE_DELETED = 4;
+import { EXIT_QUEUE_DELETED } from './exit-codes.js';
 export const COMPACTOR_VERSION = '0.1.0';
 
 export type CompactorState = 'connecting' | 'serving' | 'suspended' | 'expired' | 'rejoining';
