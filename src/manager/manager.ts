@@ -178,8 +178,22 @@ export class Manager extends EventEmitter<Events> {
     const bound = await listen(this.server, this.options);
     this.address = advertisedAddress(this.options, bound);
     this.log.info({ url: this.url }, 'manager listening');
+    await this.join(await this.openSession());
+  }
+
+  /**
+   * A new session with the instance's layout in place; closed again when the layout cannot be made (its
+   * connection dropped under the first calls, say), so that a caller can simply try again.
+   */
+  private async openSession(): Promise<ZkSession> {
     const session = await connectZk(this.options);
-    await this.join(session);
+    try {
+      await ensureLayout(session, this.layout);
+      return session;
+    } catch (err) {
+      await session.close().catch(() => undefined);
+      throw err;
+    }
   }
 
   /**
@@ -195,7 +209,6 @@ export class Manager extends EventEmitter<Events> {
     session.on('reconnected', () => {
       if (this.state === 'suspended') this.stateCell.set('active', 'zookeeper connection back');
     });
-    await ensureLayout(session, this.layout);
     if (!this.stateCell.set('standby', 'joined the election')) return;
     this.joining = (async () => {
       await becomeManager(
@@ -255,13 +268,17 @@ export class Manager extends EventEmitter<Events> {
       await active?.stop();
       await session.close().catch(() => undefined);
       if (!this.stateCell.set('rejoining', 'opening a new session')) return;
-      const next = await retry(() => connectZk(this.options), {
+      // Every failure before the new session is adopted is tried again with a fresh session — a connection
+      // lost under the first calls included — for as long as it takes: giving up here would leave the
+      // manager out of the election for good (found by the chaos soak).
+      const next = await retry(() => this.openSession(), {
         attempts: Infinity,
         baseMs: 200,
         maxMs: 5_000,
         signal: this.abort.signal,
+        retryOn: () => !this.stateCell.ending,
         onRetry: (err, attempt) =>
-          this.log.warn({ err: describeError(err), attempt }, 'could not reach ZooKeeper yet; retrying'),
+          this.log.warn({ err: describeError(err), attempt }, 'could not rejoin yet; retrying'),
       });
       if (this.stateCell.ending) return void (await next.close());
       await this.join(next);

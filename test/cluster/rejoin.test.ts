@@ -10,6 +10,7 @@ import { silentLogger } from '../../src/log.js';
 import type { TabletView } from '../../src/meta/views.js';
 import {
   scanLines,
+  startProxy,
   useCluster,
   useProcesses,
   useZooKeeper,
@@ -93,6 +94,36 @@ describe('rejoining after a lost session', () => {
       state: 'active',
       epoch: 2,
     });
+  });
+
+  it('manager - a rejoin whose first ZooKeeper calls are cut off tries again (found by the chaos soak: both managers stayed "rejoining" for good after a CONNECTION_LOSS on their new session)', async () => {
+    const c = cluster();
+    const proxy = await startProxy(zk().port);
+    try {
+      const only = await c.startManager({ name: 'manager-1', env: { EXC_ZK: proxy.address } });
+      // Cut off past its session timeout: the session is lost and the manager rejoins.
+      proxy.blackhole();
+      await only.waitForLog(
+        (l) => l.msg === 'manager state' && l.to === 'rejoining',
+        c.sessionTimeoutMs + 15_000,
+      );
+      // Every new connection now completes its handshake and loses the request after it, with the connection:
+      // the new session is opened, and the first calls made on it end in CONNECTION_LOSS.
+      proxy.cutEachConnectionAfter(1);
+      proxy.restore();
+      proxy.dropConnections();
+      await waitFor(async () => proxy.cuts >= 3, 'three calls cut off', 30_000);
+      proxy.cutEachConnectionAfter(undefined);
+      proxy.dropConnections();
+      await waitFor(
+        async () => only.lines.filter((l) => l.msg === 'manager active').length === 2,
+        'the manager to be active again',
+        c.sessionTimeoutMs + 20_000,
+      );
+      expect(only.running).toBe(true);
+    } finally {
+      await proxy.stop();
+    }
   });
 
   it('tablet server - the only one, paused past its session: it rejoins, is assigned the tablets again and serves them', async () => {

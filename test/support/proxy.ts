@@ -5,7 +5,9 @@
  * - `dropConnections()`: reset every connection (the client sees a disconnect and reconnects);
  * - `refuse(true)`: refuse new connections;
  * - `cutAfterNextClientData()`: forward the client's next chunk to the server, then drop the connection
- *   before any answer comes back (the client cannot know whether its request was applied).
+ *   before any answer comes back (the client cannot know whether its request was applied);
+ * - `cutEachConnectionAfter(n)`: the same cut on every connection, at the client's chunk n + 1: its first
+ *   n chunks (say, a ZooKeeper handshake) go through, the next request is lost with its connection.
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
 
@@ -15,6 +17,7 @@ export class TcpProxy {
   private blackholed = false;
   private refusing = false;
   private cutArmed = false;
+  private cutEachAfter: number | undefined;
   /** Set when a cut happened (the chunk that triggered it was forwarded). */
   cuts = 0;
   port = 0;
@@ -61,6 +64,11 @@ export class TcpProxy {
     this.cutArmed = true;
   }
 
+  /** Cuts every connection opened from now on at the client's chunk `chunks + 1`; undefined stops it. */
+  cutEachConnectionAfter(chunks: number | undefined): void {
+    this.cutEachAfter = chunks;
+  }
+
   async stop(): Promise<void> {
     this.dropConnections();
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
@@ -74,6 +82,8 @@ export class TcpProxy {
     const upstream = connect(this.targetPort, this.targetHost);
     const pair = { client, upstream };
     this.pairs.add(pair);
+    const cutAt = this.cutEachAfter === undefined ? undefined : this.cutEachAfter + 1;
+    let chunks = 0;
     const close = (): void => {
       this.pairs.delete(pair);
       client.destroy();
@@ -82,7 +92,8 @@ export class TcpProxy {
     client.on('data', (chunk) => {
       if (this.blackholed) return;
       upstream.write(chunk);
-      if (this.cutArmed) {
+      chunks++;
+      if (this.cutArmed || chunks === cutAt) {
         this.cutArmed = false;
         this.cuts++;
         // Stop relaying answers at once, and drop the client once the server had time to apply the request.
