@@ -1,22 +1,26 @@
 # excompact: one image for every process (manager, tserver, compactor, admin commands).
 #   docker build -t excompact .
 #   docker run --rm excompact --help
+# BASE is any image with Node 20 and npm on Debian bookworm (the test builds it on a local stand-in).
 
-FROM node:20-bookworm-slim AS build
+ARG BASE=node:20-bookworm-slim
+FROM ${BASE} AS build
 WORKDIR /app
 # better-sqlite3 builds its native binding when no prebuilt one can be fetched.
 RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
 COPY package.json package-lock.json ./
-RUN npm install --no-audit --no-fund
+RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npx tsc -p tsconfig.build.json && npm prune --omit=dev
 
-FROM node:20-bookworm-slim
+FROM ${BASE}
 WORKDIR /app
+# EXC_PORT_FILE: the process writes the port it listens on there, and `excompact health` reads it.
 ENV NODE_ENV=production \
     EXC_BIND_HOST=0.0.0.0 \
-    EXC_ADVERTISE_HOST=@ip
+    EXC_ADVERTISE_HOST=@ip \
+    EXC_PORT_FILE=/tmp/excompact.port
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json ./

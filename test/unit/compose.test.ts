@@ -1,8 +1,9 @@
 /**
- * The operator's files: docker-compose.yml and the Dockerfile. No Docker engine runs here, so this checks
- * what can be checked without one: the YAML is valid, every excompact command in it is a command the CLI
- * accepts, every setting is one the config knows, ports and health checks agree, every long-running
- * service has a health check, and the compactor pools work for queues that `init` creates.
+ * The operator's files: docker-compose.yml and the Dockerfile, checked without a Docker engine (which
+ * `npm run test:compose` runs them on): the YAML is valid, every excompact command in it is a command the
+ * CLI accepts, every setting is one the config knows, ports and health checks agree, every long-running
+ * service has a health check, the compactor pools work for queues that `init` creates, and the compose
+ * test's override and image change only what the README says they change.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -16,21 +17,23 @@ const root = (p: string) => fileURLToPath(new URL(`../../${p}`, import.meta.url)
 
 interface Service {
   image?: string;
+  network_mode?: string;
   build?: string;
   command?: string[];
   entrypoint?: string[];
-  environment?: Record<string, string>;
+  environment?: Record<string, string | number>;
   ports?: string[];
-  healthcheck?: { test: string[] };
+  healthcheck?: { test?: string[]; disable?: boolean };
   restart?: string;
   profiles?: string[];
   depends_on?: Record<string, { condition: string }>;
 }
 
-const compose = parse(readFileSync(root('docker-compose.yml'), 'utf8'), { merge: true }) as {
-  services: Record<string, Service>;
-};
-const services = compose.services;
+const load = (path: string) =>
+  (parse(readFileSync(root(path), 'utf8'), { merge: true }) as { services: Record<string, Service> })
+    .services;
+const services = load('docker-compose.yml');
+const hostOverride = load('test/compose/docker-compose.host.yml');
 const knownEnv = new Set([
   ...Object.values(SETTINGS).map((s) => s.env),
   'EXC_CONFIG',
@@ -83,24 +86,27 @@ function invocations(s: Service): string[][] {
   return s.command ? [s.command] : [];
 }
 
-const ours = Object.entries(services).filter(([, s]) => s.image?.startsWith('excompact'));
+const ours = Object.entries(services).filter(([, s]) => s.build === '.');
 
 describe('docker compose', () => {
-  it('has the services operators expect, built from this repository', () => {
+  it('has the services operators expect, built from this repository, with images named by variables', () => {
     expect(Object.keys(services)).toEqual(
       expect.arrayContaining([
         'zookeeper',
-        'minio',
+        's3',
         'manager',
+        'manager-standby',
         'tserver',
         'init',
         'compactor-small',
         'compactor-large',
       ]),
     );
-    expect(services.zookeeper!.image).toMatch(/^zookeeper:/);
-    expect(services.minio!.image).toMatch(/^minio\/minio/);
-    for (const [, s] of ours) expect(s.build).toBe('.');
+    expect(services.zookeeper!.image).toBe('${EXC_ZOOKEEPER_IMAGE:-zookeeper:3.8}');
+    // minio/minio is no longer published on Docker Hub: an S3 server users can pull.
+    expect(services.s3!.image).toMatch(/^\$\{EXC_S3_IMAGE:-versity\/versitygw:v[\d.]+\}$/);
+    for (const [name, s] of ours) expect(s.image, name).toBe('${EXC_IMAGE:-excompact:latest}');
+    expect(ours.length).toBeGreaterThanOrEqual(7);
   });
 
   it('every excompact command in it is one the CLI accepts', () => {
@@ -118,12 +124,13 @@ describe('docker compose', () => {
       for (const key of Object.keys(s.environment ?? {}))
         expect(knownEnv.has(key), `${name}: ${key}`).toBe(true);
       expect(s.environment?.EXC_ZK).toBe('zookeeper:2181');
-      expect(s.environment?.EXC_S3_ENDPOINT).toBe('http://minio:9000');
+      expect(s.environment?.EXC_S3_ENDPOINT).toBe('http://s3:7070');
     }
-    expect(services.minio!.environment?.MINIO_ROOT_USER).toBe(
+    expect(services.s3!.command).toEqual(expect.arrayContaining(['--port', ':7070']));
+    expect(services.s3!.environment?.ROOT_ACCESS_KEY).toBe(
       services.manager!.environment?.EXC_S3_ACCESS_KEY_ID,
     );
-    expect(services.minio!.environment?.MINIO_ROOT_PASSWORD).toBe(
+    expect(services.s3!.environment?.ROOT_SECRET_KEY).toBe(
       services.manager!.environment?.EXC_S3_SECRET_ACCESS_KEY,
     );
   });
@@ -131,11 +138,14 @@ describe('docker compose', () => {
   it('every long-running service has a health check, on the port it listens on', () => {
     for (const [name, s] of Object.entries(services)) {
       if (s.restart === 'no' || s.profiles?.includes('tools')) continue;
-      expect(s.healthcheck, name).toBeDefined();
-      if (!s.image?.startsWith('excompact')) continue;
-      const port = s.command![s.command!.indexOf('--port') + 1];
-      expect(s.healthcheck!.test).toEqual(['CMD', 'excompact', 'health', '--port', port]);
-      checkCommand(s.healthcheck!.test.slice(2));
+      expect(s.healthcheck?.test, name).toBeDefined();
+      if (s.build !== '.') continue;
+      // `excompact health` finds the port in EXC_PORT_FILE (set by the image), else EXC_PORT.
+      expect(s.healthcheck!.test).toEqual(['CMD', 'excompact', 'health']);
+      checkCommand(s.healthcheck!.test!.slice(2));
+      const port = String(s.environment?.EXC_PORT);
+      expect(port, name).toMatch(/^\d+$/);
+      expect(s.command, name).not.toContain('--port');
       for (const published of s.ports ?? []) expect(published.split(':').pop(), name).toBe(port);
     }
   });
@@ -149,17 +159,61 @@ describe('docker compose', () => {
     for (const [name, s] of pools) {
       expect(created).toContain(s.command![1]);
       expect(s.depends_on?.init?.condition, name).toBe('service_completed_successfully');
+      // A deleted queue stops its pool for good: exit 0 under a policy that restarts only failures.
+      expect(s.restart, name).toBe('on-failure');
+      expect(String(s.environment?.EXC_QUEUE_GONE_EXIT_CODE), name).toBe('0');
     }
   });
 
-  it('the Dockerfile builds the CLI and installs both commands', () => {
+  it('the Dockerfile builds the CLI and installs both commands, on a base image given as an argument', () => {
     const dockerfile = readFileSync(root('Dockerfile'), 'utf8');
-    expect(dockerfile).toMatch(/^FROM node:20/m);
+    expect(dockerfile).toMatch(/^ARG BASE=node:20-bookworm-slim$/m);
+    expect(dockerfile).toMatch(/^FROM \$\{BASE\} AS build$/m);
     expect(dockerfile).toMatch(/tsc -p tsconfig\.build\.json/);
     for (const bin of ['bin/excompact.js', 'bin/compactor.js']) {
       expect(dockerfile).toContain(`/app/${bin}`);
       expect(existsSync(root(bin))).toBe(true);
     }
     expect(dockerfile).toMatch(/ENTRYPOINT \["excompact"\]/);
+    expect(dockerfile).toMatch(/EXC_PORT_FILE=\/tmp\/excompact\.port/);
+  });
+
+  it("the compose test's project image is the Dockerfile's last stage, with the build taken from the host", () => {
+    const lastStage = (path: string) => {
+      const text = readFileSync(root(path), 'utf8');
+      return text
+        .slice(text.lastIndexOf('\nFROM '))
+        .split('\n')
+        .slice(2)
+        .map((l) => l.replace('COPY --from=build /app/', 'COPY '))
+        .map((l) => l.replace(/^COPY (node_modules|dist) \.\/\1$/, 'COPY $1 ./$1'))
+        .join('\n');
+    };
+    expect(lastStage('test/compose/images/excompact/Dockerfile')).toBe(lastStage('Dockerfile'));
+  });
+
+  it("the compose test changes only networking, ports, the S3 server and one pool's read rate", () => {
+    expect(Object.keys(hostOverride).sort()).toEqual(Object.keys(services).sort());
+    const allowedEnv = new Set([
+      'EXC_ZK',
+      'EXC_S3_ENDPOINT',
+      'EXC_BIND_HOST',
+      'EXC_ADVERTISE_HOST',
+      'EXC_PORT',
+      'ZOO_CFG_EXTRA',
+    ]);
+    for (const [name, s] of Object.entries(hostOverride)) {
+      expect(s.network_mode, name).toBe('host');
+      expect(s.image, name).toBeUndefined(); // images are swapped by variables only
+      expect(s.ports, name).toBeUndefined();
+      for (const key of Object.keys(s.environment ?? {}))
+        expect(allowedEnv.has(key), `${name}: ${key}`).toBe(true);
+      const changed = Object.keys(s).filter((k) => !['network_mode', 'environment'].includes(k));
+      if (name === 's3') expect(changed.sort()).toEqual(['command', 'healthcheck']);
+      else if (name === 'compactor-small') {
+        expect(changed).toEqual(['command']);
+        expect(s.command).toEqual([...services[name]!.command!, '--throughput', '262144']);
+      } else expect(changed, name).toEqual([]);
+    }
   });
 });

@@ -1,0 +1,173 @@
+/**
+ * The compose project under test: the shipped docker-compose.yml with docker-compose.host.yml, run with
+ * either compose spelling, and what the scenario asks of its containers.
+ */
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import type { Images } from './images.js';
+import { ComposeTestError, log, run, say, waitFor, type RunOptions } from './run.js';
+
+export const PROJECT = 'excompact-composetest';
+/** The loopback ports docker-compose.host.yml gives its fixed services. */
+export const FIXED_PORTS = { zookeeper: 31181, s3: 31970, manager: 31100, 'manager-standby': 31101 };
+
+export interface Container {
+  id: string;
+  name: string;
+  service: string;
+  status: string; // running, exited, restarting, …
+  health: string | undefined; // healthy, starting, unhealthy; undefined without a health check
+  exitCode: number;
+  restartCount: number;
+}
+
+interface Inspected {
+  Id: string;
+  Name: string;
+  RestartCount: number;
+  State: { Status: string; ExitCode: number; Health?: { Status: string } };
+  Config: { Labels: Record<string, string> };
+}
+
+export class Cluster {
+  private readonly env: NodeJS.ProcessEnv;
+
+  constructor(
+    private readonly root: string,
+    private readonly composeCmd: [string, ...string[]],
+    images: Images,
+  ) {
+    this.env = {
+      ...process.env,
+      EXC_IMAGE: images.excompact,
+      EXC_ZOOKEEPER_IMAGE: images.zookeeper,
+      EXC_S3_IMAGE: images.s3,
+      COMPOSE_PROJECT_NAME: PROJECT,
+    };
+  }
+
+  /** `compose -p … -f docker-compose.yml -f test/compose/docker-compose.host.yml <args>`. */
+  compose(args: string[], options: RunOptions = {}) {
+    const [command, ...prefix] = this.composeCmd;
+    const files = [
+      '-f',
+      join(this.root, 'docker-compose.yml'),
+      '-f',
+      join(this.root, 'test/compose/docker-compose.host.yml'),
+    ];
+    return run(command, [...prefix, '-p', PROJECT, ...files, ...args], {
+      env: this.env,
+      cwd: this.root,
+      timeoutMs: 180_000,
+      ...options,
+    });
+  }
+
+  /** Refuses to start when a port the project needs is taken (a leftover, or another program). */
+  async checkPorts(): Promise<void> {
+    for (const [service, port] of Object.entries(FIXED_PORTS)) {
+      const free = await new Promise<boolean>((resolve) => {
+        const server = createServer();
+        server.once('error', () => resolve(false));
+        server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+      });
+      if (!free) throw new ComposeTestError('SETUP', `127.0.0.1:${port} (for ${service}) is in use`);
+    }
+  }
+
+  async containers(service?: string): Promise<Container[]> {
+    const filters = ['--filter', `label=com.docker.compose.project=${PROJECT}`];
+    if (service) filters.push('--filter', `label=com.docker.compose.service=${service}`);
+    const ids = (await run('docker', ['ps', '-a', '-q', ...filters])).stdout.split('\n').filter(Boolean);
+    if (ids.length === 0) return [];
+    const inspected = JSON.parse((await run('docker', ['inspect', ...ids])).stdout) as Inspected[];
+    return inspected.map((c) => ({
+      id: c.Id.slice(0, 12),
+      name: c.Name.replace(/^\//, ''),
+      service: c.Config.Labels['com.docker.compose.service'] ?? '',
+      status: c.State.Status,
+      health: c.State.Health?.Status,
+      exitCode: c.State.ExitCode,
+      restartCount: c.RestartCount,
+    }));
+  }
+
+  async running(service: string): Promise<Container[]> {
+    return (await this.containers(service)).filter((c) => c.status === 'running');
+  }
+
+  /** `docker exec` (with `stdin`, `-i`: the input goes to the command). */
+  exec(container: Container, args: string[], options: RunOptions & { stdin?: boolean } = {}) {
+    const { stdin, ...rest } = options;
+    return run('docker', ['exec', ...(stdin ? ['-i'] : []), container.id, ...args], {
+      timeoutMs: 60_000,
+      ...rest,
+    });
+  }
+
+  /** `excompact admin <args> --json` from inside a running tablet server container, parsed. */
+  async admin<T>(args: string[]): Promise<T> {
+    return JSON.parse(await this.adminText([...args, '--json'])) as T;
+  }
+
+  /** `excompact admin <args>` from inside a running tablet server container: its output. */
+  async adminText(args: string[]): Promise<string> {
+    const [tserver] = await this.running('tserver');
+    if (!tserver) throw new ComposeTestError('SCENARIO', 'no tablet server container is running');
+    return (await this.exec(tserver, ['excompact', 'admin', ...args])).stdout;
+  }
+
+  /** The port a container's process listens on (from its EXC_PORT_FILE). */
+  async portOf(container: Container): Promise<number> {
+    return Number((await this.exec(container, ['cat', '/tmp/excompact.port'])).stdout.trim());
+  }
+
+  /** Waits until every long-running container is running and healthy, and `init` exited 0. */
+  async waitHealthy(expected: Record<string, number>, timeoutMs: number): Promise<void> {
+    await waitFor('every container healthy', timeoutMs, async () => {
+      const all = await this.containers();
+      const problems: string[] = [];
+      for (const [service, count] of Object.entries(expected)) {
+        const mine = all.filter((c) => c.service === service);
+        const healthy = mine.filter((c) => c.status === 'running' && c.health === 'healthy');
+        if (healthy.length !== count)
+          problems.push(
+            `${service}: ${healthy.length}/${count} healthy (${mine.map((c) => `${c.status}/${c.health}`).join(', ')})`,
+          );
+      }
+      for (const c of all.filter((c) => c.service === 'init'))
+        if (c.status === 'exited' && c.exitCode !== 0)
+          throw new ComposeTestError('SCENARIO', `init exited ${c.exitCode}`);
+      if (problems.length > 0) throw new Error(problems.join('; '));
+      return true;
+    });
+  }
+
+  async down(): Promise<void> {
+    say('compose down -v');
+    await this.compose(['down', '-v', '--remove-orphans', '--timeout', '10']);
+  }
+
+  /** After `down -v`: no container, volume or network of the project is left. */
+  async assertNothingLeft(): Promise<void> {
+    const label = ['--filter', `label=com.docker.compose.project=${PROJECT}`];
+    const left = [
+      ...(await run('docker', ['ps', '-a', '-q', ...label])).stdout.split('\n'),
+      ...(await run('docker', ['volume', 'ls', '-q', ...label])).stdout.split('\n'),
+      ...(await run('docker', ['network', 'ls', '-q', ...label])).stdout.split('\n'),
+    ].filter(Boolean);
+    if (left.length > 0) throw new ComposeTestError('SCENARIO', `down -v left ${left.join(', ')}`);
+  }
+
+  /** The last lines of every service's log, into the test log (for a failure). */
+  async dumpLogs(): Promise<void> {
+    const { stdout } = await this.compose(['logs', '--no-color', '--tail', '40'], { allowFailure: true });
+    log(`--- compose logs ---\n${stdout}`);
+    const state = await this.containers();
+    log(
+      state
+        .map((c) => `${c.name} ${c.status} health=${c.health} exit=${c.exitCode} restarts=${c.restartCount}`)
+        .join('\n'),
+    );
+  }
+}
