@@ -82,7 +82,7 @@ Examples:
           progressEveryMs: flags.progressEvery,
         });
         compactor.on('exit', (code) => process.exit(code));
-        closeOnSignals(logger, compactor);
+        closeOnSignals(logger, compactor, flags.grace);
         await compactor.start().catch((err: unknown) => {
           // A queue deleted while this compactor was down (a container restarted after `admin queue
           // delete`) ends it the way a deletion while running does, when a code is configured for that:

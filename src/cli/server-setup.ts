@@ -4,7 +4,7 @@
  */
 import type { Command } from 'commander';
 import { requireSecret, type Config, type SettingKey } from '../config.js';
-import { onShutdownSignals } from '../lifecycle.js';
+import { SHUTDOWN_MS, onShutdownSignals } from '../lifecycle.js';
 import { createLogger, type Logger } from '../log.js';
 import { configFrom } from './connect.js';
 import type { ServerFlags } from './flags.js';
@@ -31,10 +31,17 @@ export function serverSetup(
   return { config, secret, logger };
 }
 
-/** On SIGTERM or SIGINT: close the process cleanly, then exit 0. */
-export function closeOnSignals(logger: Logger, server: { close(): Promise<void> }): void {
-  onShutdownSignals(logger, async () => {
-    await server.close();
-    return 0;
-  });
+/**
+ * On SIGTERM or SIGINT: close the process cleanly, then exit 0 — within `graceMs` (a compactor's time for
+ * its running jobs) plus SHUTDOWN_MS, whatever it waits on.
+ */
+export function closeOnSignals(logger: Logger, server: { close(): Promise<void> }, graceMs = 0): void {
+  onShutdownSignals(
+    logger,
+    async () => {
+      await server.close();
+      return 0;
+    },
+    { forceAfterMs: graceMs + SHUTDOWN_MS },
+  );
 }

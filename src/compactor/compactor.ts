@@ -369,7 +369,9 @@ export class Compactor extends EventEmitter<Events> {
       }
       for (const job of this.running.values())
         job.stop(options.release === false ? 'queue-deleted' : 'release');
-      await withTimeout(jobs, 10_000).catch(() => this.log.warn('jobs did not stop in time'));
+      await withTimeout(jobs, 3_000).catch(() =>
+        this.log.warn({ jobs: this.running.size }, 'jobs did not stop in time: leaving them to be reclaimed'),
+      );
       const steps: ShutdownStep[] = [
         ['tablet server links', () => this.generation?.links.close()],
         ['zookeeper session', () => this.generation?.session.close()],

@@ -148,9 +148,11 @@ async function runLinked(
   } catch (err) {
     clearInterval(ticker);
     if (stopReason === 'release') {
+      // Best effort, and quick: this runs inside a bounded shutdown. A release that cannot be delivered is
+      // done anyway when the session closes or the tablet server sees this compactor's link close.
       await deps.peers
         .get(running.server)
-        .post('/v1/release', owned, { attempts: 2, timeoutMs: 5_000 })
+        .post('/v1/release', owned, { attempts: 2, timeoutMs: 1_000 })
         .catch((e: unknown) =>
           log.warn({ err: describeError(e) }, 'release failed; the session close will cancel it'),
         );
