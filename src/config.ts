@@ -212,7 +212,8 @@ export function loadConfig(sources: ConfigSources = {}): Config {
   for (const [key, s] of Object.entries(SETTINGS) as [SettingKey, Setting<z.ZodType>][]) {
     let raw: unknown = s.default;
     let source = 'default';
-    if (fromFile[key] !== undefined) [raw, source] = [fromFile[key], `${key} in ${filePath}`];
+    if (Object.hasOwn(fromFile, key) && fromFile[key] !== undefined)
+      [raw, source] = [fromFile[key], `${key} in ${filePath}`];
     if (env[s.env] !== undefined && env[s.env] !== '') [raw, source] = [env[s.env], s.env];
     const override = sources.overrides?.[key];
     if (override !== undefined) [raw, source] = [override, `--${kebab(key)}`];
@@ -228,7 +229,7 @@ export function loadConfig(sources: ConfigSources = {}): Config {
     }
   }
   for (const key of Object.keys(fromFile)) {
-    if (!(key in SETTINGS)) problems.push(`${key} in ${filePath}: unknown setting`);
+    if (!Object.hasOwn(SETTINGS, key)) problems.push(`${key} in ${filePath}: unknown setting`);
   }
   if (problems.length > 0) {
     throw new ExcError('CONFIG_INVALID', `invalid configuration: ${problems.join(', ')}`, {

@@ -19,6 +19,7 @@ import { createQueue, deleteQueue, listQueues, resolveQueue, type QueueInfo } fr
 import type { PeerClients } from '../rpc/peers.js';
 import type { RpcServer } from '../rpc/server.js';
 import { validateFilters } from '../storage/index.js';
+import { nameSchema } from '../names.js';
 import { parseInput } from '../validate.js';
 import {
   allTablets,
@@ -54,7 +55,8 @@ export interface AdminParts extends ViewSources {
   gcGraceMs: number;
 }
 
-const nameParam = z.object({ name: z.string().min(1) });
+const queueNameParam = z.object({ name: nameSchema('queue') });
+const tableNameParam = z.object({ name: nameSchema('table') });
 
 interface QueueDeletion {
   deleted: QueueInfo;
@@ -75,7 +77,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
   server.route(
     'POST',
     '/queues',
-    { body: z.object({ name: z.string(), bins: z.number().int().min(1).max(MAX_BINS).default(8) }) },
+    { body: z.object({ name: nameSchema('queue'), bins: z.number().int().min(1).max(MAX_BINS).default(8) }) },
     async ({ body, query }) => {
       const p = parts();
       return createQueue(p.session, p.layout, body.name, body.bins, p.log, requestIdOf(query));
@@ -100,7 +102,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
 
   server.route('GET', '/queues/:name', {}, async ({ params }) => {
     const p = parts();
-    const { name } = parseInput(nameParam, params, 'path');
+    const { name } = parseInput(queueNameParam, params, 'path');
     const queue = await resolveQueue(p.session, p.layout, name);
     const catalog = readCatalog(p);
     const queued = [];
@@ -132,7 +134,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     { query: z.object({ force: z.enum(['true', 'false']).optional(), requestId: requestIdParam }) },
     async ({ params, query }) => {
       const p = parts();
-      const { name } = parseInput(nameParam, params, 'path');
+      const { name } = parseInput(queueNameParam, params, 'path');
       const { requestId } = query;
       const answered = answerOf<QueueDeletion>(p.store, requestId);
       if (answered) return answered;
@@ -177,7 +179,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
   server.route(
     'GET',
     '/compactors',
-    { query: z.object({ queue: z.string().optional() }) },
+    { query: z.object({ queue: nameSchema('queue').optional() }) },
     async ({ query }) => {
       const p = parts();
       const queues = query.queue
@@ -192,8 +194,8 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     '/compactions',
     {
       query: z.object({
-        queue: z.string().optional(),
-        table: z.string().optional(),
+        queue: nameSchema('queue').optional(),
+        table: nameSchema('table').optional(),
         state: z.enum(['running', 'parked']).optional(),
       }),
     },
@@ -237,7 +239,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     '/compactions/release',
     {
       body: z
-        .object({ id: z.string().optional(), table: z.string().optional() })
+        .object({ id: z.string().min(1).max(200).optional(), table: nameSchema('table').optional() })
         .refine((b) => Boolean(b.id) !== Boolean(b.table), 'give an id or a table'),
     },
     async ({ body, query }) => {
@@ -294,7 +296,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     },
     async ({ params, body, query }) => {
       const p = parts();
-      const { name } = parseInput(nameParam, params, 'path');
+      const { name } = parseInput(tableNameParam, params, 'path');
       const requestId = requestIdOf(query);
       const answered = answerOf<UserCompaction>(p.store, requestId);
       if (answered) return answered;
@@ -339,7 +341,10 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
   server.route('GET', '/tables/:name/compactions/:id', {}, ({ params }) => {
     const p = parts();
     const { name, id } = parseInput(
-      z.object({ name: z.string(), id: z.string().regex(/^[0-9A-Z]{26}$/) }),
+      z.object({
+        name: nameSchema('table'),
+        id: z.string().regex(/^[0-9A-Z]{26}$/, 'expected a compaction id'),
+      }),
       params,
       'path',
     );

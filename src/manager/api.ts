@@ -14,6 +14,7 @@ import { describeTablet } from '../meta/views.js';
 import type { MetaStore } from '../meta/store.js';
 import { mutationSchema, scanSchema } from '../meta/types.js';
 import type { RpcServer } from '../rpc/server.js';
+import { nameSchema } from '../names.js';
 import { parseInput } from '../validate.js';
 import type { CommitQueue } from './commit-queue.js';
 import type { GarbageCollector } from './gc.js';
@@ -37,7 +38,7 @@ export interface ActiveParts {
   notifyTservers: (what: { tableId?: string; tablet?: string }) => void;
 }
 
-const tableNameParam = z.object({ name: z.string().min(1) });
+const tableNameParam = z.object({ name: nameSchema('table') });
 
 export function registerManagerApi(
   server: RpcServer,

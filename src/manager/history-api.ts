@@ -14,11 +14,18 @@ import { z } from 'zod';
 import { DONE_PREFIX, parseOutcome, type HistoryAnswer, type HistoryEntry } from '../meta/outcomes.js';
 import type { MetaStore } from '../meta/store.js';
 import type { RpcServer } from '../rpc/server.js';
+import { nameSchema } from '../names.js';
 import type { Tables } from './tables.js';
 
 const query = z.object({
-  since: z.coerce.number().int().nonnegative().optional(),
-  table: z.string().min(1).optional(),
+  // ULIDs hold 48 bits of time: a later `since` cannot be encoded (and would select nothing anyway).
+  since: z.coerce
+    .number()
+    .int()
+    .nonnegative()
+    .max(2 ** 48 - 1)
+    .optional(),
+  table: nameSchema('table').optional(),
   queue: z
     .string()
     .regex(/^[0-9a-z]{4}$/, 'a queue id')
@@ -40,7 +47,9 @@ export function registerHistoryApi(
     const tableId = q.table === undefined ? undefined : tables.get(q.table).id; // UNKNOWN_TABLE if not
     const names = new Map(tables.list().map((t) => [t.id, t.name]));
     const start = q.since === undefined ? DONE_PREFIX : `${DONE_PREFIX}${encodeTime(q.since, 10)}`;
-    const counts: HistoryAnswer['counts'] = { committed: 0, cancelled: {} };
+    let committed = 0;
+    // A Map: a reason is stored data, and a plain object would count `constructor` onto its prototype's.
+    const cancelled = new Map<string, number>();
     const selected: HistoryEntry[] = [];
     let older = false;
     // One pass over the rows since `since`, oldest first: counts over all of them, the newest `limit`
@@ -53,8 +62,8 @@ export function registerHistoryApi(
       if (tableId !== undefined && table !== tableId) continue;
       if (q.queue !== undefined && o.queueId !== q.queue) continue;
       if (q.outcome !== undefined && o.outcome !== q.outcome) continue;
-      if (o.outcome === 'committed') counts.committed++;
-      else counts.cancelled[o.reason ?? 'unknown'] = (counts.cancelled[o.reason ?? 'unknown'] ?? 0) + 1;
+      if (o.outcome === 'committed') committed++;
+      else cancelled.set(o.reason ?? 'unknown', (cancelled.get(o.reason ?? 'unknown') ?? 0) + 1);
       if (q.before !== undefined && ecid >= q.before) continue;
       selected.push({ ...o, ecid, table: names.get(table) ?? table });
       if (selected.length > q.limit) {
@@ -65,7 +74,7 @@ export function registerHistoryApi(
     const outcomes = selected.reverse();
     return {
       outcomes,
-      counts,
+      counts: { committed, cancelled: Object.fromEntries(cancelled) },
       next: older ? outcomes[outcomes.length - 1]!.ecid : null,
     } satisfies HistoryAnswer;
   });

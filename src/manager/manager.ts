@@ -312,7 +312,7 @@ export class Manager extends EventEmitter<Events> {
   private async checkQueues(names: string[]): Promise<void> {
     if (names.length === 0 || !this.session) return;
     const { map } = await readQueueMap(this.session, this.layout);
-    const missing = names.filter((n) => !map[n]);
+    const missing = names.filter((n) => !map.has(n));
     if (missing.length > 0) {
       throw new ExcError(
         'UNKNOWN_QUEUE',

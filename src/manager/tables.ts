@@ -29,12 +29,7 @@ import {
   tabletRow,
 } from '../meta/keys.js';
 import type { MetaStore } from '../meta/store.js';
-import {
-  TABLE_NAME_RE,
-  tableConfigSchema,
-  type TableConfig,
-  type TableConfigInput,
-} from '../meta/table-config.js';
+import { tableConfigSchema, type TableConfig, type TableConfigInput } from '../meta/table-config.js';
 import {
   COL_FUTURE,
   COL_LOC,
@@ -46,6 +41,7 @@ import {
 } from '../meta/tablet.js';
 import type { Cell, Condition, Mutation } from '../meta/types.js';
 import type { TableInfo, TableState } from '../meta/views.js';
+import { checkEntityName } from '../names.js';
 import { parseInput } from '../validate.js';
 import type { CommitQueue } from './commit-queue.js';
 import { answerCell, answerOf, unanswered } from './requests.js';
@@ -81,13 +77,7 @@ export class Tables {
     const answered = answerOf<TableInfo>(this.store, requestId);
     if (answered) return answered;
     const req = parseInput(createTableSchema, request, 'body');
-    if (!TABLE_NAME_RE.test(req.name)) {
-      throw new ExcError(
-        'BAD_REQUEST',
-        `invalid table name ${JSON.stringify(req.name)}: letters, digits, _ . - (at most 64, starting with a letter)`,
-        { details: { field: 'body.name' } },
-      );
-    }
+    checkEntityName('table', req.name, 'body.name');
     const splits = parseSplits(req.splits, req.splitsHex);
     const config = parseConfig(req.config ?? {});
     await this.checkQueues(config.queues.map((q) => q.queue));
@@ -157,6 +147,7 @@ export class Tables {
   }
 
   private idOf(name: string): string {
+    checkEntityName('table', name);
     const id = this.store.get(tableNameRow(name), 'id');
     if (!id)
       throw new ExcError('UNKNOWN_TABLE', `no table named ${JSON.stringify(name)}`, {

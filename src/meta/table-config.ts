@@ -4,14 +4,10 @@
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
+import { nameSchema } from '../names.js';
 
-export const TABLE_NAME_RE = /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/;
-export const QUEUE_NAME_RE = /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/;
-
-export const queueRouteSchema = z.object({
-  queue: z
-    .string()
-    .regex(QUEUE_NAME_RE, 'queue names are letters, digits, _ . - (at most 64, starting with a letter)'),
+export const queueRouteSchema = z.strictObject({
+  queue: nameSchema('queue'),
   /** Jobs whose inputs total at most this many bytes go to this queue; the last route may omit it. */
   maxInputBytes: z.number().int().positive().optional(),
 });

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ID_LENGTH, MAX_BINS, QUEUE_ID_RE } from '../meta/keys.js';
-import { QUEUE_NAME_RE } from '../meta/table-config.js';
+import { checkEntityName } from '../names.js';
 import { isZkCode, type ZkLayout, type ZkSession } from '../zk/index.js';
 
 export const DEFAULT_BINS = 8;
@@ -26,16 +26,25 @@ export interface QueueInfo {
   bins: number;
 }
 
-/** The name → id map and its version (for a version-checked update). */
+/**
+ * The name → id map and its version (for a version-checked update). A `Map`, never the parsed object:
+ * looking a name up in a plain object finds inherited properties (`constructor`, `toString`), which once
+ * made such names "exist" as queues.
+ */
 export async function readQueueMap(
   session: ZkSession,
   layout: ZkLayout,
   watcher?: Parameters<ZkSession['get']>[1],
-): Promise<{ map: Record<string, string>; version: number }> {
+): Promise<{ map: Map<string, string>; version: number }> {
   const { data, stat } = await session.get(layout.queues, watcher);
   const parsed = queueMapSchema.safeParse(JSON.parse(data.toString('utf8') || '{}'));
   if (!parsed.success) throw new ExcError('INTERNAL', `${layout.queues} holds a malformed queue map`);
-  return { map: parsed.data, version: stat.version };
+  return { map: new Map(Object.entries(parsed.data)), version: stat.version };
+}
+
+/** The map as stored in ZooKeeper: a JSON object of own properties. */
+function queueMapJson(map: ReadonlyMap<string, string>): string {
+  return JSON.stringify(Object.fromEntries(map));
 }
 
 export async function readQueueSettings(
@@ -49,10 +58,11 @@ export async function readQueueSettings(
   return parsed.data;
 }
 
-/** Resolves a queue name, or throws UNKNOWN_QUEUE naming it. */
+/** Resolves a queue name, or throws BAD_REQUEST (not a queue name) or UNKNOWN_QUEUE naming it. */
 export async function resolveQueue(session: ZkSession, layout: ZkLayout, name: string): Promise<QueueInfo> {
+  checkEntityName('queue', name);
   const { map } = await readQueueMap(session, layout);
-  const id = map[name];
+  const id = map.get(name);
   if (!id)
     throw new ExcError('UNKNOWN_QUEUE', `no queue named ${JSON.stringify(name)}`, {
       details: { queue: name },
@@ -64,7 +74,7 @@ export async function resolveQueue(session: ZkSession, layout: ZkLayout, name: s
 export async function listQueues(session: ZkSession, layout: ZkLayout): Promise<QueueInfo[]> {
   const { map } = await readQueueMap(session, layout);
   const out: QueueInfo[] = [];
-  for (const [name, id] of Object.entries(map).sort(([a], [b]) => (a < b ? -1 : 1))) {
+  for (const [name, id] of [...map].sort(([a], [b]) => (a < b ? -1 : 1))) {
     const settings = await readQueueSettings(session, layout, id).catch(() => ({ bins: 0 }));
     out.push({ name, id, bins: settings.bins });
   }
@@ -85,30 +95,25 @@ export async function createQueue(
   log?: Logger,
   requestId?: string,
 ): Promise<QueueInfo> {
-  if (!QUEUE_NAME_RE.test(name)) {
-    throw new ExcError(
-      'BAD_REQUEST',
-      `invalid queue name ${JSON.stringify(name)}: letters, digits, _ . - (at most 64, starting with a letter)`,
-    );
-  }
+  checkEntityName('queue', name, 'body.name');
   if (!Number.isInteger(bins) || bins < 1 || bins > MAX_BINS)
     throw new ExcError('BAD_REQUEST', `--bins must be 1..${MAX_BINS}, not ${bins}`);
   for (let attempt = 0; attempt < 50; attempt++) {
     const { map, version } = await readQueueMap(session, layout);
-    const existing = map[name];
+    const existing = map.get(name);
     if (existing) {
       if (requestId !== undefined && (await createdBy(session, layout, existing)) === requestId) {
         return { name, id: existing, ...(await readQueueSettings(session, layout, existing)) };
       }
       throw new ExcError('ALREADY_EXISTS', `queue ${JSON.stringify(name)} already exists (id ${existing})`);
     }
-    const used = new Set(Object.values(map));
+    const used = new Set(map.values());
     let id: string;
     do id = randomId();
     while (used.has(id));
     try {
       await session.multi([
-        { op: 'set', path: layout.queues, data: JSON.stringify({ ...map, [name]: id }), version },
+        { op: 'set', path: layout.queues, data: queueMapJson(new Map(map).set(name, id)), version },
         { op: 'create', path: layout.queueNode(id), data: JSON.stringify({ bins, requestId }) },
       ]);
       log?.info({ queue: name, queueId: id, bins }, 'queue created');
@@ -133,9 +138,10 @@ export async function deleteQueue(
   name: string,
   log?: Logger,
 ): Promise<QueueInfo> {
+  checkEntityName('queue', name);
   for (let attempt = 0; attempt < 50; attempt++) {
     const { map, version } = await readQueueMap(session, layout);
-    const id = map[name];
+    const id = map.get(name);
     if (!id)
       throw new ExcError('UNKNOWN_QUEUE', `no queue named ${JSON.stringify(name)}`, {
         details: { queue: name },
@@ -145,10 +151,11 @@ export async function deleteQueue(
       if (isZkCode(err, 'ZK_NO_NODE')) return [];
       throw err;
     });
-    const rest = Object.fromEntries(Object.entries(map).filter(([n]) => n !== name));
+    const rest = new Map(map);
+    rest.delete(name);
     try {
       await session.multi([
-        { op: 'set', path: layout.queues, data: JSON.stringify(rest), version },
+        { op: 'set', path: layout.queues, data: queueMapJson(rest), version },
         ...children.map((c) => ({
           op: 'delete' as const,
           path: `${layout.queueNode(id)}/${c}`,

@@ -66,7 +66,7 @@ export class QueueResolver {
   private async readOnce(): Promise<void> {
     const { map } = await readQueueMap(this.session, this.layout, this.onMapChanged);
     const next = new Map<string, QueueInfo>();
-    for (const [name, id] of Object.entries(map)) {
+    for (const [name, id] of map) {
       let bins = this.bins.get(id);
       if (bins === undefined) {
         bins = (await readQueueSettings(this.session, this.layout, id)).bins;

@@ -76,7 +76,7 @@ export class Reservations {
     rejectedCommits: 0,
     noWork: 0,
     /** Commits per queue id. */
-    committedByQueue: {} as Record<string, number>,
+    committedByQueue: Object.create(null) as Record<string, number>,
   };
 
   constructor(private readonly deps: ReservationsDeps) {}

@@ -1,0 +1,81 @@
+/**
+ * Bad input that used to be accepted (issue 19), refused or handled against real processes: each test
+ * here failed before its fix. A refusal is a 4xx (or a CLI error) naming what was wrong, and it changes
+ * nothing.
+ */
+import { describe, expect, it } from 'vitest';
+import type { ExcError } from '../../src/errors.js';
+import type { TableInfo } from '../../src/meta/views.js';
+import { cliJson, cliOk } from '../support/cli.js';
+import { useCluster, useProcesses, useZooKeeper } from '../support/index.js';
+
+const PROTOTYPE_NAMES = ['constructor', 'toString', 'hasOwnProperty', 'valueOf'];
+
+/** The error a call was refused with (fails the test when it succeeded). */
+async function refusal(call: Promise<unknown>): Promise<ExcError> {
+  const outcome = await call.then(
+    (value) => ({ value }),
+    (err: unknown) => ({ err }),
+  );
+  if (!('err' in outcome)) throw new Error(`expected a refusal, got ${JSON.stringify(outcome.value)}`);
+  return outcome.err as ExcError;
+}
+
+describe('bad input - names that objects inherit', () => {
+  const zk = useZooKeeper();
+  const procs = useProcesses();
+  const cluster = useCluster(zk, procs);
+
+  it('names - `constructor` and friends are ordinary queue names, never queues that exist already', async () => {
+    const c = cluster();
+    await c.startManager();
+    // Before: ALREADY_EXISTS: queue "constructor" already exists (id function Object() { [native code] })
+    expect(await cliOk(c, ['admin', 'queue', 'create', 'constructor', '--bins', '2'])).toMatch(
+      /^created queue constructor \(id [0-9a-z]{4}, 2 bins\)$/m,
+    );
+    const queues = await cliJson<{ name: string; bins: number }[]>(c, ['admin', 'queue', 'list']);
+    expect(queues.map((q) => [q.name, q.bins])).toEqual([['constructor', 2]]);
+
+    // A table routed to a queue that does not exist is refused, by the CLI and by the signed API alike.
+    for (const name of ['toString', 'hasOwnProperty']) {
+      const r = await c.cli(['admin', 'table', 'create', 't', '--config', `queues=${name}`]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`UNKNOWN_QUEUE.*no queue named "${name}"`));
+    }
+    const meta = await c.meta();
+    for (const name of PROTOTYPE_NAMES.filter((n) => n !== 'constructor')) {
+      const err = await refusal(
+        meta.call('POST', '/v1/tables', { name: 't', config: { queues: [{ queue: name }] } }),
+      );
+      expect(err.code).toBe('UNKNOWN_QUEUE');
+      expect(err.message).toContain(`"${name}"`);
+      expect((await refusal(meta.call('GET', `/v1/queues/${name}`))).code).toBe('UNKNOWN_QUEUE');
+    }
+    expect((await meta.call<{ tables: TableInfo[] }>('GET', '/v1/tables')).tables).toEqual([]);
+
+    // Configuring an existing table to such a queue is refused too, and leaves its config as it was.
+    await meta.call('POST', '/v1/tables', { name: 'real', config: { queues: [{ queue: 'constructor' }] } });
+    const err = await refusal(
+      meta.call('POST', '/v1/tables/real/config', {
+        config: { queues: [{ queue: 'valueOf' }], fileLimit: 2 },
+      }),
+    );
+    expect(err.code).toBe('UNKNOWN_QUEUE');
+    const { table } = await meta.call<{ table: TableInfo }>('GET', '/v1/tables/real');
+    expect(table.config.queues).toEqual([{ queue: 'constructor' }]);
+    expect(table.config.fileLimit).toBe(30);
+
+    // Names outside the grammar are refused by every route with the same rule.
+    for (const [method, path, body] of [
+      ['POST', '/v1/queues', { name: '../q' }],
+      ['POST', '/v1/tables', { name: 'a b' }],
+      ['GET', '/v1/queues/__proto__', undefined],
+      ['GET', '/v1/tables/__proto__', undefined],
+      ['GET', '/v1/compactions?queue=%00', undefined],
+    ] as const) {
+      const e = await refusal(meta.call(method, path, body));
+      expect(e.code, `${method} ${path}`).toBe('BAD_REQUEST');
+      expect(e.message, `${method} ${path}`).toMatch(/invalid (queue|table) name ".*": letters, digits/);
+    }
+  });
+});
