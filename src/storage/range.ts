@@ -32,8 +32,12 @@ export function rowInRange(row: Uint8Array, range: RowRange): boolean {
   return rowAfterStart(row, range) && rowBeforeEnd(row, range);
 }
 
-/** Whether no row can be in `range` (its end is before its start). */
+/**
+ * Whether no row can be in `range`: its end is before its start, or it ends before the empty row (the
+ * smallest row there is) without including it.
+ */
 export function rangeIsEmpty(range: RowRange): boolean {
+  if (range.endRow !== undefined && range.endRow.length === 0 && range.endInclusive !== true) return true;
   if (range.startRow === undefined || range.endRow === undefined) return false;
   const c = compareBytes(range.startRow, range.endRow);
   if (c > 0) return true;

@@ -79,3 +79,54 @@ describe('bad input - names that objects inherit', () => {
     }
   });
 });
+
+describe('bad input - user compaction filters', () => {
+  const zk = useZooKeeper();
+  const procs = useProcesses();
+  const cluster = useCluster(zk, procs);
+
+  it('filters - a row range or prefix that would delete every row is refused before any job is queued', async () => {
+    const c = cluster();
+    await c.startManager();
+    const meta = await c.meta();
+    await meta.call('POST', '/v1/tables', { name: 't', splits: ['g', 'p'] });
+    const compactColumns = async () => {
+      const cols: string[] = [];
+      for await (const cell of meta.scanAll({ colPrefix: 'compact:' })) cols.push(cell.row);
+      return cols;
+    };
+    const empty = [
+      { name: 'keepRowRange', options: { start: 'm', end: 'c' } },
+      { name: 'keepRowRange', options: { start: 'm', end: 'm' } },
+      { name: 'keepRowRange', options: { start: 'm', end: 'm', endInclusive: true, startInclusive: false } },
+      { name: 'keepRowRange', options: { start: { hex: 'ff' }, end: { hex: '00' } } },
+      { name: 'keepRowRange', options: { end: '' } },
+      { name: 'dropRowPrefix', options: { prefixes: ['a', ''] } },
+      { name: 'keepRowPrefix', options: { prefixes: [{ hex: '' }] } },
+    ];
+    for (const filter of empty) {
+      const err = await refusal(meta.call('POST', '/v1/tables/t/compact', { filters: [filter] }));
+      expect(err.code, JSON.stringify(filter)).toBe('BAD_REQUEST');
+      expect(err.message).toMatch(
+        new RegExp(`filter 0 \\(${filter.name}\\): bad options: .*(range is empty|empty prefix)`),
+      );
+    }
+    const r = await c.cli([
+      'admin',
+      'table',
+      'compact',
+      't',
+      '--filter',
+      'keepRowRange:{"start":"z","end":"a"}',
+    ]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/keepRowRange.*the range is empty/);
+    expect(await compactColumns()).toEqual([]);
+
+    // A single row (both ends inclusive) is a range, not a mistake.
+    await meta.call('POST', '/v1/tables/t/compact', {
+      filters: [{ name: 'keepRowRange', options: { start: 'm', end: 'm', endInclusive: true } }],
+    });
+    expect(await compactColumns()).toHaveLength(3);
+  });
+});

@@ -4,6 +4,7 @@
  * files, equal timestamps, deletes over puts, duplicates. Bytes 0x00 and 0xff check unsigned order.
  */
 import fc from 'fast-check';
+import { rangeIsEmpty } from '../../src/storage/range.js';
 import {
   compareEntries,
   MAX_TIMESTAMP,
@@ -80,10 +81,20 @@ export const filterArb: fc.Arbitrary<FilterSpec> = fc.oneof(
   fc.record({ name: fc.constant('keepFamily'), options: fc.record({ families }) }),
   fc.record({
     name: fc.constant('keepRowRange'),
-    options: fc.record(
-      { start: rowString, startInclusive: fc.boolean(), end: rowString, endInclusive: fc.boolean() },
-      { requiredKeys: [] },
-    ),
+    options: fc
+      .record(
+        { start: rowString, startInclusive: fc.boolean(), end: rowString, endInclusive: fc.boolean() },
+        { requiredKeys: [] },
+      )
+      // A range that keeps no row is refused (it would delete everything): not a filter anyone can run.
+      .filter(
+        (o) =>
+          !rangeIsEmpty({
+            ...o,
+            startRow: o.start === undefined ? undefined : Buffer.from(o.start),
+            endRow: o.end === undefined ? undefined : Buffer.from(o.end),
+          }),
+      ),
   }),
 );
 

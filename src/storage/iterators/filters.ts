@@ -11,7 +11,7 @@
 import { z } from 'zod';
 import { ExcError } from '../../errors.js';
 import type { Entry } from '../key.js';
-import { rowInRange, type RowRange } from '../range.js';
+import { rangeIsEmpty, rowInRange, type RowRange } from '../range.js';
 import { BlockEntry } from '../rfile/block-entry.js';
 
 export interface FilterSpec {
@@ -45,13 +45,31 @@ const bytes = z
         : Buffer.from(v.base64, 'base64'),
   );
 const byteList = z.array(bytes).min(1).max(1024);
+/**
+ * Row prefixes: an empty prefix matches every row, so `dropRowPrefix` with one would delete the whole
+ * table and `keepRowPrefix` would keep everything: both are mistakes, refused rather than run.
+ */
+const prefixList = z
+  .array(bytes.refine((b) => b.length > 0, 'an empty prefix matches every row'))
+  .min(1)
+  .max(1024);
 
-const rowRange = z.strictObject({
-  start: bytes.optional(),
-  startInclusive: z.boolean().optional(),
-  end: bytes.optional(),
-  endInclusive: z.boolean().optional(),
-});
+/**
+ * A row range that can select no row at all (start after end, or start = end without both ends
+ * inclusive) is refused: `keepRowRange` with it would delete every row of every tablet it touches, which
+ * is never what anyone asked for. A range is empty only by mistake.
+ */
+const rowRange = z
+  .strictObject({
+    start: bytes.optional(),
+    startInclusive: z.boolean().optional(),
+    end: bytes.optional(),
+    endInclusive: z.boolean().optional(),
+  })
+  .refine((o) => !rangeIsEmpty(toRowRange(o)), {
+    message:
+      'the range is empty (start is after end, or equal to it without startInclusive and endInclusive): it would keep no row',
+  });
 
 interface FilterDefinition<S extends z.ZodType> {
   doc: string;
@@ -89,7 +107,12 @@ function bytesEqual(bytes: Buffer, start: number, b: Buffer): boolean {
   return true;
 }
 
-function toRowRange(o: z.output<typeof rowRange>): RowRange {
+function toRowRange(o: {
+  start?: Buffer;
+  startInclusive?: boolean;
+  end?: Buffer;
+  endInclusive?: boolean;
+}): RowRange {
   return { startRow: o.start, startInclusive: o.startInclusive, endRow: o.end, endInclusive: o.endInclusive };
 }
 
@@ -97,7 +120,7 @@ function toRowRange(o: z.output<typeof rowRange>): RowRange {
 export const FILTERS = {
   dropRowPrefix: define({
     doc: 'Drops the rows that start with any of `prefixes`.',
-    options: z.strictObject({ prefixes: byteList }),
+    options: z.strictObject({ prefixes: prefixList }),
     build:
       ({ prefixes }) =>
       (e) =>
@@ -105,7 +128,7 @@ export const FILTERS = {
   }),
   keepRowPrefix: define({
     doc: 'Keeps only the rows that start with one of `prefixes`.',
-    options: z.strictObject({ prefixes: byteList }),
+    options: z.strictObject({ prefixes: prefixList }),
     build:
       ({ prefixes }) =>
       (e) =>
