@@ -38,6 +38,9 @@ Checks, most serious first:
                             files, incomplete S3 multipart uploads; "not checkable" where the store
                             cannot list them)
   malformed rows            metadata rows that do not parse
+  bad deletion marks        ~del rows the garbage collector skips (a name no store accepts, a file
+                            outside tables/, a mangled time): fix or remove them
+  referenced marks          ~del rows naming a file a tablet still references
 Shown but never a failure: unreferenced files marked for deletion (pending GC), unreferenced files and
 temporaries younger than the GC grace (writes in flight).
 
@@ -123,6 +126,10 @@ function describeItem(name: string, item: Record<string, unknown>): string {
       return `${s('target')} (${[s('id'), old].filter(Boolean).join(', ')})`;
     case 'malformedRows':
       return `${s('row')}: ${s('error')}`;
+    case 'badDeletionMarks':
+      return `${s('row')}: ${s('problem')}`;
+    case 'referencedDeletionMarks':
+      return `${s('file')} (tablet ${Array.isArray(item.tablets) ? item.tablets.join(', ') : '-'})`;
     default:
       return JSON.stringify(item);
   }

@@ -26,7 +26,7 @@ import { parseTablet, type TabletMeta } from '../meta/tablet.js';
 import { listQueues } from '../queue/registry.js';
 import type { TemporaryInfo } from '../storage/object-store.js';
 import { isZkCode, type ZkLayout, type ZkSession } from '../zk/index.js';
-import { readMarks } from './deletions.js';
+import { markProblem, readMarks } from './deletions.js';
 import { checkCluster, type CheckInput, type CheckReport, type NotCheckable } from './check.js';
 import type { GcObjectStore } from './gc.js';
 
@@ -40,7 +40,10 @@ export interface CheckSources {
   log: Logger;
 }
 
-type MetadataRead = Pick<CheckInput, 'tablets' | 'queueEntries' | 'deletions' | 'tableConfigs' | 'malformed'>;
+type MetadataRead = Pick<
+  CheckInput,
+  'tablets' | 'queueEntries' | 'deletions' | 'badMarks' | 'tableConfigs' | 'malformed'
+>;
 
 export async function runCheck(sources: CheckSources): Promise<CheckReport> {
   const queues = await listQueues(sources.session, sources.layout);
@@ -77,14 +80,20 @@ function readMetadata(store: MetaStore): MetadataRead {
     }
   }
   const queueEntries = [...store.scanRows({ prefix: '~cq:' })].map((r) => r.row);
-  const deletions = new Map([...readMarks(store)].map(([file, mark]) => [file, mark.at]));
+  const deletions = new Map<string, number>();
+  const badMarks = new Map<string, string>();
+  for (const [file, mark] of readMarks(store)) {
+    const problem = markProblem(file, mark);
+    if (problem === null) deletions.set(file, mark.at);
+    else badMarks.set(file, problem);
+  }
   const tableConfigs = new Map<string, TableConfig>();
   for (const { row, cols } of store.scanRows({ prefix: TABLE_PREFIX })) {
     const config = parseConfig(cols.get('config'));
     if (config.success) tableConfigs.set(row.slice(TABLE_PREFIX.length), config.data);
     else malformed.set(row, `config: ${config.error}`);
   }
-  return { tablets, queueEntries, deletions, tableConfigs, malformed };
+  return { tablets, queueEntries, deletions, badMarks, tableConfigs, malformed };
 }
 
 function parseConfig(

@@ -15,6 +15,10 @@
  *   staleTemporaries           a temporary of an unfinished write (a local temporary file, an incomplete S3
  *                              multipart upload) older than the GC grace
  *   malformedRows              a metadata row that does not parse
+ *   badDeletionMarks           a `~del` row the collector cannot act on (a name no store accepts, a file
+ *                              outside `tables/`, a mangled time): it skips it, so it is never collected
+ *   referencedDeletionMarks    a `~del` row naming a file a tablet still references: the collector keeps
+ *                              the file, but a mark must never outlive the last reference (invariant 4)
  * and, not failures, what a healthy busy cluster also has:
  *   unreferencedPendingGc      unreferenced objects with a `~del` row: the collector will delete them
  *   unreferencedYoung          unreferenced objects younger than the grace: maybe a write in flight
@@ -45,6 +49,8 @@ export interface CheckInput {
   queueEntries: readonly string[];
   /** `~del` rows: file → when it was marked. */
   deletions: ReadonlyMap<string, number>;
+  /** `~del` rows the collector cannot act on: file → why (see deletions.ts, markProblem). */
+  badMarks?: ReadonlyMap<string, string>;
   /** Table id → settings. */
   tableConfigs: ReadonlyMap<string, TableConfig>;
   /** Rows that did not parse: row → why. */
@@ -65,6 +71,8 @@ export const PROBLEMS = {
   orphanFiles: ['unreferenced files older than the GC grace, not marked for deletion', 'error'],
   staleTemporaries: ['temporaries of unfinished writes older than the GC grace', 'error'],
   malformedRows: ['metadata rows that do not parse', 'error'],
+  badDeletionMarks: ['deletion marks the garbage collector cannot act on (skipped)', 'error'],
+  referencedDeletionMarks: ['deletion marks naming a file a tablet still references', 'error'],
   unreferencedPendingGc: ['unreferenced files marked for deletion (pending GC)', 'info'],
   unreferencedYoung: ['unreferenced files younger than the GC grace (maybe in flight)', 'info'],
   youngTemporaries: ['temporaries younger than the GC grace (writes in progress)', 'info'],
@@ -87,6 +95,7 @@ export function checkCluster(input: CheckInput): CheckReport {
     ...checkFiles(input),
     ...checkTemporaries(input),
     malformedRows: [...(input.malformed ?? [])].map(([row, error]) => ({ row, error })),
+    ...checkMarks(input),
   };
   const problems = {} as Record<ProblemName, ProblemList>;
   for (const name of Object.keys(PROBLEMS) as ProblemName[]) {
@@ -192,6 +201,22 @@ function referencedFiles(tablets: readonly TabletMeta[]): Set<string> {
     }
   }
   return out;
+}
+
+function checkMarks(input: CheckInput): Pick<Found, 'badDeletionMarks' | 'referencedDeletionMarks'> {
+  const bad = [...(input.badMarks ?? [])].map(([file, problem]) => ({ row: `~del:${file}`, problem }));
+  const referenced = referencedFiles(input.tablets);
+  const tabletsOf = new Map<string, string[]>();
+  for (const t of input.tablets) {
+    const files = new Set(t.files.keys());
+    for (const r of t.reservations.values()) [r.output, ...r.inputs].forEach((f) => files.add(f));
+    for (const f of files) if (input.deletions.has(f)) tabletsOf.set(f, [...(tabletsOf.get(f) ?? []), t.row]);
+  }
+  const stillReferenced = [...input.deletions.keys()]
+    .filter((file) => referenced.has(file))
+    .sort()
+    .map((file) => ({ file, tablets: tabletsOf.get(file) ?? [] }));
+  return { badDeletionMarks: bad, referencedDeletionMarks: stillReferenced };
 }
 
 type FileProblems = 'missingFiles' | 'orphanFiles' | 'unreferencedPendingGc' | 'unreferencedYoung';

@@ -21,7 +21,9 @@
  * file is unreferenced for good, so deleting it later is always right.
  */
 import { DEL_PREFIX, delRow } from '../meta/keys.js';
+import { TABLES_PREFIX } from '../meta/paths.js';
 import type { MetaStore } from '../meta/store.js';
+import { isValidName } from '../storage/names.js';
 import type { Condition, Mutation } from '../meta/types.js';
 
 export const COL_AT = 'at';
@@ -47,6 +49,20 @@ export function readMarks(store: MetaStore): Map<string, DeletionMark> {
     });
   }
   return marks;
+}
+
+/**
+ * Why a deletion mark cannot be acted on, or null when it can: the file must be a valid object name under
+ * `tables/` (the only place tablet files live: a mark naming anything else is not the collector's to
+ * delete) and `at`, when present, a time. Such a mark is never written by the project's own processes; a
+ * hand-made or corrupted row must not stop the collector (it skips and reports it, see gc.ts).
+ */
+export function markProblem(file: string, mark: DeletionMark): string | null {
+  if (!isValidName(file)) return 'not a valid object name';
+  if (!file.startsWith(TABLES_PREFIX)) return `not a tablet file (outside ${TABLES_PREFIX})`;
+  if (mark.atText !== '' && !/^\d{1,16}$/.test(mark.atText))
+    return `"at" is not a time: ${JSON.stringify(mark.atText.slice(0, 40))}`;
+  return null;
 }
 
 /** The claim of one collector cycle of one manager epoch. */

@@ -36,7 +36,14 @@ import type { MetaStore } from '../meta/store.js';
 import type { TemporaryInfo } from '../storage/object-store.js';
 import { ExcError, describeError } from '../errors.js';
 import type { CommitQueue } from './commit-queue.js';
-import { claimMutation, claimOf, dropMutation, readMarks, type DeletionMark } from './deletions.js';
+import {
+  claimMutation,
+  claimOf,
+  dropMutation,
+  markProblem,
+  readMarks,
+  type DeletionMark,
+} from './deletions.js';
 import { expiredRequests } from './requests.js';
 import { readTablets } from './tables.js';
 
@@ -110,6 +117,8 @@ export interface GcStats {
   cycles: number;
   deleted: number;
   lastCycleAt: number;
+  /** `~del` rows the last cycle skipped because they cannot be acted on (see markProblem). */
+  badMarks: number;
   lastError?: string;
 }
 
@@ -120,7 +129,9 @@ export class GarbageCollector {
   private aborter: AbortController | undefined;
   private stopped = false;
   private cycleSeq = 0;
-  readonly stats: GcStats = { cycles: 0, deleted: 0, lastCycleAt: 0 };
+  readonly stats: GcStats = { cycles: 0, deleted: 0, lastCycleAt: 0, badMarks: 0 };
+  /** Bad marks already logged: each is logged once per process, not once per cycle. */
+  private readonly reportedBad = new Set<string>();
 
   constructor(
     private readonly store: MetaStore,
@@ -183,7 +194,7 @@ export class GarbageCollector {
       if (removed > 0) this.log.info({ removed }, 'removed temporary files of unfinished writes');
     }
     const referenced = this.readReferences();
-    const marks = readMarks(this.store);
+    const marks = this.usableMarks(readMarks(this.store));
     const deletions = new Map([...marks].map(([file, mark]) => [file, mark.at]));
     const plan = planGc({ now: Date.now(), graceMs: this.options.graceMs, referenced, deletions, objects });
     for (const file of plan.stillReferenced) {
@@ -203,6 +214,31 @@ export class GarbageCollector {
     await this.trimRows(expiredRequests(this.store, Date.now()));
     this.stats.cycles++;
     this.stats.lastCycleAt = Date.now();
+  }
+
+  /**
+   * The marks this cycle may act on. A bad one (a name no store accepts, a file outside `tables/`, a
+   * mangled time) is skipped and reported — counted in the stats (`excompact_gc_bad_deletion_marks`),
+   * logged once, listed by `admin check` — so that one bad row cannot stop the collection of all the
+   * others. Its row stays for an operator to look at.
+   */
+  private usableMarks(marks: Map<string, DeletionMark>): Map<string, DeletionMark> {
+    let bad = 0;
+    for (const [file, mark] of marks) {
+      const problem = markProblem(file, mark);
+      if (problem === null) continue;
+      marks.delete(file);
+      bad++;
+      if (!this.reportedBad.has(file)) {
+        this.reportedBad.add(file);
+        this.log.warn(
+          { row: `~del:${file.slice(0, 200)}`, problem },
+          'skipping a deletion mark that cannot be acted on; remove or fix the row',
+        );
+      }
+    }
+    this.stats.badMarks = bad;
+    return marks;
   }
 
   /** Claims `files` under this cycle's claim; resolves with those claimed (a mark that changed is skipped). */

@@ -124,6 +124,12 @@ export class Manager extends EventEmitter<Events> {
     );
     gaugeOf(
       registry,
+      'excompact_manager_gc_bad_deletion_marks',
+      'Deletion marks (~del rows) the last GC cycle skipped because they cannot be acted on; see admin check',
+      () => this.active?.gc?.stats.badMarks,
+    );
+    gaugeOf(
+      registry,
       'excompact_manager_live_tservers',
       'Live tablet servers',
       () => this.active?.live.all.size,

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ExcError } from '../../src/errors.js';
+import { DEL_PREFIX, delRow } from '../../src/meta/keys.js';
 import type { TableInfo } from '../../src/meta/views.js';
 import { cliJson, cliOk } from '../support/cli.js';
 import { useCluster, useProcesses, useZooKeeper } from '../support/index.js';
@@ -128,5 +129,69 @@ describe('bad input - user compaction filters', () => {
       filters: [{ name: 'keepRowRange', options: { start: 'm', end: 'm', endInclusive: true } }],
     });
     expect(await compactColumns()).toHaveLength(3);
+  });
+});
+
+describe('bad input - deletion marks', () => {
+  const zk = useZooKeeper();
+  const procs = useProcesses();
+  const cluster = useCluster(zk, procs, { env: { EXC_GC_GRACE_MS: '100' } });
+
+  it('gc - a bad ~del row is skipped and reported (metric, log line, admin check); the rest is collected', async () => {
+    const c = cluster();
+    const manager = await c.startManager();
+    const url = (await manager.waitForLog((l) => l.msg === 'manager active')).url as string;
+    const store = c.store();
+    const meta = await c.meta();
+    const old = String(Date.now() - 60_000);
+    const garbage = ['tables/0001/Igarbage1.rf', 'tables/0002/Cgarbage2.rf'];
+    const outside = 'elsewhere/keep.rf';
+    for (const name of [...garbage, outside]) await store.write(name, Buffer.from('x'));
+    const bad = [
+      ['tables/0001/../../../etc/passwd', old],
+      ['tables/0001/I bad.rf', old],
+      [outside, old],
+      ['tables/0001/Ibadtime.rf', 'soon'],
+    ];
+    await meta.mutate([
+      ...[...garbage.map((f) => [f, old]), ...bad].map(([file, at]) => ({
+        puts: [{ row: delRow(file!), col: 'at', value: at! }],
+      })),
+    ]);
+
+    const stats = await meta.call<{ lastError?: string; badMarks: number; deleted: number }>(
+      'POST',
+      '/v1/gc/run',
+    );
+    expect(stats.lastError).toBeUndefined();
+    expect(stats.badMarks).toBe(bad.length);
+    for (const f of garbage) expect(await store.stat(f), f).toBeNull();
+    expect(await store.stat(outside)).not.toBeNull();
+    const left: string[] = [];
+    for await (const cell of meta.scanAll({ prefix: DEL_PREFIX }))
+      left.push(cell.row.slice(DEL_PREFIX.length));
+    expect(left.sort()).toEqual(bad.map(([f]) => f!).sort());
+
+    // Reported: once in the log per row, in the metrics, and by admin check (which then exits 5).
+    const warned = manager.lines.filter((l) => l.msg?.startsWith('skipping a deletion mark'));
+    expect(warned.map((l) => l.row).sort()).toEqual(bad.map(([f]) => `~del:${f}`).sort());
+    const again = await meta.call<{ badMarks: number }>('POST', '/v1/gc/run');
+    expect(again.badMarks).toBe(bad.length);
+    expect(manager.lines.filter((l) => l.msg?.startsWith('skipping a deletion mark'))).toHaveLength(
+      bad.length,
+    );
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    expect(metrics).toMatch(/^excompact_manager_gc_bad_deletion_marks\{[^}]*\} 4$/m);
+    const check = await c.cli(['admin', 'check', '--json']);
+    expect(check.code).toBe(5);
+    const report = JSON.parse(check.stdout) as {
+      problems: Record<string, { count: number; items: { row: string; problem: string }[] }>;
+    };
+    expect(report.problems.badDeletionMarks?.count).toBe(bad.length);
+    expect(report.problems.badDeletionMarks?.items.map((i) => i.problem)).toEqual(
+      expect.arrayContaining(['not a valid object name', 'not a tablet file (outside tables/)']),
+    );
+    const text = await c.cli(['admin', 'check']);
+    expect(text.stdout).toContain('~del:elsewhere/keep.rf: not a tablet file (outside tables/)');
   });
 });

@@ -24,10 +24,10 @@ describe('admin check output', () => {
     const text = formatCheckReport(checkCluster(input()));
     const lines = text.trimEnd().split('\n');
     expect(lines[0]).toBe('consistent (checked 2030-01-02T03:04:05.000Z)');
-    expect(lines.slice(1, 11)).toHaveLength(10);
-    for (const line of lines.slice(1, 11)) expect(line).toMatch(/^ {2}ok {7}0 {2}\S/);
-    expect(lines[11]).toMatch(/^figures: 0 tablets \(0 hosted\), .*0 objects \(0 B\), .*GC grace 10m0s$/);
-    expect(lines[12]).toMatch(/second run/);
+    expect(lines.slice(1, 13)).toHaveLength(12);
+    for (const line of lines.slice(1, 13)) expect(line).toMatch(/^ {2}ok {7}0 {2}\S/);
+    expect(lines[13]).toMatch(/^figures: 0 tablets \(0 hosted\), .*0 objects \(0 B\), .*GC grace 10m0s$/);
+    expect(lines[14]).toMatch(/second run/);
   });
 
   it('problems - counts, severities, a few examples and how many more; not checkable says why', () => {
@@ -46,7 +46,7 @@ describe('admin check output', () => {
       }),
     );
     const text = formatCheckReport(report);
-    expect(text).toMatch(/^INCONSISTENT: 2 of 7 checks found problems \(checked /);
+    expect(text).toMatch(/^INCONSISTENT: 2 of 9 checks found problems \(checked /);
     expect(text).toContain(
       `  CRITICAL 5  referenced files missing from the object store: tables/0001/a.rf (tablet ${row}); ` +
         `tables/0001/b.rf (tablet ${row}); tables/0001/c.rf (tablet ${row}) (+2 more)\n`,
@@ -72,6 +72,33 @@ describe('admin check output', () => {
     };
     expect(formatCheckReport({ ...report, ok: false, problems })).toContain(
       '  PROBLEM  1  tablets hosted twice: {"t":"x"}\n',
+    );
+  });
+
+  it('deletion marks - those the collector skips, and those naming a file a tablet still references', () => {
+    const row = tabletRow('0001', null);
+    const cols = new Map([
+      ['prev', 'null'],
+      ['file:tables/0001/a.rf', '{"size":1,"entries":1}'],
+    ]);
+    const report = checkCluster(
+      input({
+        tablets: [parseTablet(row, cols)],
+        objects: new Map([['tables/0001/a.rf', { size: 1, modifiedMs: NOW }]]),
+        deletions: new Map([['tables/0001/a.rf', NOW - 1_000]]),
+        badMarks: new Map([['tables/../x', 'not a valid object name']]),
+      }),
+    );
+    expect(report.ok).toBe(false);
+    expect(report.problems.referencedDeletionMarks.items).toEqual([
+      { file: 'tables/0001/a.rf', tablets: [row] },
+    ]);
+    const text = formatCheckReport(report);
+    expect(text).toContain(
+      '  PROBLEM  1  deletion marks the garbage collector cannot act on (skipped): ~del:tables/../x: not a valid object name\n',
+    );
+    expect(text).toContain(
+      `  PROBLEM  1  deletion marks naming a file a tablet still references: tables/0001/a.rf (tablet ${row})\n`,
     );
   });
 });
