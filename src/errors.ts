@@ -25,6 +25,8 @@ export const ERROR_CODES = {
   ALREADY_EXISTS: { status: 409, retriable: false },
   PAYLOAD_TOO_LARGE: { status: 413, retriable: false },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, retriable: false },
+  /** A signed request's body is not the one its signature covers (x-exc-content-sha256). */
+  CONTENT_HASH_MISMATCH: { status: 400, retriable: false },
   TOO_MANY_REQUESTS: { status: 429, retriable: true },
   INTERNAL: { status: 500, retriable: false },
   UNAVAILABLE: { status: 503, retriable: true },

@@ -2,12 +2,18 @@
  * Request authentication with the instance secret.
  *
  * Every request carries
- *   x-exc-date:    milliseconds since the epoch, when it was signed
- *   x-exc-nonce:   16 random bytes, base64url
- *   authorization: EXC-HMAC-SHA256 <hex HMAC-SHA256 over the canonical request>
+ *   x-exc-date:           milliseconds since the epoch, when it was signed
+ *   x-exc-nonce:          16 random bytes, base64url
+ *   x-exc-content-sha256: hex SHA-256 of the body (of no bytes when there is none)
+ *   authorization:        EXC-HMAC-SHA256 <hex HMAC-SHA256 over the canonical request>
  * where the canonical request is
- *   METHOD "\n" path-and-query "\n" date "\n" nonce "\n" hex(SHA-256(body))
+ *   METHOD "\n" path-and-query "\n" date "\n" nonce "\n" content-sha256
  * and the HMAC key is derived from the secret (the secret itself never crosses the wire).
+ *
+ * The signature covers the body through its declared hash, as S3's SigV4 does with
+ * `x-amz-content-sha256`: the server checks the signature from the headers alone, before it reads a byte
+ * of the body, so an unsigned or badly signed request is refused without being buffered; it then hashes
+ * the body as it streams in and refuses it when it does not match (server.ts).
  *
  * The server accepts a request only if the MAC matches, the date is within ±maxSkew of its clock, and the
  * nonce was not seen before within the window: a captured request cannot be replayed, neither inside the
@@ -20,8 +26,14 @@ import { ExcError } from '../errors.js';
 export const AUTH_SCHEME = 'EXC-HMAC-SHA256';
 export const DATE_HEADER = 'x-exc-date';
 export const NONCE_HEADER = 'x-exc-nonce';
+export const CONTENT_HASH_HEADER = 'x-exc-content-sha256';
 
-const EMPTY_BODY_HASH = createHash('sha256').digest('hex');
+/** Hex SHA-256 of a body (of no bytes when there is none): the value of {@link CONTENT_HASH_HEADER}. */
+export function bodyHash(body: Buffer | undefined): string {
+  return createHash('sha256')
+    .update(body ?? Buffer.alloc(0))
+    .digest('hex');
+}
 
 /** The RPC signing key of an instance. */
 export function rpcKey(secret: string): Buffer {
@@ -37,16 +49,8 @@ export interface SignInput {
   nonce?: string;
 }
 
-function canonical(
-  method: string,
-  path: string,
-  date: string,
-  nonce: string,
-  body: Buffer | undefined,
-): string {
-  const bodyHash =
-    body && body.length > 0 ? createHash('sha256').update(body).digest('hex') : EMPTY_BODY_HASH;
-  return `${method.toUpperCase()}\n${path}\n${date}\n${nonce}\n${bodyHash}`;
+function canonical(method: string, path: string, date: string, nonce: string, contentHash: string): string {
+  return `${method.toUpperCase()}\n${path}\n${date}\n${nonce}\n${contentHash}`;
 }
 
 function mac(key: Buffer, text: string): string {
@@ -57,18 +61,20 @@ function mac(key: Buffer, text: string): string {
 export function signRequest(key: Buffer, input: SignInput): Record<string, string> {
   const date = String(input.now ?? Date.now());
   const nonce = input.nonce ?? randomPooled(16).toString('base64url');
+  const contentHash = bodyHash(input.body);
   return {
     [DATE_HEADER]: date,
     [NONCE_HEADER]: nonce,
-    authorization: `${AUTH_SCHEME} ${mac(key, canonical(input.method, input.path, date, nonce, input.body))}`,
+    [CONTENT_HASH_HEADER]: contentHash,
+    authorization: `${AUTH_SCHEME} ${mac(key, canonical(input.method, input.path, date, nonce, contentHash))}`,
   };
 }
 
+/** A request as far as its headers: what is checked before its body is read. */
 export interface VerifyInput {
   method: string;
   path: string;
   headers: Record<string, string | string[] | undefined>;
-  body?: Buffer;
 }
 
 export interface VerifierOptions {
@@ -89,13 +95,25 @@ export class RequestVerifier {
     this.now = options.now ?? Date.now;
   }
 
-  /** Throws UNAUTHENTICATED with the reason when the request is not properly signed, fresh and new. */
-  verify(input: VerifyInput): void {
+  /**
+   * Checks a request's headers: throws UNAUTHENTICATED with the reason when the request is not properly
+   * signed, fresh and new. Resolves with the body hash the signature covers; the caller must refuse a
+   * body that does not match it (server.ts reads the body only after this).
+   */
+  verify(input: VerifyInput): string {
     const auth = header(input.headers, 'authorization');
     const date = header(input.headers, DATE_HEADER);
     const nonce = header(input.headers, NONCE_HEADER);
-    if (!auth || !date || !nonce) {
-      throw unauthenticated(`missing ${!auth ? 'authorization' : !date ? DATE_HEADER : NONCE_HEADER} header`);
+    const contentHash = header(input.headers, CONTENT_HASH_HEADER);
+    if (!auth || !date || !nonce || !contentHash) {
+      const missing = !auth
+        ? 'authorization'
+        : !date
+          ? DATE_HEADER
+          : !nonce
+            ? NONCE_HEADER
+            : CONTENT_HASH_HEADER;
+      throw unauthenticated(`missing ${missing} header`);
     }
     const [scheme, given] = auth.split(' ');
     if (scheme !== AUTH_SCHEME || !given || !/^[0-9a-f]{64}$/.test(given)) {
@@ -103,7 +121,9 @@ export class RequestVerifier {
     }
     if (!/^\d{1,16}$/.test(date) || !/^[\w-]{16,64}$/.test(nonce))
       throw unauthenticated('malformed date or nonce');
-    const expected = mac(this.key, canonical(input.method, input.path, date, nonce, input.body));
+    if (!/^[0-9a-f]{64}$/.test(contentHash))
+      throw unauthenticated(`${CONTENT_HASH_HEADER} must be the hex SHA-256 of the body`);
+    const expected = mac(this.key, canonical(input.method, input.path, date, nonce, contentHash));
     if (!timingSafeEqual(Buffer.from(expected, 'hex'), Buffer.from(given, 'hex'))) {
       throw unauthenticated('bad signature');
     }
@@ -115,6 +135,7 @@ export class RequestVerifier {
     this.forgetExpired(now);
     if (this.seen.has(nonce)) throw unauthenticated('replayed request (nonce already used)');
     this.seen.set(nonce, signedAt + this.maxSkewMs);
+    return contentHash;
   }
 
   /** Number of remembered nonces (for tests and metrics). */

@@ -3,11 +3,15 @@
  *
  * - Everything under `/v1` is authenticated ({@link RequestVerifier}); `/healthz` and `/metrics` are not
  *   (they reveal no data and health checks and scrapers hold no secret).
- * - Bodies are read raw (the signature covers the exact bytes), limited to `maxBodyBytes` (413), then
- *   parsed as JSON (400) and validated with the route's zod schema (400 naming the field).
+ * - The signature is checked from the headers alone, before a byte of the body is read: an unsigned or
+ *   badly signed request gets 401 and its connection is closed, so a flood of them costs no memory.
+ * - Then the body is read raw, limited to `maxBodyBytes` (413, also up front from Content-Length), hashed
+ *   as it streams in and compared with the hash the signature covers (400 CONTENT_HASH_MISMATCH), parsed
+ *   as JSON (400) and validated with the route's zod schema (400 naming the field).
  * - One error model: `{ "error": { "code": "...", "message": "..." } }`, the status following the code.
  */
-import type { Server } from 'node:http';
+import { createHash } from 'node:crypto';
+import type { IncomingMessage, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { z } from 'zod';
@@ -74,12 +78,12 @@ export class RpcServer {
     }
 
     this.router = express.Router();
+    const maxBodyBytes = options.maxBodyBytes ?? 16 << 20;
     app.use(
       '/v1',
-      express.raw({ type: () => true, limit: options.maxBodyBytes ?? 16 << 20 }),
-      (req: Request, _res: Response, next: NextFunction) => {
-        const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-        verifier.verify({ method: req.method, path: req.originalUrl, headers: req.headers, body });
+      async (req: Request, _res: Response, next: NextFunction) => {
+        const declared = verifier.verify({ method: req.method, path: req.originalUrl, headers: req.headers });
+        const body = await readBody(req, declared, maxBodyBytes);
         req.body = parseJsonBody(body, req.headers['content-type']);
         next();
       },
@@ -99,7 +103,17 @@ export class RpcServer {
           { code: e.code, method: req.method, path: req.path, msg: e.message },
           'request rejected',
         );
-      if (!res.headersSent) res.status(e.status).json({ error: { code: e.code, message: e.message } });
+      // A request refused before its body was read (unsigned, too large) must not have it read afterwards:
+      // Node would drain it to keep the connection alive. Closing the connection costs the client a
+      // reconnect, and an attacker nothing but the bytes it sends into a closed socket.
+      if (!req.complete && !res.headersSent) res.setHeader('connection', 'close');
+      // What a bug threw (not an ExcError) is logged above, not answered: its message can hold anything,
+      // an absolute path on this host among others.
+      const message =
+        e.code === 'INTERNAL' && !(err instanceof ExcError)
+          ? `internal error (${err instanceof Error ? err.name : typeof err}); the server logged it`
+          : e.message;
+      if (!res.headersSent) res.status(e.status).json({ error: { code: e.code, message } });
     });
     this.app = app;
   }
@@ -170,6 +184,61 @@ export class RpcServer {
   }
 }
 
+/**
+ * Reads a signed request's body: at most `limit` bytes (413 at once when Content-Length says more),
+ * hashed as it arrives; refused when its hash is not the one the signature covers.
+ */
+function readBody(req: IncomingMessage, declaredHash: string, limit: number): Promise<Buffer> {
+  const encoding = req.headers['content-encoding'];
+  if (encoding !== undefined && encoding !== 'identity') {
+    throw new ExcError('UNSUPPORTED_MEDIA_TYPE', `content-encoding ${encoding} is not supported`);
+  }
+  const length = req.headers['content-length'];
+  if (length !== undefined && Number(length) > limit) throw tooLarge(Number(length), limit);
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    const hash = createHash('sha256');
+    let size = 0;
+    let done = false;
+    const fail = (err: ExcError): void => {
+      if (done) return;
+      done = true;
+      req.pause();
+      req.removeListener('data', onData);
+      reject(err);
+    };
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > limit) return fail(tooLarge(size, limit));
+      hash.update(chunk);
+      chunks.push(chunk);
+    };
+    req.on('data', onData);
+    req.once('aborted', () => fail(new ExcError('BAD_REQUEST', 'request aborted by the client')));
+    req.once('error', (err) => fail(new ExcError('BAD_REQUEST', `reading the request: ${err.message}`)));
+    req.once('end', () => {
+      if (done) return;
+      if (hash.digest('hex') !== declaredHash) {
+        return fail(
+          new ExcError(
+            'CONTENT_HASH_MISMATCH',
+            `the body does not match its signed hash (x-exc-content-sha256): ${size} bytes received`,
+          ),
+        );
+      }
+      done = true;
+      resolve(Buffer.concat(chunks, size));
+    });
+  });
+}
+
+function tooLarge(size: number, limit: number): ExcError {
+  return new ExcError(
+    'PAYLOAD_TOO_LARGE',
+    `request body of ${size} bytes exceeds the limit of ${limit} bytes`,
+  );
+}
+
 function parseJsonBody(body: Buffer, contentType: string | undefined): unknown {
   if (body.length === 0) return undefined;
   if (contentType && !/^application\/json\b/i.test(contentType)) {
@@ -182,16 +251,9 @@ function parseJsonBody(body: Buffer, contentType: string | undefined): unknown {
   }
 }
 
-/** Errors thrown by express's body parser carry `type` and `status`; everything else goes through toExcError. */
+/** Errors thrown by express itself carry `type` and `status`; everything else goes through toExcError. */
 function fromExpressError(err: unknown): ExcError {
-  const e = err as { type?: unknown; status?: unknown; limit?: unknown; length?: unknown } | null;
-  if (e?.type === 'entity.too.large') {
-    return new ExcError(
-      'PAYLOAD_TOO_LARGE',
-      `request body of ${String(e.length)} bytes exceeds the limit of ${String(e.limit)} bytes`,
-    );
-  }
-  if (e?.type === 'request.aborted') return new ExcError('BAD_REQUEST', 'request aborted by the client');
+  const e = err as { type?: unknown; status?: unknown } | null;
   if (typeof e?.type === 'string' && typeof e.status === 'number' && e.status < 500) {
     return new ExcError('BAD_REQUEST', `bad request: ${(err as Error).message}`);
   }

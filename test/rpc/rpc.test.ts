@@ -90,10 +90,23 @@ describe('rpc', () => {
     expect(res.json.error?.message).toMatch(/bad signature/);
   });
 
-  it('auth - a body changed after signing gets 401', async () => {
-    const body = Buffer.from('{"name":"a","count":1}');
-    const res = await raw('/v1/echo', '{"name":"a","count":999}', signed('/echo', body));
+  it('auth - a body changed after signing is refused (400 CONTENT_HASH_MISMATCH) and not served', async () => {
+    const body = Buffer.from('{"n":41}');
+    const before = applied.length;
+    const res = await raw('/v1/apply', '{"n":42}', signed('/apply', body));
+    expect(res.status).toBe(400);
+    expect(res.json.error?.code).toBe('CONTENT_HASH_MISMATCH');
+    expect(applied.length).toBe(before);
+  });
+
+  it('auth - a declared body hash changed after signing gets 401', async () => {
+    const body = Buffer.from('{"n":43}');
+    const headers = signed('/apply', body);
+    const other = Buffer.from('{"n":44}');
+    const forged = { ...headers, 'x-exc-content-sha256': signed('/apply', other)['x-exc-content-sha256']! };
+    const res = await raw('/v1/apply', other, forged);
     expect(res.status).toBe(401);
+    expect(res.json.error?.message).toMatch(/bad signature/);
   });
 
   it('auth - a stale or future-dated request gets 401', async () => {
