@@ -59,7 +59,7 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
 
   const readers = await Promise.all(inputs.map((name) => RFileReader.open(store, name, { signal })));
   const stats: MergeStats = { entriesRead: 0 };
-  const encoder = new RFileEncoder(`${store.url}/${output}`, {
+  const encoder = new RFileEncoder(output, {
     blockSize: args.blockSize,
     compression: args.compression,
   });

@@ -330,10 +330,15 @@ function isMissing(err: unknown): boolean {
 /** Conditions that can clear up by themselves: a full disk, too many open files, an I/O hiccup. */
 const TRANSIENT_FS = new Set(['ENOSPC', 'EMFILE', 'ENFILE', 'EAGAIN', 'EBUSY', 'EIO', 'EDQUOT']);
 
+/**
+ * The error of a failed file system call, naming the object by its key. Not the system's message: it
+ * holds the absolute path on this host, which answers to clients must not show (the cause keeps it for
+ * the logs).
+ */
 function fsError(err: unknown, op: string, name: string): ExcError {
   if (err instanceof ExcError) return err;
   const code = (err as { code?: string } | null)?.code ?? 'unknown';
-  const message = `local store: ${op} ${name} failed: ${(err as Error)?.message ?? String(err)}`;
+  const message = `local store: ${op} ${name} failed (${code})`;
   return new ExcError(TRANSIENT_FS.has(code) ? 'STORE_UNAVAILABLE' : 'INTERNAL', message, {
     cause: err,
     details: { name, code },

@@ -180,3 +180,42 @@ describe('rpc - a real process', () => {
     );
   });
 });
+
+describe('rpc - what error answers show', () => {
+  const zk = useZooKeeper();
+  const procs = useProcesses();
+  const cluster = useCluster(zk, procs);
+
+  it('paths - a missing or corrupt file is named by its key in the store, never by a path on the server', async () => {
+    const s = await cluster().startWithTable({ table: 't' });
+    await s.client.ingest('t', [{ row: 'a', value: 'v' }]);
+    const [tablet] = await s.client.tablets('t');
+    const file = tablet!.files[0]!.name;
+    const store = cluster().store();
+    const scanError = async () => {
+      const err = await (async () => {
+        for await (const _ of s.client.scan('t')) void _;
+      })().then(
+        () => undefined,
+        (e: unknown) => e as { code: string; message: string },
+      );
+      if (!err) throw new Error('the scan succeeded');
+      return err;
+    };
+
+    await store.write(file, Buffer.from('not an rfile at all, but long enough to have a footer tail ......'));
+    const corrupt = await scanError();
+    expect(corrupt.code).toBe('CORRUPT_FILE');
+    expect(corrupt.message).toContain(file);
+
+    await store.delete(file);
+    const missing = await scanError();
+    expect(missing.code).toBe('OBJECT_NOT_FOUND');
+    expect(missing.message).toContain(file);
+
+    for (const err of [corrupt, missing]) {
+      expect(err.message).not.toContain(cluster().storePath);
+      expect(err.message).not.toMatch(/file:\/\//);
+    }
+  });
+});

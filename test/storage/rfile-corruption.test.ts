@@ -74,7 +74,9 @@ function expectCorrupt(result: unknown, names?: string): void {
       `expected CORRUPT_FILE${names ? ` naming ${names}` : ''}, got ${Array.isArray(result) ? `${result.length} entries` : String(result)}`,
     );
   }
-  expect(result.message).toContain('memory://mem/t/f.rf');
+  // Named by its key in the store, never by the store's URL (a local store's is a path on the server).
+  expect(result.message).toContain('RFile t/f.rf');
+  expect(result.message).not.toContain('memory://');
   if (names !== undefined) expect(result.message).toContain(names);
 }
 

@@ -70,7 +70,10 @@ export class RFileReader {
   private constructor(
     readonly store: ObjectStore,
     readonly name: string,
-    /** Store URL and name, for messages. */
+    /**
+     * How messages name the file: its key within the store, never the store's URL (a local store's URL
+     * is an absolute path on the server, which an error answer must not show).
+     */
     readonly file: string,
     readonly summary: FileSummary,
     private readonly root: RootEntry[],
@@ -79,7 +82,7 @@ export class RFileReader {
 
   /** Opens a file: OBJECT_NOT_FOUND when missing, CORRUPT_FILE when its footer is damaged or not an RFile's. */
   static async open(store: ObjectStore, name: string, options: ScanOptions = {}): Promise<RFileReader> {
-    const file = `${store.url}/${name}`;
+    const file = name;
     const info = await store.stat(name);
     if (!info) throw new ExcError('OBJECT_NOT_FOUND', `no RFile ${file}`, { details: { name, file } });
     const size = info.size;

@@ -82,7 +82,7 @@ export async function writeRFileBatches(
   batches: BatchSource,
   options: RFileWriteOptions = {},
 ): Promise<FileSummary> {
-  const encoder = new RFileEncoder(`${store.url}/${name}`, options);
+  const encoder = new RFileEncoder(name, options);
   const { size } = await store.write(name, encoder.encode(batches, options.signal), {
     signal: options.signal,
   });
