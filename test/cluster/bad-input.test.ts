@@ -78,6 +78,10 @@ describe('bad input - names that objects inherit', () => {
       expect(e.code, `${method} ${path}`).toBe('BAD_REQUEST');
       expect(e.message, `${method} ${path}`).toMatch(/invalid (queue|table) name ".*": letters, digits/);
     }
+    // A time past what a compaction id can hold was a 500 (the id encoder threw): now it is a bad request.
+    const since = await refusal(meta.call('GET', `/v1/compactions/history?since=${2 ** 48}`));
+    expect(since.code).toBe('BAD_REQUEST');
+    expect(since.message).toMatch(/query\.since/);
   });
 });
 
