@@ -1,0 +1,138 @@
+/**
+ * Every `excompact admin` command with generated arguments: names that exist, fresh ones and bad ones,
+ * plausible and broken option values, unknown options. (No NUL: no process can be given one in argv.)
+ */
+import fc from 'fast-check';
+import { nameArb, type Known } from './inputs.js';
+
+export interface CliCase {
+  /** `admin queue create`: the command, for the figures. */
+  command: string;
+  args: string[];
+}
+
+const noNul = (s: string): string => s.split(String.fromCharCode(0)).join('0');
+
+function arg(existing: string[]): fc.Arbitrary<string> {
+  return nameArb(existing)
+    .map(noNul)
+    .filter((s) => s.length < 2_000);
+}
+
+const value = fc
+  .oneof(
+    fc.constantFrom(
+      '0',
+      '1',
+      '2',
+      '-1',
+      '64',
+      '1e9',
+      'x',
+      '',
+      '1.5',
+      '99999999999',
+      '7d',
+      '30m',
+      '1G',
+      '64M',
+    ),
+    fc.string({ maxLength: 8 }),
+  )
+  .map(noNul);
+
+const setting = fc
+  .oneof(
+    fc
+      .tuple(
+        fc.constantFrom(
+          'queues',
+          'ratio',
+          'maxFiles',
+          'fileLimit',
+          'versions',
+          'ttl',
+          'ttlMs',
+          'maxAttempts',
+        ),
+        value,
+      )
+      .map(([k, v]) => `${k}=${v}`),
+    fc.constantFrom(
+      'queues=constructor',
+      'queues=toString:64M,q1',
+      'constructor=1',
+      '__proto__=1',
+      'noequals',
+      '=x',
+    ),
+  )
+  .map(noNul);
+
+const opt = (flag: string, v: fc.Arbitrary<string>): fc.Arbitrary<string[]> =>
+  fc.option(v, { nil: undefined }).map((x) => (x === undefined ? [] : [flag, x]));
+
+export function cliCaseArb(k: Known): fc.Arbitrary<CliCase> {
+  const table = arg(k.tables);
+  const queue = arg(k.queues);
+  const c = (command: string, parts: fc.Arbitrary<string[]>[]): fc.Arbitrary<CliCase> =>
+    fc.tuple(...parts).map((p) => ({ command, args: [...command.split(' '), ...p.flat()] }));
+  const one = (a: fc.Arbitrary<string>): fc.Arbitrary<string[]> => a.map((x) => [x]);
+  const filter = fc
+    .oneof(
+      fc.constantFrom(
+        'keepRowRange:{"start":"z","end":"a"}',
+        'keepRowRange:{"start":"a","end":"z"}',
+        'dropRowPrefix:{"prefixes":[""]}',
+        'dropRowPrefix:{"prefixes":["tmp_"]}',
+        'constructor:{}',
+        'keepRowRange:not json',
+        'nocolon',
+      ),
+      fc.string({ maxLength: 20 }),
+    )
+    .map(noNul);
+  return fc.oneof(
+    c('admin queue create', [one(queue), opt('--bins', value), fc.constantFrom([], ['--if-not-exists'])]),
+    c('admin queue list', [fc.constantFrom([], ['--json'])]),
+    c('admin queue info', [one(queue)]),
+    c('admin queue delete', [one(queue), fc.constantFrom([], ['--force'])]),
+    c('admin table create', [
+      one(table),
+      opt('--split', value),
+      opt('--splits', value),
+      opt('--config', setting),
+      fc.constantFrom([], ['--if-not-exists']),
+    ]),
+    c('admin table list', [fc.constantFrom([], ['--json'])]),
+    c('admin table info', [one(table)]),
+    c('admin table config', [one(table), fc.array(setting, { minLength: 0, maxLength: 3 })]),
+    c('admin table delete', [one(table)]),
+    c('admin table compact', [
+      one(table),
+      opt('--start', value),
+      opt('--end', value),
+      opt('--filter', filter),
+    ]),
+    c('admin compactors list', [opt('--queue', queue)]),
+    c('admin compactions list', [
+      opt('--queue', queue),
+      opt('--table', table),
+      opt('--state', fc.constantFrom('running', 'parked', 'x')),
+    ]),
+    c('admin compactions history', [
+      opt('--since', value),
+      opt('--table', table),
+      opt('--queue', queue),
+      opt('--outcome', fc.constantFrom('committed', 'cancelled', 'x')),
+      opt('--limit', value),
+    ]),
+    c('admin compactions cancel', [one(fc.oneof(fc.ulid(), value))]),
+    c('admin compactions release', [fc.oneof(one(fc.oneof(fc.ulid(), value)), opt('--table', table))]),
+    c('admin check', [fc.constantFrom([], ['--json'])]),
+    c('admin queue create', [
+      one(queue),
+      fc.constantFrom(['--bogus'], ['--bins'], ['--bins', '3', '--bins', 'x']),
+    ]),
+  );
+}

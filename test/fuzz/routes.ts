@@ -1,0 +1,461 @@
+/**
+ * Every RPC route of every process, as a generator of requests with valid signatures and generated
+ * inputs (see inputs.ts), and for the routes that change something the documented effect a success must
+ * have had. Raw metadata mutations are confined to rows under `~fuzz:`: writing arbitrary tablet or
+ * table rows is what that route is for (the tablet servers' own channel), so a fuzzer that did it would
+ * only be testing what the cluster makes of garbage it was told to store.
+ */
+import fc from 'fast-check';
+import {
+  anyJson,
+  bytesArb,
+  fields,
+  filterArb,
+  nameArb,
+  numberArb,
+  tableConfigArb,
+  ulidArb,
+  wrongArb,
+  type Known,
+} from './inputs.js';
+
+export type Target = 'manager' | 'tserver' | 'compactor';
+
+/** What a check of an effect can ask the cluster. */
+export interface EffectContext {
+  manager(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }>;
+}
+
+export interface Case {
+  /** `METHOD /v1/path/:param`: the route, for the figures. */
+  route: string;
+  target: Target;
+  method: 'GET' | 'POST' | 'DELETE';
+  /** Path and query, encoded. */
+  path: string;
+  /** A JSON body, or raw text (not JSON) when `raw` is set. */
+  body?: unknown;
+  raw?: string;
+  /** The route may hold the request open (long poll, link): no answer within the timeout is an answer. */
+  holds?: boolean;
+  /** For a 2xx: null when the documented effect is there, else what is wrong. */
+  effect?: (answer: unknown, ctx: EffectContext) => Promise<string | null>;
+}
+
+/** Percent-encodes every byte outside the unreserved set (even a lone surrogate, as its UTF-8 bytes). */
+export function enc(text: string): string {
+  let out = '';
+  for (const b of Buffer.from(text, 'utf8')) {
+    const c = String.fromCharCode(b);
+    out += /[A-Za-z0-9_.~-]/.test(c) ? c : `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
+const requestIdQuery = fc.oneof(
+  { weight: 3, arbitrary: fc.constant('') },
+  { weight: 2, arbitrary: fc.ulid().map((id) => `?requestId=${id}`) },
+  { weight: 1, arbitrary: fc.string({ maxLength: 30 }).map((s) => `?requestId=${enc(s)}`) },
+);
+
+type Spec = Omit<Case, 'route'> & { route?: string };
+
+function route(template: string, arb: fc.Arbitrary<Spec>): fc.Arbitrary<Case> {
+  return arb.map((spec) => ({ route: template, ...spec }));
+}
+
+/** Checks a table as the manager shows it after a change. */
+async function tableIs(ctx: EffectContext, name: string, config: unknown): Promise<string | null> {
+  const got = await ctx.manager('GET', `/v1/tables/${enc(name)}`);
+  if (got.status !== 200) return `table ${name} is not there after the change (${got.status})`;
+  const table = (got.json as { table: { config: unknown } }).table;
+  return JSON.stringify(table.config) === JSON.stringify(config)
+    ? null
+    : `table ${name} has config ${JSON.stringify(table.config)}, the answer said ${JSON.stringify(config)}`;
+}
+
+async function queueNames(ctx: EffectContext): Promise<string[]> {
+  const got = await ctx.manager('GET', '/v1/queues');
+  return (got.json as { queues: { name: string }[] }).queues.map((q) => q.name);
+}
+
+/** Manager routes (src/manager/api.ts, admin-api.ts, history-api.ts). */
+function managerRoutes(k: Known): fc.Arbitrary<Case>[] {
+  const table = nameArb(k.tables);
+  const queue = nameArb(k.queues);
+  const m = 'manager' as const;
+  const fuzzRow = fc.oneof(
+    fc.string({ maxLength: 12 }),
+    fc.constantFrom('', '\u0000', 'é', 'x'.repeat(5000)),
+  );
+  const row = fuzzRow.map((s) => `~fuzz:${s}`);
+  const cell = fields({ row, col: fc.string({ maxLength: 8 }), value: fc.string({ maxLength: 40 }) });
+  const condition = fields({
+    op: fc.constantFrom('equals', 'absent', 'present', 'noColumnWithPrefix', 'nope'),
+    row,
+    col: fc.string({ maxLength: 8 }),
+    value: fc.string({ maxLength: 8 }),
+    prefix: fc.string({ maxLength: 4 }),
+  });
+  return [
+    route('GET /v1/ping', fc.constant({ target: m, method: 'GET', path: '/v1/ping' })),
+    route('GET /v1/status', fc.constant({ target: m, method: 'GET', path: '/v1/status' })),
+    route(
+      'POST /v1/meta/scan',
+      fields({
+        start: fc.string({ maxLength: 6 }),
+        end: fc.string({ maxLength: 6 }),
+        prefix: fc.string({ maxLength: 6 }),
+        colPrefix: fc.string({ maxLength: 4 }),
+        limit: numberArb,
+        after: fields({ row: fc.string({ maxLength: 6 }), col: fc.string({ maxLength: 4 }) }),
+      }).map((body) => ({ target: m, method: 'POST', path: '/v1/meta/scan', body })),
+    ),
+    route(
+      'POST /v1/meta/mutate',
+      fields({
+        mutations: fc.array(
+          fields({
+            conditions: fc.array(condition, { maxLength: 2 }),
+            puts: fc.array(cell, { maxLength: 2 }),
+            deletes: fc.array(fields({ row, col: fc.string({ maxLength: 8 }) }), { maxLength: 2 }),
+            deleteRows: fc.array(row, { maxLength: 2 }),
+          }),
+          { maxLength: 3 },
+        ),
+        fence: fields({ server: fc.string({ maxLength: 20 }), session: fc.string({ maxLength: 20 }) }),
+      }).map((body) => ({ target: m, method: 'POST', path: '/v1/meta/mutate', body })),
+    ),
+    route(
+      'POST /v1/meta/row',
+      fields({ row: fc.oneof(row, fc.constantFrom(...k.tablets, ''), fc.string()) }).map((body) => ({
+        target: m,
+        method: 'POST',
+        path: '/v1/meta/row',
+        body,
+      })),
+    ),
+    route(
+      'POST /v1/tables',
+      fc
+        .tuple(
+          fields({
+            name: table,
+            splits: fc.array(fc.oneof(fc.constantFrom('a', 'm', 'z', 'm'), fc.string({ maxLength: 4 })), {
+              maxLength: 4,
+            }),
+            splitsHex: fc.array(
+              fc.oneof(fc.stringMatching(/^([0-9a-f]{2}){1,3}$/), fc.string({ maxLength: 4 })),
+              {
+                maxLength: 2,
+              },
+            ),
+            config: tableConfigArb(k.queues),
+          }),
+          requestIdQuery,
+        )
+        .map(([body, q]) => ({
+          target: m,
+          method: 'POST',
+          path: `/v1/tables${q}`,
+          body,
+          effect: async (answer, ctx) => {
+            const a = answer as { name: string; config: unknown };
+            return tableIs(ctx, a.name, a.config);
+          },
+        })),
+    ),
+    route('GET /v1/tables', fc.constant({ target: m, method: 'GET', path: '/v1/tables' })),
+    route(
+      'GET /v1/tables/:name',
+      table.map((n) => ({ target: m, method: 'GET', path: `/v1/tables/${enc(n)}` })),
+    ),
+    route(
+      'POST /v1/tables/:name/config',
+      fc.tuple(table, fields({ config: tableConfigArb(k.queues) }), requestIdQuery).map(([n, body, q]) => ({
+        target: m,
+        method: 'POST',
+        path: `/v1/tables/${enc(n)}/config${q}`,
+        body,
+        effect: async (answer, ctx) => tableIs(ctx, n, (answer as { config: unknown }).config),
+      })),
+    ),
+    route(
+      'DELETE /v1/tables/:name',
+      fc.tuple(table, requestIdQuery).map(([n, q]) => ({
+        target: m,
+        method: 'DELETE',
+        path: `/v1/tables/${enc(n)}${q}`,
+        effect: async (_answer, ctx) => {
+          const got = await ctx.manager('GET', `/v1/tables/${enc(n)}`);
+          return got.status === 404 ? null : `table ${n} is still there after its deletion (${got.status})`;
+        },
+      })),
+    ),
+    route(
+      'POST /v1/queues/next',
+      fields({
+        queueId: fc.oneof(fc.stringMatching(/^[0-9a-z]{4}$/), fc.string({ maxLength: 6 })),
+        bins: numberArb,
+        startBin: numberArb,
+        waitMs: fc.oneof(fc.constantFrom(0, 1, 100), numberArb),
+      }).map((body) => ({ target: m, method: 'POST', path: '/v1/queues/next', body, holds: true })),
+    ),
+    route('GET /v1/tservers', fc.constant({ target: m, method: 'GET', path: '/v1/tservers' })),
+    route('POST /v1/gc/run', fc.constant({ target: m, method: 'POST', path: '/v1/gc/run', body: {} })),
+    route(
+      'POST /v1/queues',
+      fc.tuple(fields({ name: queue, bins: numberArb }), requestIdQuery).map(([body, q]) => ({
+        target: m,
+        method: 'POST',
+        path: `/v1/queues${q}`,
+        body,
+        effect: async (answer, ctx) => {
+          const name = (answer as { name: string }).name;
+          return (await queueNames(ctx)).includes(name)
+            ? null
+            : `queue ${name} is not listed after its creation`;
+        },
+      })),
+    ),
+    route('GET /v1/queues', fc.constant({ target: m, method: 'GET', path: '/v1/queues' })),
+    route(
+      'GET /v1/queues/:name',
+      queue.map((n) => ({ target: m, method: 'GET', path: `/v1/queues/${enc(n)}` })),
+    ),
+    route(
+      'DELETE /v1/queues/:name',
+      fc
+        .tuple(queue, fc.constantFrom('', 'force=true', 'force=false', 'force=yes'), requestIdQuery)
+        .map(([n, force, q]) => ({
+          target: m,
+          method: 'DELETE',
+          path: `/v1/queues/${enc(n)}${q}${force ? `${q ? '&' : '?'}${force}` : ''}`,
+          effect: async (_answer, ctx) =>
+            (await queueNames(ctx)).includes(n) ? `queue ${n} is still listed after its deletion` : null,
+        })),
+    ),
+    route(
+      'GET /v1/compactors',
+      fc.option(queue).map((n) => ({
+        target: m,
+        method: 'GET',
+        path: `/v1/compactors${n === null ? '' : `?queue=${enc(n)}`}`,
+      })),
+    ),
+    route(
+      'GET /v1/compactions',
+      fc
+        .tuple(
+          fc.option(queue),
+          fc.option(table),
+          fc.option(fc.constantFrom('running', 'parked', 'done', '')),
+        )
+        .map(([q, t, s]) => {
+          const params = [
+            q === null ? '' : `queue=${enc(q)}`,
+            t === null ? '' : `table=${enc(t)}`,
+            s === null ? '' : `state=${enc(s)}`,
+          ].filter(Boolean);
+          return {
+            target: m,
+            method: 'GET',
+            path: `/v1/compactions${params.length ? `?${params.join('&')}` : ''}`,
+          };
+        }),
+    ),
+    route(
+      'GET /v1/compactions/history',
+      fc
+        .record(
+          {
+            since: fc.oneof(numberArb.map(String), fc.string({ maxLength: 6 })),
+            table,
+            queue: fc.oneof(fc.stringMatching(/^[0-9a-z]{4}$/), fc.string({ maxLength: 5 })),
+            outcome: fc.constantFrom('committed', 'cancelled', 'x'),
+            limit: fc.oneof(numberArb.map(String), fc.string({ maxLength: 4 })),
+            before: ulidArb,
+          },
+          { requiredKeys: [] },
+        )
+        .map((params) => {
+          const q = Object.entries(params).map(([key, v]) => `${key}=${enc(String(v))}`);
+          return {
+            target: m,
+            method: 'GET',
+            path: `/v1/compactions/history${q.length ? `?${q.join('&')}` : ''}`,
+          };
+        }),
+    ),
+    route(
+      'POST /v1/compactions/:ecid/cancel',
+      ulidArb.map((id) => ({
+        target: m,
+        method: 'POST',
+        path: `/v1/compactions/${enc(id)}/cancel`,
+        body: {},
+      })),
+    ),
+    route(
+      'POST /v1/compactions/release',
+      fc
+        .tuple(fields({ id: fc.oneof(ulidArb, fc.string({ maxLength: 8 })), table }), requestIdQuery)
+        .map(([body, q]) => ({ target: m, method: 'POST', path: `/v1/compactions/release${q}`, body })),
+    ),
+    route(
+      'POST /v1/tables/:name/compact',
+      fc
+        .tuple(
+          table,
+          fields({
+            startRow: fc.oneof(fc.constantFrom('a', 'm', 'z', ''), fc.string({ maxLength: 4 })),
+            endRow: fc.oneof(fc.constantFrom('a', 'm', 'z', ''), fc.string({ maxLength: 4 })),
+            filters: fc.oneof(fc.array(filterArb, { maxLength: 3 }), anyJson),
+          }),
+          requestIdQuery,
+        )
+        .map(([n, body, q]) => ({
+          target: m,
+          method: 'POST',
+          path: `/v1/tables/${enc(n)}/compact${q}`,
+          body,
+          effect: async (answer) => {
+            const a = answer as { id?: unknown; tablets?: unknown };
+            return typeof a.id === 'string' && Array.isArray(a.tablets)
+              ? null
+              : `answer ${JSON.stringify(answer)}`;
+          },
+        })),
+    ),
+    route('GET /v1/check', fc.constant({ target: m, method: 'GET', path: '/v1/check' })),
+    route(
+      'GET /v1/tables/:name/compactions/:id',
+      fc.tuple(table, ulidArb).map(([n, id]) => ({
+        target: m,
+        method: 'GET',
+        path: `/v1/tables/${enc(n)}/compactions/${enc(id)}`,
+      })),
+    ),
+  ];
+}
+
+/** Tablet server routes (src/tserver/api.ts) and the compactor's status route. */
+function workerRoutes(k: Known): fc.Arbitrary<Case>[] {
+  const t = 'tserver' as const;
+  const tablet = fc.oneof(
+    { weight: 3, arbitrary: k.tablets.length > 0 ? fc.constantFrom(...k.tablets) : fc.constant('0001<') },
+    { weight: 1, arbitrary: fc.oneof(fc.string({ maxLength: 12 }), wrongArb) },
+  );
+  const compactor = fc.oneof(
+    k.compactors.length > 0 ? fc.constantFrom(...k.compactors) : fc.constant('/c'),
+    fc.string({ maxLength: 20 }),
+    fc.constant(`${k.compactors[0]?.replace(/\/[^/]*$/, '') ?? ''}/c-0000000999`),
+  );
+  const ecid = ulidArb;
+  const post = (path: string, body: fc.Arbitrary<Record<string, unknown>>, holds = false) =>
+    route(
+      `POST ${path}`,
+      body.map((b) => ({ target: t, method: 'POST' as const, path, body: b, holds })),
+    );
+  const entry = fields({
+    row: bytesArb,
+    family: bytesArb,
+    qualifier: bytesArb,
+    value: fc.oneof(fc.string({ maxLength: 20 }), anyJson),
+    timestamp: numberArb,
+    delete: fc.boolean(),
+  });
+  return [
+    route('GET /v1/status', fc.constant({ target: t, method: 'GET', path: '/v1/status' })),
+    route(
+      'GET /v1/status (compactor)',
+      fc.constant({ target: 'compactor', method: 'GET', path: '/v1/status' }),
+    ),
+    post(
+      '/v1/tablets/load',
+      fields({ tablet, session: fc.oneof(fc.constant(k.tserverSession), fc.string()) }),
+    ),
+    post('/v1/tablets/unload', fields({ tablet })),
+    post(
+      '/v1/tablets/refresh',
+      fields({ tablet, tableId: fc.oneof(fc.constantFrom('0001', '0002'), fc.string()) }),
+    ),
+    post(
+      '/v1/ingest',
+      fields({
+        tablet,
+        entries: fc.array(entry, { maxLength: 3 }),
+        batch: fc.oneof(fc.ulid(), fc.string({ maxLength: 10 })),
+      }),
+    ),
+    post(
+      '/v1/scan',
+      fields({
+        tablet,
+        startRow: bytesArb,
+        endRow: bytesArb,
+        afterRow: bytesArb,
+        limit: numberArb,
+        filters: fc.array(filterArb, { maxLength: 2 }),
+      }),
+    ),
+    post(
+      '/v1/reserve',
+      fields({
+        tablet,
+        queueId: fc.oneof(fc.stringMatching(/^[0-9a-z]{4}$/), fc.string({ maxLength: 5 })),
+        compactor,
+        requestId: ecid,
+      }),
+    ),
+    post(
+      '/v1/commit',
+      fields({
+        tablet,
+        ecid,
+        compactor,
+        output: fc.oneof(fc.constant(null), fields({ size: numberArb, entries: numberArb })),
+      }),
+    ),
+    post(
+      '/v1/progress',
+      fields({
+        tablet,
+        ecid,
+        compactor,
+        progress: fields({
+          entriesRead: numberArb,
+          entriesWritten: numberArb,
+          bytesRead: numberArb,
+          bytesWritten: numberArb,
+        }),
+      }),
+    ),
+    post(
+      '/v1/fail',
+      fields({ tablet, ecid, compactor, error: fc.oneof(fc.string(), fc.constant('e'.repeat(5000))) }),
+    ),
+    post('/v1/release', fields({ tablet, ecid, compactor })),
+    post('/v1/cancel', fields({ tablet, ecid })),
+    post('/v1/link', fields({ compactor }), true),
+  ];
+}
+
+/** One request to any route: mostly structured bodies, sometimes any JSON or bytes that are not JSON. */
+export function caseArb(k: Known): fc.Arbitrary<Case> {
+  const routes = [...managerRoutes(k), ...workerRoutes(k)];
+  const structured = fc.oneof(...routes);
+  return fc.oneof(
+    { weight: 12, arbitrary: structured },
+    {
+      weight: 1,
+      arbitrary: fc.tuple(structured, anyJson).map(([c, body]) => ({ ...c, body, effect: undefined })),
+    },
+    {
+      weight: 1,
+      arbitrary: fc
+        .tuple(structured, fc.constantFrom('{', 'nul', '{"a":1}{', '\u0000', '[1,2', '{"__proto__":{"x":1}}'))
+        .map(([c, raw]) => ({ ...c, body: undefined, raw, effect: undefined })),
+    },
+  );
+}
