@@ -145,6 +145,12 @@ export const SETTINGS = {
     7 * 86_400_000,
     'How long the manager keeps the record of how each compaction ended (admin compactions history).',
   ),
+  outcomeMaxRows: setting(
+    'EXC_OUTCOME_MAX_ROWS',
+    int(1_000, 10_000_000),
+    200_000,
+    'At most this many compaction outcomes are kept (the oldest go first); their counts are kept for ever.',
+  ),
   compactorLinkGraceMs: setting(
     'EXC_COMPACTOR_LINK_GRACE_MS',
     int(0, 60_000),

@@ -4,14 +4,14 @@
  */
 import type { Command } from 'commander';
 import { ExcError } from '../errors.js';
-import type { HistoryAnswer } from '../meta/outcomes.js';
+import type { HistoryAnswer, Outcome } from '../meta/outcomes.js';
 import { parseDuration } from '../meta/table-config.js';
 import type { CompactorView, ParkedCompaction, RunningCompaction } from '../meta/views.js';
 import { examples, printCompactors, printParked, printRunning, type JsonFlag } from './admin-common.js';
 import { withCluster } from './connect.js';
 import { action } from './exit.js';
 import { intOption } from './flags.js';
-import { age, printJson, printTable } from './format.js';
+import { age, bytes, printJson, printTable } from './format.js';
 
 export function registerCompactors(admin: Command): void {
   admin
@@ -86,7 +86,9 @@ export function registerCompactions(admin: Command): void {
 
   compactions
     .command('history')
-    .description('How compactions ended: committed, or cancelled and why (newest first).')
+    .description(
+      'How compactions ended: committed, failed or cancelled and why, with durations, bytes and errors (newest first).',
+    )
     .option('--since <duration>', 'only those reserved this long ago or later (e.g. 30m, 12h, 7d)', '1h')
     .option('--table <name>', 'only this table')
     .option('--queue <name>', 'only this queue')
@@ -135,16 +137,31 @@ export function registerCompactions(admin: Command): void {
           );
           const now = Date.now();
           printTable(
-            ['ECID', 'TABLE', 'TABLET', 'OUTCOME', 'REASON', 'ENDED', 'RAN', 'COMPACTOR'],
+            [
+              'ECID',
+              'TABLE',
+              'TABLET',
+              'KIND',
+              'OUTCOME',
+              'REASON',
+              'ENDED',
+              'RAN',
+              'BYTES',
+              'COMPACTOR',
+              'ERROR',
+            ],
             answer.outcomes.map((o) => [
               o.ecid,
               o.table,
               o.tablet,
+              o.kind,
               o.outcome,
               o.reason ?? '',
               `${age(now - o.at)} ago`,
               age(o.at - o.reservedAt),
+              o.inputBytes === undefined ? '' : `${bytes(o.inputBytes)}->${bytes(o.outputBytes ?? 0)}`,
               o.compactor.split('/').pop(),
+              o.error?.replace(/\s+/g, ' ').slice(0, 60) ?? '',
             ]),
           );
         },
@@ -159,9 +176,37 @@ export function registerCompactions(admin: Command): void {
     .action(
       action(async (ecid: string, _opts: unknown, cmd: Command) => {
         const result = await withCluster(cmd, (c) =>
-          c.meta.call<{ cancelled: boolean }>('POST', `/v1/compactions/${encodeURIComponent(ecid)}/cancel`),
+          c.meta.call<{ cancelled: boolean; ended?: Pick<Outcome, 'outcome' | 'reason' | 'error' | 'at'> }>(
+            'POST',
+            `/v1/compactions/${encodeURIComponent(ecid)}/cancel`,
+          ),
         );
-        process.stdout.write(result.cancelled ? `cancelled ${ecid}\n` : `${ecid} had already ended\n`);
+        // An ended compaction is an answer, not an error (exit 0): how it ended.
+        if (result.cancelled) return void process.stdout.write(`cancelled ${ecid}\n`);
+        const { howEnded } = await import('./admin-follow.js');
+        process.stdout.write(
+          `${ecid} had already ended${result.ended ? `: ${howEnded(result.ended)}` : ''}\n`,
+        );
+      }),
+    );
+
+  compactions
+    .command('status')
+    .description('Where a user compaction (`admin table compact`) stands on each tablet, and how it ended.')
+    .argument('<id>', 'the id `admin table compact` printed')
+    .option('--wait', 'show progress and return when every tablet is done (re-attaches to any compaction)')
+    .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      examples([
+        'excompact admin compactions status 01HZY3Q6W4M3V6Q7B2G8N5T0RZ',
+        'excompact admin compactions status 01HZY3Q6W4M3V6Q7B2G8N5T0RZ --wait',
+      ]),
+    )
+    .action(
+      action(async (id: string, opts: JsonFlag & { wait?: boolean }, cmd: Command) => {
+        const { followUserCompaction } = await import('./admin-follow.js');
+        await withCluster(cmd, (c) => followUserCompaction(c, id, opts));
       }),
     );
 

@@ -203,7 +203,8 @@ ${examples([
               if (opts.json) printJson(started);
               else
                 process.stdout.write(
-                  `compaction ${started.id} requested for ${started.tablets.length} tablet(s)\n`,
+                  `compaction ${started.id} requested for ${started.tablets.length} tablet(s)\n` +
+                    `follow it with: excompact admin compactions status ${started.id} --wait\n`,
                 );
               return;
             }

@@ -17,6 +17,7 @@ import { Assigner } from './assignment.js';
 import { CommitQueue } from './commit-queue.js';
 import { GarbageCollector, type GcObjectStore } from './gc.js';
 import { LiveTservers } from './live-tservers.js';
+import { OutcomeCounts } from './outcome-counts.js';
 import { Tables } from './tables.js';
 import { WorkFinder } from './work-finder.js';
 
@@ -28,6 +29,7 @@ export interface ActiveContext {
   gcGraceMs: number;
   gcIntervalMs: number;
   outcomeRetentionMs: number;
+  outcomeMaxRows?: number;
   assignIntervalMs?: number;
   peers: PeerClients;
   log: Logger;
@@ -44,6 +46,8 @@ export interface ActiveContext {
 export type ActiveManager = ActiveParts & {
   assigner: Assigner;
   writer: WorkerWriter;
+  /** How many compactions ended, and how, from the durable rows (exported as metrics). */
+  outcomes: OutcomeCounts;
   /** Stops everything at once; the garbage collector first (a fenced manager must delete nothing more). */
   stop(): Promise<void>;
 };
@@ -95,6 +99,8 @@ function serve(
     ctx.onFenced,
   );
   const tables = new Tables(store, commits, ctx.checkQueues, log);
+  const outcomes = new OutcomeCounts(store, commits, ctx.outcomeRetentionMs);
+  outcomes.start();
   const assigner = new Assigner(
     store,
     commits,
@@ -113,6 +119,8 @@ function serve(
           graceMs: ctx.gcGraceMs,
           intervalMs: ctx.gcIntervalMs,
           outcomeRetentionMs: ctx.outcomeRetentionMs,
+          ...(ctx.outcomeMaxRows === undefined ? {} : { outcomeMaxRows: ctx.outcomeMaxRows }),
+          foldOutcomes: (rows) => outcomes.foldMutation(rows),
           epoch,
         },
         log,
@@ -146,9 +154,11 @@ function serve(
     work: new WorkFinder(store, commits),
     assigner,
     writer,
+    outcomes,
     stop: () =>
       (stopping ??= runShutdownSteps(log, [
         ['garbage collector', () => gc?.stop()],
+        ['outcome counts', () => outcomes.stop()],
         ['assignment', () => assigner.stop()],
         ['tablet server watch', () => live.stop()],
         ['metadata store', () => store.close()],

@@ -15,6 +15,7 @@ import { COL_OUTCOME, doneRow, parseOutcome } from '../meta/outcomes.js';
 import { MAX_BINS, parseQueueRow, prefixEnd, queueEntryTablet, queuePrefix } from '../meta/keys.js';
 import { compactCol, failedCol, isParked, type TabletMeta } from '../meta/tablet.js';
 import type { Mutation } from '../meta/types.js';
+import { COL_REQUEST, userCompactionRow, type UserCompactionRecord } from '../meta/user-compactions.js';
 import { createQueue, deleteQueue, listQueues, resolveQueue, type QueueInfo } from '../queue/registry.js';
 import type { PeerClients } from '../rpc/peers.js';
 import type { RpcServer } from '../rpc/server.js';
@@ -224,9 +225,17 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     const found = allTablets(p).find((t) => t.reservations.has(ecid));
     if (!found) {
       // Idempotent by its outcome: a repeat of a cancel whose answer was lost finds the compaction ended,
-      // and answers as the first did.
+      // and answers as the first did. Either way the answer says how it ended.
       const outcome = parseOutcome(p.store.get(doneRow(ecid), COL_OUTCOME) ?? '');
-      if (outcome) return { cancelled: outcome.outcome === 'cancelled' && outcome.reason === 'admin' };
+      if (outcome) {
+        const { reason, error, at } = outcome;
+        // Cancelled by an admin: the answer the cancel that did it gave.
+        if (outcome.outcome === 'cancelled' && reason === 'admin') return { cancelled: true };
+        return {
+          cancelled: false,
+          ended: { outcome: outcome.outcome, at, ...(reason ? { reason } : {}), ...(error ? { error } : {}) },
+        };
+      }
       throw new ExcError('NOT_FOUND', `no running compaction ${ecid}`, { details: { ecid } });
     }
     if (!found.loc)
@@ -318,9 +327,20 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
         ],
         puts: [{ row: t.row, col: compactCol(id), value: request }],
       }));
-      if (requestId)
-        mutations.push({ conditions: [unanswered(requestId)], puts: [answerCell(requestId, answer)] });
-      const results = mutations.length === 0 ? [] : await p.commits.submit({ mutations });
+      // Its record, to follow it by id later (admin compactions status); with the answer when there is one.
+      const record: UserCompactionRecord = {
+        tableId: table.id,
+        table: name,
+        tablets: answer.tablets,
+        filters,
+        requestedAt: Date.now(),
+      };
+      const recordCell = { row: userCompactionRow(id), col: COL_REQUEST, value: JSON.stringify(record) };
+      mutations.push({
+        conditions: requestId ? [unanswered(requestId)] : [],
+        puts: [...(requestId ? [answerCell(requestId, answer)] : []), recordCell],
+      });
+      const results = await p.commits.submit({ mutations });
       if (requestId && !results.at(-1)?.applied) return answerOf<UserCompaction>(p.store, requestId)!;
       for (const t of chosen) p.notifyTservers({ tablet: t.row });
       p.log.info(

@@ -30,11 +30,13 @@
 import type { Logger } from '../log.js';
 import { ALL_TABLETS } from '../meta/keys.js';
 import { DONE_PREFIX } from '../meta/outcomes.js';
+import { UCOMP_PREFIX } from '../meta/user-compactions.js';
 import { TABLES_PREFIX } from '../meta/paths.js';
 import { ulidTime } from '../ids.js';
 import type { MetaStore } from '../meta/store.js';
 import type { TemporaryInfo } from '../storage/object-store.js';
 import { ExcError, describeError } from '../errors.js';
+import type { Mutation } from '../meta/types.js';
 import type { CommitQueue } from './commit-queue.js';
 import {
   claimMutation,
@@ -107,6 +109,13 @@ export interface GcOptions {
   sweepEvery?: number;
   /** Trim compaction outcome rows older than this (default: keep them). */
   outcomeRetentionMs?: number;
+  /** Keep at most this many outcome rows: the oldest beyond it are trimmed too (default: no limit). */
+  outcomeMaxRows?: number;
+  /**
+   * The mutation that trims outcome rows, folding their counts into the durable totals (outcome-counts.ts);
+   * default: just delete them.
+   */
+  foldOutcomes?: (rows: readonly string[]) => Mutation;
   /** Files claimed, then deleted, per batch (default 100). */
   batchSize?: number;
   /** Deletes in flight at once (default 8). */
@@ -210,7 +219,9 @@ export class GarbageCollector {
     }
     if (deleted > 0) this.log.info({ deleted }, 'garbage collected files');
     this.checkFence(signal);
-    await this.trimRows(this.expiredOutcomes());
+    const fold = this.options.foldOutcomes;
+    await this.trimRows(this.expiredOutcomes(DONE_PREFIX, this.options.outcomeMaxRows), fold);
+    await this.trimRows(this.expiredOutcomes(UCOMP_PREFIX, this.options.outcomeMaxRows));
     await this.trimRows(expiredRequests(this.store, Date.now()));
     this.stats.cycles++;
     this.stats.lastCycleAt = Date.now();
@@ -304,22 +315,30 @@ export class GarbageCollector {
     throw err;
   }
 
-  /** Outcome rows past their retention (ULIDs start with their time, so the old ones come first). */
-  private expiredOutcomes(): string[] {
+  /**
+   * Outcome rows (or user compaction records) past their retention, and the oldest beyond `maxRows`
+   * (ULIDs start with their time, so the old ones come first).
+   */
+  private expiredOutcomes(prefix: string, maxRows?: number): string[] {
     const retention = this.options.outcomeRetentionMs;
-    if (retention === undefined) return [];
-    const cutoff = Date.now() - retention;
-    const old: string[] = [];
-    for (const row of this.store.scanRows({ prefix: DONE_PREFIX })) {
-      if (ulidTime(row.row.slice(DONE_PREFIX.length)) >= cutoff) break;
-      old.push(row.row);
+    if (retention === undefined && maxRows === undefined) return [];
+    const cutoff = retention === undefined ? -Infinity : Date.now() - retention;
+    const all: string[] = [];
+    let old = 0;
+    for (const row of this.store.scanRows({ prefix })) {
+      if (ulidTime(row.row.slice(prefix.length)) < cutoff) old++;
+      else if (maxRows === undefined) break;
+      all.push(row.row);
     }
-    return old;
+    return all.slice(0, Math.max(old, maxRows === undefined ? 0 : all.length - maxRows));
   }
 
-  private async trimRows(rows: string[]): Promise<void> {
+  private async trimRows(
+    rows: string[],
+    mutation: (rows: readonly string[]) => Mutation = (batch) => ({ deleteRows: [...batch] }),
+  ): Promise<void> {
     for (let i = 0; i < rows.length; i += 1_000) {
-      await this.commits.submit({ mutations: [{ deleteRows: rows.slice(i, i + 1_000) }] });
+      await this.commits.submit({ mutations: [mutation(rows.slice(i, i + 1_000))] });
     }
   }
 

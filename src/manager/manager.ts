@@ -38,6 +38,8 @@ import type { RpcServer } from '../rpc/server.js';
 import { ZkLayout, ensureLayout, type ZkSession } from '../zk/index.js';
 import { registerAdminApi } from './admin-api.js';
 import { registerHistoryApi } from './history-api.js';
+import { registerOutcomeMetrics } from './outcome-counts.js';
+import { registerUserCompactionApi } from './user-compaction-api.js';
 import { activate, type ActiveManager } from './active.js';
 import { registerManagerApi, type ActiveParts } from './api.js';
 import { becomeManager } from './election.js';
@@ -63,6 +65,8 @@ export interface ManagerOptions extends ServerOptions {
   gcIntervalMs: number;
   /** Keep compaction outcome rows (`~done:`) this long. */
   outcomeRetentionMs: number;
+  /** Keep at most this many outcome rows (the oldest are trimmed first). */
+  outcomeMaxRows?: number;
   assignIntervalMs?: number;
 }
 
@@ -141,6 +145,14 @@ export class Manager extends EventEmitter<Events> {
       () => this.active?.work.waiting(),
       'queue',
     );
+    registerOutcomeMetrics(
+      registry,
+      () => this.active?.outcomes,
+      async () => {
+        const { map } = await readQueueMap(this.session!, this.layout);
+        return new Map([...map].map(([name, id]) => [id, name]));
+      },
+    );
     gaugeOf(registry, 'excompact_manager_active', '1 when this manager is the active one', () =>
       this.state === 'active' ? 1 : 0,
     );
@@ -155,6 +167,12 @@ export class Manager extends EventEmitter<Events> {
       () => this.status(),
     );
     registerHistoryApi(this.server, () => this.parts());
+    registerUserCompactionApi(this.server, () => ({
+      ...this.parts(),
+      session: this.session!,
+      layout: this.layout,
+      log: this.log,
+    }));
     registerAdminApi(this.server, () => ({
       ...this.parts(),
       session: this.session!,
@@ -232,6 +250,7 @@ export class Manager extends EventEmitter<Events> {
         gcGraceMs: this.options.gcGraceMs,
         gcIntervalMs: this.options.gcIntervalMs,
         outcomeRetentionMs: this.options.outcomeRetentionMs,
+        ...(this.options.outcomeMaxRows === undefined ? {} : { outcomeMaxRows: this.options.outcomeMaxRows }),
         assignIntervalMs: this.options.assignIntervalMs,
         peers: this.peers,
         log: this.log,

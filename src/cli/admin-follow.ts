@@ -1,0 +1,76 @@
+/**
+ * Following a user compaction by its id (`admin compactions status <id> [--wait]`): where it stands on
+ * each tablet, and, with `--wait`, progress until every tablet is done — from any shell, at any time
+ * after `admin table compact` printed the id (while the manager keeps its record).
+ */
+import type { Outcome } from '../meta/outcomes.js';
+import type { UserCompactionStatus } from '../meta/user-compactions.js';
+import { sleep } from '../retry.js';
+import type { Cluster } from './connect.js';
+import { age, bytes, printJson, printTable } from './format.js';
+
+/** Polls the status until done (with `wait`), then prints it. */
+export async function followUserCompaction(
+  c: Cluster,
+  id: string,
+  opts: { wait?: boolean; json?: boolean },
+): Promise<UserCompactionStatus> {
+  const tty = process.stderr.isTTY;
+  for (;;) {
+    const status = await c.meta.call<UserCompactionStatus>(
+      'GET',
+      `/v1/user-compactions/${encodeURIComponent(id)}`,
+    );
+    if (!opts.wait || status.done) {
+      if (opts.wait && tty) process.stderr.write('\n');
+      if (opts.json) printJson(status);
+      else printStatus(status);
+      return status;
+    }
+    if (tty) process.stderr.write(`\r${summary(status)}`);
+    await sleep(500);
+  }
+}
+
+function summary(s: UserCompactionStatus): string {
+  const done = s.tablets.filter((t) => t.state === 'done' || t.state === 'gone').length;
+  return `user compaction ${s.id} of ${s.table}: ${done}/${s.tablets.length} tablets done`;
+}
+
+function printStatus(s: UserCompactionStatus): void {
+  const now = Date.now();
+  const filters = s.filters.map(
+    (f) => `${f.name}${f.options === undefined ? '' : JSON.stringify(f.options)}`,
+  );
+  process.stdout.write(
+    `${summary(s)}${s.done ? ' (finished)' : ''}\n` +
+      `${s.requestedAt ? `requested ${age(now - s.requestedAt)} ago` : 'requested'}, filters: ${filters.join(' ') || 'none'}\n\n`,
+  );
+  printTable(
+    ['TABLET', 'STATE', 'ECID', 'PROGRESS', 'RAN', 'OUTPUT', 'FAILED', 'NOTE'],
+    s.tablets.map((t) => [
+      t.tablet,
+      t.state === 'done' && !t.ecid ? 'done (no files)' : t.state,
+      t.ecid,
+      t.state === 'running' ? `${bytes(t.bytesRead ?? 0)}/${bytes(t.inputBytes ?? 0)}` : null,
+      t.ranMs === undefined ? null : age(t.ranMs),
+      t.outputBytes === undefined ? null : bytes(t.outputBytes),
+      t.failedAttempts || null,
+      [
+        t.coalescedWith ? `with ${t.coalescedWith.join(', ')}` : '',
+        t.lastError ? `last error: ${t.lastError.slice(0, 80)}` : '',
+      ]
+        .filter(Boolean)
+        .join('; '),
+    ]),
+  );
+}
+
+/** How an ended compaction ended, in words: committed, failed (with its error) or cancelled (and why). */
+export function howEnded(o: Pick<Outcome, 'outcome' | 'reason' | 'error' | 'at'>): string {
+  const when = `${age(Date.now() - o.at)} ago`;
+  if (o.outcome === 'committed') return `committed ${when}`;
+  if (o.reason === 'failed' || o.reason === 'stalled')
+    return `failed ${when}${o.error ? `: ${o.error.slice(0, 200)}` : ` (${o.reason})`}`;
+  return `cancelled ${when} (${o.reason ?? 'unknown'})`;
+}

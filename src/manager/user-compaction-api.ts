@@ -1,0 +1,131 @@
+/**
+ * `GET /v1/user-compactions/:id`: where a user compaction (`admin table compact`) stands on each of its
+ * tablets — pending, selected, running (with progress), done (with the job that committed it) — from the
+ * tablets' rows, its record (`~ucomp:<id>`) and the outcome rows of the jobs that name it. Works for as
+ * long as those are kept (`EXC_OUTCOME_RETENTION_MS`), so a compaction can be followed (`--wait`) by its
+ * id long after it was requested, by another admin, after any restart.
+ */
+import { z } from 'zod';
+import { ExcError } from '../errors.js';
+import { DONE_PREFIX, parseOutcome, type Outcome } from '../meta/outcomes.js';
+import type { MetaStore } from '../meta/store.js';
+import { parseTablet, type TabletMeta } from '../meta/tablet.js';
+import {
+  COL_REQUEST,
+  parseUserCompactionRecord,
+  userCompactionRow,
+  type TabletCompactionStatus,
+  type UserCompactionStatus,
+} from '../meta/user-compactions.js';
+import { satisfiedBy } from '../queue/selection.js';
+import type { RpcServer } from '../rpc/server.js';
+import { parseInput } from '../validate.js';
+import { allTablets } from './admin-views.js';
+import type { ViewSources } from './admin-views.js';
+
+const params = z.object({ id: z.string().regex(/^[0-9A-Z]{26}$/, 'expected a user compaction id') });
+
+export function registerUserCompactionApi(server: RpcServer, parts: () => ViewSources): void {
+  server.route('GET', '/user-compactions/:id', {}, ({ params: raw }) => {
+    const p = parts();
+    const { id } = parseInput(params, raw, 'path');
+    return userCompactionStatus(p, id);
+  });
+}
+
+export function userCompactionStatus(p: ViewSources, id: string): UserCompactionStatus {
+  const { store } = p;
+  const record = parseUserCompactionRecord(store.get(userCompactionRow(id), COL_REQUEST));
+  let rows: string[];
+  let table: string;
+  if (record) {
+    rows = record.tablets;
+    table = p.tables.getById(record.tableId)?.name ?? record.table;
+  } else {
+    // Requested before records were kept: the tablets still holding the request are all there is.
+    const holding = allTablets(p).filter((t) => t.userCompactions.has(id));
+    if (holding.length === 0)
+      throw new ExcError('NOT_FOUND', `no user compaction ${id} (or it ended too long ago)`, {
+        details: { id },
+      });
+    rows = holding.map((t) => t.row);
+    table = p.tables.getById(holding[0]!.tableId)?.name ?? holding[0]!.tableId;
+  }
+  const outcomes = outcomesOf(store, id);
+  const tablets = rows.map((row) => tabletStatus(store, row, id, outcomes.get(row)));
+  return {
+    id,
+    table,
+    filters: record?.filters ?? [],
+    requestedAt: record?.requestedAt ?? 0,
+    tablets,
+    done: tablets.every((t) => t.state === 'done' || t.state === 'gone'),
+  };
+}
+
+interface TabletOutcomes {
+  committed?: Outcome & { ecid: string };
+  failed: number;
+  lastError?: string;
+}
+
+/** The outcomes of the jobs that name `id`, by tablet (scanned from the request's time: ecids are later). */
+function outcomesOf(store: MetaStore, id: string): Map<string, TabletOutcomes> {
+  const byTablet = new Map<string, TabletOutcomes>();
+  for (const cell of store.scanAll({ prefix: DONE_PREFIX, start: `${DONE_PREFIX}${id.slice(0, 10)}` })) {
+    const o = parseOutcome(cell.value);
+    if (!o?.userCompactionIds?.includes(id)) continue;
+    const entry = byTablet.get(o.tablet) ?? { failed: 0 };
+    if (o.outcome === 'committed') entry.committed = { ...o, ecid: cell.row.slice(DONE_PREFIX.length) };
+    else {
+      entry.failed++;
+      entry.lastError = o.error ?? o.reason;
+    }
+    byTablet.set(o.tablet, entry);
+  }
+  return byTablet;
+}
+
+function tabletStatus(
+  store: MetaStore,
+  row: string,
+  id: string,
+  outcomes: TabletOutcomes | undefined,
+): TabletCompactionStatus {
+  const base = {
+    tablet: row,
+    failedAttempts: outcomes?.failed ?? 0,
+    ...(outcomes?.lastError === undefined ? {} : { lastError: outcomes.lastError }),
+  };
+  const cols = store.row(row);
+  const t: TabletMeta | undefined = cols.size === 0 ? undefined : parseTablet(row, cols);
+  if (t?.userCompactions.has(id)) {
+    for (const [ecid, r] of t.reservations) {
+      if (r.kind !== 'user' || !satisfiedBy(r).includes(id)) continue;
+      return {
+        ...base,
+        state: 'running',
+        ecid,
+        compactor: r.compactor,
+        bytesRead: t.progress.get(ecid)?.bytesRead ?? 0,
+        inputBytes: r.inputs.reduce((sum, f) => sum + (t.files.get(f)?.size ?? 0), 0),
+      };
+    }
+    return { ...base, state: t.selection?.ids.includes(id) ? 'selected' : 'pending' };
+  }
+  const c = outcomes?.committed;
+  if (c) {
+    const others = (c.userCompactionIds ?? []).filter((other) => other !== id);
+    return {
+      ...base,
+      state: 'done',
+      ecid: c.ecid,
+      compactor: c.compactor,
+      endedAt: c.at,
+      ranMs: c.at - c.reservedAt,
+      ...(c.outputBytes === undefined ? {} : { outputBytes: c.outputBytes }),
+      ...(others.length > 0 ? { coalescedWith: others } : {}),
+    };
+  }
+  return { ...base, state: t ? 'done' : 'gone' };
+}
