@@ -122,6 +122,11 @@ async function buildBase(): Promise<string> {
     .path(node.ca)
     .tag('base');
   if (await exists(tag)) return tag;
+  if (typeof process.getuid === 'function' && process.getuid() !== 0)
+    throw new ComposeTestError(
+      'UNAVAILABLE',
+      `building the base image ${tag} needs root (debootstrap, chroot)`,
+    );
   say(`building the base image ${tag}: debootstrap bookworm from ${mirror}, Node ${process.version}`);
   const work = mkdtempSync(join(tmpdir(), 'excompact-base-'));
   try {
@@ -233,13 +238,13 @@ export async function buildImages(root: string, full: boolean): Promise<Images> 
       hash.path(at(p));
     excompact = hash.tag('excompact');
     if (!(await exists(excompact))) {
-      say(`building ${excompact} with the repository's Dockerfile (npm ci, native build, tsc)`);
+      say(`building ${excompact} with the repository's Dockerfile (npm install, native build, tsc)`);
       await dockerBuild(excompact, root, base);
     }
   } else {
     const sqlite = at('node_modules/better-sqlite3/build/Release/better_sqlite3.node');
     if (!existsSync(at('dist/cli/main.js')) || !existsSync(sqlite))
-      throw new ComposeTestError('SETUP', 'build the project first: npm run build (and npm ci)');
+      throw new ComposeTestError('SETUP', 'build the project first: npm run setup && npm run build');
     const imageDir = at('test/compose/images/excompact');
     excompact = new Hasher()
       .text(base)
@@ -275,5 +280,21 @@ export async function buildImages(root: string, full: boolean): Promise<Images> 
       })((dir) => dockerBuild(excompact, dir, base));
     }
   }
-  return { base, zookeeper, s3, excompact };
+  const images = { base, zookeeper, s3, excompact };
+  await removeStale(Object.values(images));
+  return images;
+}
+
+/** Removes the test's images of earlier inputs (the cache keeps one version of each image). */
+async function removeStale(current: string[]): Promise<void> {
+  const { stdout } = await run('docker', [
+    'images',
+    '--format',
+    '{{.Repository}}:{{.Tag}}',
+    'excompact-test/*',
+  ]);
+  const stale = stdout.split('\n').filter((tag) => tag && !current.includes(tag) && !tag.endsWith(':<none>'));
+  if (stale.length === 0) return;
+  say(`removing images of earlier inputs: ${stale.join(', ')}`);
+  await run('docker', ['rmi', ...stale], { allowFailure: true });
 }

@@ -60,6 +60,7 @@ export function run(command: string, args: string[], options: RunOptions = {}): 
   const shown = [command, ...args].join(' ');
   log(`$ ${shown}`);
   const spawnOptions: SpawnOptions = { env: options.env ?? process.env, cwd: options.cwd };
+  const t0 = Date.now();
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { ...spawnOptions, stdio: ['pipe', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
@@ -84,7 +85,7 @@ export function run(command: string, args: string[], options: RunOptions = {}): 
       };
       if (result.stdout) log(result.stdout.trimEnd());
       if (result.stderr) log(result.stderr.trimEnd());
-      log(`(exit ${code ?? signal})`);
+      log(`(exit ${code ?? signal} after ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
       if (result.code !== 0 && !options.allowFailure) {
         const tail = (result.stderr || result.stdout).trim().split('\n').slice(-5).join('\n  ');
         reject(new ComposeTestError('COMMAND', `${shown} exited ${code ?? signal}:\n  ${tail}`));
