@@ -12,6 +12,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { ExcClient } from '../src/client/client.js';
 import { silentLogger } from '../src/log.js';
+import { retry } from '../src/retry.js';
 import { MetaClient } from '../src/meta/client.js';
 import { ZkLayout, ZkSession, digestAuthFromSecret, ensureLayout } from '../src/zk/index.js';
 import { startZooKeeperEnsemble, type ZooKeeperEnsemble } from '../test/support/ensemble.js';
@@ -133,25 +134,7 @@ export class ChaosCluster {
       proxy: this.proxy.endpoint,
     });
 
-    this.session = await ZkSession.connect({
-      connectString: this.ensemble.connectString,
-      sessionTimeoutMs: 10_000,
-      auth: digestAuthFromSecret(this.secret),
-    });
-    await ensureLayout(this.session, this.layout);
-    this.meta = new MetaClient({
-      session: this.session,
-      layout: this.layout,
-      secret: this.secret,
-      logger: silentLogger(),
-      failoverMs: 120_000,
-    });
-    this.client = new ExcClient({
-      meta: this.meta,
-      secret: this.secret,
-      logger: silentLogger(),
-      moveTimeoutMs: 60_000,
-    });
+    await this.connectClient();
 
     for (let i = 1; i <= 2; i++) this.slots.push(this.slot(`manager-${i}`, 'manager'));
     for (let i = 1; i <= this.options.tservers; i++) this.slots.push(this.slot(`tserver-${i}`, 'tserver'));
@@ -292,6 +275,56 @@ export class ChaosCluster {
         await proc.terminate(30_000).catch(() => proc.kill());
       }),
     );
+  }
+
+  /**
+   * The harness's own ZooKeeper session and clients. A long-lived client has to outlive its session as the
+   * servers do: when the session is lost (the ensemble unreachable for longer than its timeout on a
+   * loaded machine, say), a new one is opened and the clients rebuilt on it; every part of the run reaches
+   * them through this cluster, so they pick up the new ones.
+   */
+  private async connectClient(): Promise<void> {
+    const session = await ZkSession.connect({
+      connectString: this.ensemble.connectString,
+      sessionTimeoutMs: 10_000,
+      auth: digestAuthFromSecret(this.secret),
+    });
+    try {
+      await ensureLayout(session, this.layout);
+    } catch (err) {
+      await session.close().catch(() => undefined);
+      throw err;
+    }
+    const old = this.meta;
+    this.session = session;
+    this.meta = new MetaClient({
+      session,
+      layout: this.layout,
+      secret: this.secret,
+      logger: silentLogger(),
+      failoverMs: 120_000,
+    });
+    this.client = new ExcClient({
+      meta: this.meta,
+      secret: this.secret,
+      logger: silentLogger(),
+      moveTimeoutMs: 60_000,
+    });
+    old?.close();
+    session.on('lost', (reason) => {
+      if (this.stopping || session !== this.session) return;
+      this.log.event(
+        'harness-session-lost',
+        { reason },
+        `the harness's ZooKeeper session was lost (${reason}): reconnecting`,
+      );
+      void retry(() => this.connectClient(), {
+        attempts: Infinity,
+        baseMs: 200,
+        maxMs: 5_000,
+        retryOn: () => !this.stopping,
+      }).catch(() => undefined);
+    });
   }
 
   /** Stops everything: compactors first (they release their jobs), then tablet servers, then managers. */
