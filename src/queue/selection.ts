@@ -14,12 +14,19 @@
  *   the selection and no request of other filters before it, joins it: the selection grows to every
  *   file, which is only possible while no system job holds a file outside it (its output would carry
  *   data the request asked to rewrite, outside the selection). Otherwise it waits for the next rewrite.
- * - Completion. The user job's commit ends the requests it satisfies and the selection (rules.ts). A
+ * - Completion. The user job's commit ends the requests it satisfies and the selection (rules.ts, with
+ *   {@link selectionAfterCommit}, which also puts a pre-selection system job's output in the selection). A
  *   selection left with no file (a tablet whose data all compacted away, or a tablet without files)
  *   satisfies its requests at once.
  */
 import { isDeepStrictEqual } from 'node:util';
-import { COL_SELECTED, compactCol, type Selection, type TabletMeta } from '../meta/tablet.js';
+import {
+  COL_SELECTED,
+  compactCol,
+  type Reservation,
+  type Selection,
+  type TabletMeta,
+} from '../meta/tablet.js';
 import type { Cell } from '../meta/types.js';
 
 /** What the step changes: the selection cell, the requests it completes, and the same on a copy. */
@@ -100,4 +107,27 @@ function canJoin(meta: TabletMeta, selection: Selection, filters: Selection['fil
 /** The user compactions a user reservation satisfies. */
 export function satisfiedBy(r: { userCompactionId?: string; userCompactionIds?: string[] }): string[] {
   return r.userCompactionIds ?? (r.userCompactionId === undefined ? [] : [r.userCompactionId]);
+}
+
+/**
+ * What a commit does to the tablet's user compaction (selection.ts): a user job ends the requests it
+ * satisfies and its selection (null: deleted); a system job started before the selection, over files in
+ * it, leaves its output in their place (a new selection); any other job leaves it alone (undefined).
+ */
+export function selectionAfterCommit(
+  meta: TabletMeta,
+  r: Reservation,
+  output: string | undefined,
+): { satisfied: string[]; selection: Selection | null | undefined } {
+  const current = meta.selection;
+  if (r.kind === 'user') {
+    const satisfied = satisfiedBy(r);
+    const ends = current !== undefined && current.ids.some((id) => satisfied.includes(id));
+    return { satisfied, selection: ends ? null : undefined };
+  }
+  if (!current || !r.inputs.every((f) => current.files.includes(f)))
+    return { satisfied: [], selection: undefined };
+  const files = current.files.filter((f) => !r.inputs.includes(f));
+  if (output) files.push(output);
+  return { satisfied: [], selection: { ...current, files: files.sort() } };
 }

@@ -31,7 +31,7 @@
 import { ExcError } from '../errors.js';
 import { delRow } from '../meta/keys.js';
 import { notEnded, outcomeCell, type Outcome } from '../meta/outcomes.js';
-import { satisfiedBy } from '../queue/selection.js';
+import { satisfiedBy, selectionAfterCommit } from '../queue/selection.js';
 import {
   COL_SELECTED,
   compactCol,
@@ -260,29 +260,6 @@ export function decideCommit(
       else if (selection) m.selection = selection;
     },
   };
-}
-
-/**
- * What a commit does to the tablet's user compaction (selection.ts): a user job ends the requests it
- * satisfies and its selection (null: deleted); a system job started before the selection, over files in
- * it, leaves its output in their place (a new selection); any other job leaves it alone (undefined).
- */
-function selectionAfterCommit(
-  meta: TabletMeta,
-  r: Reservation,
-  output: string | undefined,
-): { satisfied: string[]; selection: Selection | null | undefined } {
-  const current = meta.selection;
-  if (r.kind === 'user') {
-    const satisfied = satisfiedBy(r);
-    const ends = current !== undefined && current.ids.some((id) => satisfied.includes(id));
-    return { satisfied, selection: ends ? null : undefined };
-  }
-  if (!current || !r.inputs.every((f) => current.files.includes(f)))
-    return { satisfied: [], selection: undefined };
-  const files = current.files.filter((f) => !r.inputs.includes(f));
-  if (output) files.push(output);
-  return { satisfied: [], selection: { ...current, files: files.sort() } };
 }
 
 /** After a lost answer, read back: the commit happened if the reservation is gone and its inputs replaced. */
