@@ -86,6 +86,7 @@ export async function ensureDaemon(logPath: string): Promise<Daemon> {
     async stop() {
       if (exited) return;
       say(`stopping the dockerd it started (pid ${child.pid})`);
+      const t0 = Date.now();
       const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
       child.kill('SIGTERM');
       // dockerd stops its containers and the containerd it started before exiting.
@@ -95,6 +96,7 @@ export async function ensureDaemon(logPath: string): Promise<Daemon> {
         child.kill('SIGKILL');
         await gone;
       }
+      say(`dockerd stopped in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     },
   };
 }

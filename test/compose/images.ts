@@ -167,7 +167,7 @@ async function dockerBuild(
   args: Record<string, string> = {},
 ): Promise<void> {
   const buildArgs = Object.entries({ BASE: base, ...args }).flatMap(([k, v]) => ['--build-arg', `${k}=${v}`]);
-  await run('docker', ['build', '--network', 'host', ...buildArgs, '-t', tag, context], {
+  await run('docker', ['build', '--force-rm', '--network', 'host', ...buildArgs, '-t', tag, context], {
     env: build,
     timeoutMs: 900_000,
   }).catch((err: Error) => {
@@ -266,7 +266,14 @@ export async function buildImages(root: string, full: boolean): Promise<Images> 
       };
       // node_modules: hard links of this machine's, pruned to the production dependencies by npm itself.
       await context(entries, async (dir) => {
-        await run('cp', ['-al', at('node_modules'), join(dir, 'node_modules')]);
+        const linked = await run('cp', ['-al', at('node_modules'), join(dir, 'node_modules')], {
+          allowFailure: true,
+        });
+        if (linked.code !== 0) {
+          // Another file system than the temporary directory's: copy instead.
+          rmSync(join(dir, 'node_modules'), { recursive: true, force: true });
+          await run('cp', ['-a', at('node_modules'), join(dir, 'node_modules')]);
+        }
         // npm rewrites its hidden lock file: unlink it first so that the write cannot reach ours.
         rmSync(join(dir, 'node_modules/.package-lock.json'), { force: true });
         await run(

@@ -8,6 +8,7 @@
  *   npm run test:compose -- --skip-if-unavailable   # CI: exit 0 saying why, when Docker cannot run here
  *   npm run test:compose -- --full-build            # the project image from the repository's Dockerfile
  *   npm run test:compose -- --build-only
+ *   npm run test:compose -- --keep                  # leave the cluster up (when the daemon was running)
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
