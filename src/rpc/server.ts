@@ -254,7 +254,9 @@ function parseJsonBody(body: Buffer, contentType: string | undefined): unknown {
 /** Errors thrown by express itself carry `type` and `status`; everything else goes through toExcError. */
 function fromExpressError(err: unknown): ExcError {
   const e = err as { type?: unknown; status?: unknown } | null;
-  if (typeof e?.type === 'string' && typeof e.status === 'number' && e.status < 500) {
+  // The router's own refusals (a path parameter with malformed percent-encoding: a URIError with status
+  // 400) are the client's mistake, not a bug.
+  if (!(err instanceof ExcError) && typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
     return new ExcError('BAD_REQUEST', `bad request: ${(err as Error).message}`);
   }
   return toExcError(err);

@@ -452,6 +452,17 @@ export function caseArb(k: Known): fc.Arbitrary<Case> {
       arbitrary: fc.tuple(structured, anyJson).map(([c, body]) => ({ ...c, body, effect: undefined })),
     },
     {
+      // A path that does not decode: a stray '%', an escape that is not hex, a cut UTF-8 sequence.
+      weight: 1,
+      arbitrary: fc
+        .tuple(structured, fc.constantFrom('%', '%zz', '%E0%A4', '%C0%AF', '%00', '%2F..%2F'))
+        .map(([c, bad]) => {
+          const [path, query] = c.path.split('?');
+          const mangled = `${path}${bad}${query === undefined ? '' : `?${query}`}`;
+          return { ...c, path: mangled, effect: undefined };
+        }),
+    },
+    {
       weight: 1,
       arbitrary: fc
         .tuple(structured, fc.constantFrom('{', 'nul', '{"a":1}{', '\u0000', '[1,2', '{"__proto__":{"x":1}}'))

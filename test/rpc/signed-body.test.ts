@@ -144,7 +144,7 @@ describe('rpc - a real process', () => {
     expect((await meta.call<{ tables: TableInfo[] }>('GET', '/v1/tables')).tables).toEqual([]);
   });
 
-  it('auth - a signed request is held to its declared body: its hash, and the size limit', async () => {
+  it('auth - a signed request is held to its declared body (its hash, the size limit) and to a path that decodes', async () => {
     const manager = await cluster().startManager({ env: { EXC_RPC_MAX_BODY_BYTES: String(1 << 20) } });
     const url = (await manager.waitForLog((l) => l.msg === 'manager active')).url as string;
     const key = rpcKey(cluster().secret);
@@ -173,6 +173,13 @@ describe('rpc - a real process', () => {
 
     const meta = await cluster().meta();
     expect((await meta.call<{ tables: TableInfo[] }>('GET', '/v1/tables')).tables).toEqual([]);
+    // A path whose percent-encoding does not decode is the client's mistake: 400, not 500.
+    for (const path of ['/v1/tables/%E0%A4', '/v1/queues/%zz', '/v1/tables/%']) {
+      const res = await fetch(`${url}${path}`, { headers: signRequest(key, { method: 'GET', path }) });
+      expect(res.status, path).toBe(400);
+      expect(await res.json()).toMatchObject({ error: { code: 'BAD_REQUEST' } });
+    }
+
     // And the signed request itself works.
     await meta.call('POST', '/v1/tables', { name: 'aaaa' });
     expect((await meta.call<{ tables: TableInfo[] }>('GET', '/v1/tables')).tables.map((t) => t.name)).toEqual(
