@@ -128,6 +128,7 @@ export function cliCaseArb(k: Known): fc.Arbitrary<CliCase> {
       opt('--limit', value),
     ]),
     c('admin compactions cancel', [one(fc.oneof(fc.ulid(), value))]),
+    c('admin compactions status', [one(fc.oneof(fc.ulid(), value)), fc.constantFrom([], ['--json'])]),
     c('admin compactions release', [fc.oneof(one(fc.oneof(fc.ulid(), value)), opt('--table', table))]),
     c('admin check', [fc.constantFrom([], ['--json'])]),
     c('admin queue create', [

@@ -319,15 +319,21 @@ function managerRoutes(k: Known): fc.Arbitrary<Case>[] {
           method: 'POST',
           path: `/v1/tables/${enc(n)}/compact${q}`,
           body,
-          effect: async (answer) => {
+          effect: async (answer, ctx) => {
             const a = answer as { id?: unknown; tablets?: unknown };
-            return typeof a.id === 'string' && Array.isArray(a.tablets)
-              ? null
-              : `answer ${JSON.stringify(answer)}`;
+            if (typeof a.id !== 'string' || !Array.isArray(a.tablets))
+              return `answer ${JSON.stringify(answer)}`;
+            // The compaction can be followed by its id.
+            const status = await ctx.manager('GET', `/v1/user-compactions/${enc(a.id)}`);
+            return status.status === 200 ? null : `its status answers ${status.status}`;
           },
         })),
     ),
     route('GET /v1/check', fc.constant({ target: m, method: 'GET', path: '/v1/check' })),
+    route(
+      'GET /v1/user-compactions/:id',
+      ulidArb.map((id) => ({ target: m, method: 'GET', path: `/v1/user-compactions/${enc(id)}` })),
+    ),
     route(
       'GET /v1/tables/:name/compactions/:id',
       fc.tuple(table, ulidArb).map(([n, id]) => ({
