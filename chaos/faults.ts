@@ -230,8 +230,14 @@ export class FaultInjector {
         // A compactor in the middle of a job when there is one: that is the fault that matters, and the
         // one whose reclaim latency is measured.
         const busy = await this.busyCompactors().catch(() => new Set<string>());
-        const working = slots.filter((s) => s.identity !== undefined && busy.has(s.identity));
-        const pool = working.length > 0 ? working : slots;
+        // Another fault may have taken one of them (or the last one the queue may lose) while we asked:
+        // choose again among those still free. Two faults on one process at once made the first one's exit
+        // look unexpected (found by the soak: a kill -9 logged as an unexpected exit of a SIGTERMed slot).
+        const still = new Set(this.candidates('compactor', queue).map((s) => s.name));
+        const free = slots.filter((s) => still.has(s.name));
+        if (free.length === 0) return this.skip(f, `its ${queue} compactors were taken by another fault`);
+        const working = free.filter((s) => s.identity !== undefined && busy.has(s.identity));
+        const pool = working.length > 0 ? working : free;
         const slot = pool[f.target % pool.length]!;
         const proc = slot.proc!;
         const node = slot.identity ?? '';
