@@ -155,7 +155,7 @@ export async function runScenario(cluster: Cluster): Promise<void> {
   if (!active || !standby)
     throw new ComposeTestError('SCENARIO', `managers not active + standby: ${states.join(', ')}`);
   const killedAt = Date.now();
-  await runDocker(['kill', active.id]);
+  await run('docker', ['kill', active.id]);
   await waitFor('the standby manager active', 60_000, async () =>
     (await managerState(cluster, standby)) === 'active' ? true : undefined,
   );
@@ -207,5 +207,3 @@ async function managerState(cluster: Cluster, manager: Container): Promise<strin
     return 'unknown';
   }
 }
-
-const runDocker = (args: string[]) => run('docker', args);
