@@ -10,7 +10,7 @@
  *   npm run test:compose -- --build-only
  *   npm run test:compose -- --keep                  # leave the cluster up (when the daemon was running)
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -85,4 +85,7 @@ async function main(): Promise<number> {
 
 // Exit at once: everything is cleaned up by now, and some handle left open (not pinned down) held the
 // process for 30–60 s after its result was printed.
-process.exit(await main());
+const code = await main();
+// The log is for a failure (and for EXC_KEEP_TMP=1, as in the rest of the suite).
+if (code === 0 && process.env.EXC_KEEP_TMP !== '1') rmSync(dir, { recursive: true, force: true });
+process.exit(code);
