@@ -58,7 +58,8 @@ export function userStep(meta: TabletMeta): UserStep | undefined {
     return { ids: run.map(([id]) => id), filters: first[1].filters };
   };
   const allFiles = [...meta.files.keys()].sort();
-  for (let guard = 0; guard <= meta.userCompactions.size + 1; guard++) {
+  // Each round selects a run of requests or completes a selection without files: at most two per request.
+  for (let guard = 0; guard <= 2 * meta.userCompactions.size + 1; guard++) {
     if (selection && selection.files.length === 0) {
       finished.push(...selection.ids);
       selection = undefined;

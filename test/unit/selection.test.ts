@@ -92,9 +92,10 @@ describe('user compaction selection', () => {
     const meta = tablet([]);
     request(meta, 'U1', 1);
     request(meta, 'U2', 2, DROP_X);
+    request(meta, 'U3', 3);
     const s = userStep(meta)!;
-    expect(s.finished).toEqual(['U1', 'U2']);
-    expect(s.deletes.map((d) => d.col).sort()).toEqual(['compact:U1', 'compact:U2']);
+    expect(s.finished).toEqual(['U1', 'U2', 'U3']);
+    expect(s.deletes.map((d) => d.col).sort()).toEqual(['compact:U1', 'compact:U2', 'compact:U3']);
     s.apply(meta);
     expect(meta.selection).toBeUndefined();
     expect(meta.userCompactions.size).toBe(0);
