@@ -369,7 +369,7 @@ export class Compactor extends EventEmitter<Events> {
       }
       for (const job of this.running.values())
         job.stop(options.release === false ? 'queue-deleted' : 'release');
-      await withTimeout(jobs, 3_000).catch(() =>
+      await withTimeout(jobs, 4_500).catch(() =>
         this.log.warn({ jobs: this.running.size }, 'jobs did not stop in time: leaving them to be reclaimed'),
       );
       const steps: ShutdownStep[] = [

@@ -152,7 +152,7 @@ async function runLinked(
       // done anyway when the session closes or the tablet server sees this compactor's link close.
       await deps.peers
         .get(running.server)
-        .post('/v1/release', owned, { attempts: 2, timeoutMs: 1_000 })
+        .post('/v1/release', owned, { attempts: 2, timeoutMs: 2_000 })
         .catch((e: unknown) =>
           log.warn({ err: describeError(e) }, 'release failed; the session close will cancel it'),
         );
