@@ -22,13 +22,15 @@ export function registerHealth(program: Command): void {
       action(async (opts: { port?: string; host: string }, cmd: Command) => {
         const port = opts.port ?? portOf(configFrom(cmd));
         const url = `http://${opts.host}:${port}/healthz`;
-        const { request } = await import('undici');
-        const res = await request(url, { signal: AbortSignal.timeout(3_000) }).catch((err: unknown) => {
-          throw new ExcError('UNAVAILABLE', `${url}: ${(err as Error).message}`);
-        });
-        const body = await res.body.text();
-        if (res.statusCode !== 200) throw new ExcError('UNAVAILABLE', `${url}: ${res.statusCode} ${body}`);
-        process.stdout.write(`${body}\n`);
+        const { exchange } = await import('../rpc/http.js');
+        const res = await exchange(url, { method: 'GET', signal: AbortSignal.timeout(3_000) }).catch(
+          (err: unknown) => {
+            throw new ExcError('UNAVAILABLE', `${url}: ${(err as Error).message}`);
+          },
+        );
+        if (res.statusCode !== 200)
+          throw new ExcError('UNAVAILABLE', `${url}: ${res.statusCode} ${res.text}`);
+        process.stdout.write(`${res.text}\n`);
       }),
     );
 }

@@ -7,11 +7,11 @@
  * a retriable error code (it did not apply the request). A timeout of a non-idempotent call is not retried:
  * its outcome is unknown and the caller must find out.
  */
-import { Agent, request } from 'undici';
 import { ExcError, isErrorCode, isRetriable, type ErrorCode } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { retry } from '../retry.js';
 import { rpcKey, signRequest } from './auth.js';
+import { exchange, HttpExchangeError, type HttpResponse } from './http.js';
 
 export interface RpcClientOptions {
   /** e.g. `http://127.0.0.1:9100`. */
@@ -25,8 +25,6 @@ export interface RpcClientOptions {
   backoffBaseMs?: number;
   backoffMaxMs?: number;
   logger?: Logger;
-  /** Share one connection pool between clients of many peers. */
-  agent?: Agent;
 }
 
 export interface CallOptions {
@@ -37,26 +35,17 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
-let sharedAgent: Agent | undefined;
-/** The process-wide keep-alive connection pool. */
-export function defaultAgent(): Agent {
-  sharedAgent ??= new Agent({ keepAliveTimeout: 30_000, connections: 64, pipelining: 1 });
-  return sharedAgent;
-}
-
 export class RpcClient {
   readonly baseUrl: string;
   private readonly key: Buffer;
   private readonly options: RpcClientOptions;
   private readonly log: Logger;
-  private readonly agent: Agent;
 
   constructor(options: RpcClientOptions) {
     this.options = options;
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.key = rpcKey(options.secret);
     this.log = (options.logger ?? silentLogger()).child({ component: 'rpc-client', peer: this.baseUrl });
-    this.agent = options.agent ?? defaultAgent();
   }
 
   get<T>(path: string, options?: CallOptions): Promise<T> {
@@ -95,27 +84,15 @@ export class RpcClient {
     const signal = options.signal
       ? AbortSignal.any([options.signal, AbortSignal.timeout(timeoutMs)])
       : AbortSignal.timeout(timeoutMs);
-    let response: Awaited<ReturnType<typeof request>>;
+    let response: HttpResponse;
     try {
-      response = await request(`${this.baseUrl}${path}`, {
-        method: method as 'GET',
-        headers,
-        body: payload,
-        signal,
-        dispatcher: this.agent,
-      });
+      response = await exchange(`${this.baseUrl}${path}`, { method, headers, body: payload, signal });
     } catch (err) {
       throw transportError(err, method, `${this.baseUrl}${path}`, timeoutMs, options.signal);
     }
-    let text: string;
-    try {
-      text = await response.body.text();
-    } catch (err) {
-      throw transportError(err, method, `${this.baseUrl}${path}`, timeoutMs, options.signal);
-    }
-    const json = parseJson(text);
+    const json = parseJson(response.text);
     if (response.statusCode >= 200 && response.statusCode < 300) return json as T;
-    throw errorFromResponse(response.statusCode, json, text, method, path);
+    throw errorFromResponse(response.statusCode, json, response.text, method, path);
   }
 }
 
@@ -151,22 +128,24 @@ function transportError(
   timeoutMs: number,
   userSignal?: AbortSignal,
 ): ExcError {
+  // No connection was ever open for this attempt: nothing reached the peer.
+  const unconnected = err instanceof HttpExchangeError && !err.connected;
   if (userSignal?.aborted) {
-    return new ExcError('UNAVAILABLE', `${method} ${url}: aborted`, { cause: err, details: { sent: true } });
+    return new ExcError('UNAVAILABLE', `${method} ${url}: aborted`, {
+      cause: err,
+      details: { sent: !unconnected },
+    });
   }
   const name = (err as { name?: string } | null)?.name;
   if (name === 'TimeoutError' || name === 'AbortError') {
-    return new ExcError('TIMEOUT', `${method} ${url}: no answer within ${timeoutMs} ms`, {
+    const what = unconnected ? 'no connection' : 'no answer';
+    return new ExcError('TIMEOUT', `${method} ${url}: ${what} within ${timeoutMs} ms`, {
       cause: err,
-      details: { sent: true },
+      details: { sent: !unconnected },
     });
   }
   const code = (err as { code?: string } | null)?.code ?? '';
-  const notSent =
-    code === 'ECONNREFUSED' ||
-    code === 'UND_ERR_CONNECT_TIMEOUT' ||
-    code === 'ENOTFOUND' ||
-    code === 'EAI_AGAIN';
+  const notSent = unconnected || code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN';
   const retriable = isRetriable(err);
   return new ExcError(
     retriable ? 'UNAVAILABLE' : 'INTERNAL',
