@@ -12,7 +12,8 @@ COPY package.json package-lock.json ./
 RUN npm install --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
-RUN npx tsc -p tsconfig.build.json && npm prune --omit=dev
+COPY scripts/bundle.mjs ./scripts/
+RUN npm run build && npm prune --omit=dev
 
 FROM ${BASE}
 WORKDIR /app

@@ -20,7 +20,8 @@ const { values } = parseArgs({
   options: { runs: { type: 'string', default: '15' }, json: { type: 'boolean', default: false } },
 });
 const runs = Number(values.runs);
-const CLI = fileURLToPath(new URL('../dist/cli/main.js', import.meta.url));
+// The command as installed (bin/excompact.js picks the bundle for these commands).
+const CLI = fileURLToPath(new URL('../bin/excompact.js', import.meta.url));
 const TARGET_MS = 300;
 
 const cluster = await startBenchCluster();

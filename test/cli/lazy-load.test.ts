@@ -16,6 +16,7 @@ import { describe, expect, it } from 'vitest';
 import { useTempDirs } from '../support/temp-dirs.js';
 
 const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+const BIN = fileURLToPath(new URL('../../bin/excompact.js', import.meta.url));
 const HOOK = `import { appendFileSync } from 'node:fs';
 export async function resolve(specifier, context, next) {
   const result = await next(specifier, context);
@@ -36,12 +37,7 @@ const SERVER_SIDE = [
   '/dist/compactor/compactor.js',
   '/dist/storage/',
 ];
-const CLIENT_STACK = [
-  'node_modules/node-zookeeper-client/',
-  'node_modules/undici/',
-  '/dist/zk/',
-  '/dist/rpc/',
-];
+const CLIENT_STACK = ['node_modules/node-zookeeper-client/', '/dist/zk/', '/dist/rpc/'];
 
 const freshDir = useTempDirs('lazy');
 
@@ -50,11 +46,12 @@ let n = 0;
 function loadedBy(
   args: string[],
   env: Record<string, string> = {},
+  entry = CLI,
 ): { modules: string[]; status: number | null } {
   const trace = join(freshDir(), `trace-${n++}`);
   const r = spawnSync(
     process.execPath,
-    ['--import', `data:text/javascript,${encodeURIComponent(REGISTER)}`, CLI, ...args],
+    ['--import', `data:text/javascript,${encodeURIComponent(REGISTER)}`, entry, ...args],
     { env: { ...process.env, ...env, EXC_TRACE_FILE: trace }, encoding: 'utf8', timeout: 30_000 },
   );
   const modules = readFileSync(trace, 'utf8').split('\n').filter(Boolean);
@@ -88,5 +85,36 @@ describe('what each command loads', () => {
     expect(status).toBe(2);
     expect(matching(modules, CLIENT_STACK).length).toBeGreaterThan(0);
     expect(matching(modules, SERVER_SIDE)).toEqual([]);
+    // The RPC client rides on Node's own http module: no HTTP library to load.
+    expect(matching(modules, ['node_modules/undici/'])).toEqual([]);
+  });
+});
+
+describe('the installed command (bin/excompact.js)', () => {
+  const UNREACHABLE = { EXC_ZK: '127.0.0.1:1', EXC_SECRET: 'lazy-load-test-secret-0123456789' };
+  const fromDist = (modules: string[]): string[] => matching(modules, ['/dist/cli/']);
+  const fromBundle = (modules: string[]): string[] => matching(modules, ['/dist/bundle/']);
+
+  it('runs the commands an operator types from the bundle: a few files, nothing compiled one by one', () => {
+    for (const args of [['--help'], ['admin', 'queue', 'list'], ['scan', 't']]) {
+      const { modules, status } = loadedBy(args, UNREACHABLE, BIN);
+      expect(status, args.join(' ')).toBe(args[0] === '--help' ? 0 : 2);
+      expect(fromBundle(modules).length, args.join(' ')).toBeGreaterThan(0);
+      expect(fromDist(modules), args.join(' ')).toEqual([]);
+      expect(matching(modules, ['node_modules/zod/', 'node_modules/node-zookeeper-client/'])).toEqual([]);
+    }
+  });
+
+  it('runs the long-running processes from the compiled modules, never the bundle', () => {
+    for (const args of [
+      ['manager', '--help'],
+      ['compactor', '--help'],
+      ['local', '--help'],
+    ]) {
+      const { modules, status } = loadedBy(args, {}, BIN);
+      expect(status, args.join(' ')).toBe(0);
+      expect(fromDist(modules).length, args.join(' ')).toBeGreaterThan(0);
+      expect(fromBundle(modules), args.join(' ')).toEqual([]);
+    }
   });
 });

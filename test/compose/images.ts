@@ -234,6 +234,7 @@ export async function buildImages(root: string, full: boolean): Promise<Images> 
       'tsconfig.build.json',
       'src',
       'bin',
+      'scripts/bundle.mjs',
     ])
       hash.path(at(p));
     excompact = hash.tag('excompact');

@@ -16,6 +16,8 @@ import { fileURLToPath } from 'node:url';
 import { tempDir } from './tmp.js';
 
 export const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+/** The `excompact` command as installed: what an operator runs (it picks the bundle for client commands). */
+export const BIN = fileURLToPath(new URL('../../bin/excompact.js', import.meta.url));
 
 /** One parsed JSON log line (pino), or `{ msg: <raw line> }` for anything else. */
 export type LogLine = Record<string, unknown> & { msg?: string };
@@ -249,13 +251,13 @@ export class ProcessGroup {
   }
 }
 
-/** Runs the CLI to completion: its exit code and output. */
+/** Runs the `excompact` command to completion: its exit code and output. */
 export function runCli(
   args: string[],
   options: { env?: Record<string, string | undefined>; input?: string; timeoutMs?: number } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
+    const child = spawn(process.execPath, [BIN, ...args], {
       env: { ...process.env, ...options.env },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
