@@ -2,7 +2,7 @@
  * Prometheus metrics: one registry per process, with the default Node.js metrics and a `role` label.
  * Components keep plain counters (their `stats`); the metrics here read them when scraped.
  */
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export function createRegistry(role: string): Registry {
   const registry = new Registry();
@@ -67,4 +67,81 @@ export function gaugeOf(
       else for (const [key, v] of Object.entries(value)) this.set({ [label]: key }, v);
     },
   });
+}
+
+/** The states a ZooKeeper session reports (`ZkSessionState`), plus `none` before the first session. */
+const ZK_STATES = ['none', 'connecting', 'connected', 'suspended', 'lost', 'closed'] as const;
+
+/**
+ * `excompact_zk_session_state{state}`: 1 for the state of the process's current ZooKeeper session, 0 for
+ * the others. A process replaces its session when it expires, so the reading follows `session()`.
+ */
+export function zkSessionGauge(registry: Registry, session: () => { state: string } | undefined): void {
+  new Gauge({
+    name: 'excompact_zk_session_state',
+    help: "State of the process's ZooKeeper session: 1 for the current one, 0 for the others",
+    labelNames: ['state'],
+    registers: [registry],
+    collect() {
+      const current = session()?.state ?? 'none';
+      for (const state of ZK_STATES) this.set({ state }, state === current ? 1 : 0);
+    },
+  });
+}
+
+/** Buckets in seconds, from tens of milliseconds to half an hour. */
+export const SECONDS_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800];
+
+/** How a compactor's job ended, as `excompact_compactions_total` counts it. */
+export type CompactionOutcome = 'committed' | 'failed' | 'cancelled' | 'released';
+
+/**
+ * A compactor's view of the compactions it ran: `excompact_compactions_total{queue,outcome}`, and for the
+ * committed ones `excompact_compaction_seconds{queue}` and `excompact_compaction_input_bytes{queue}`.
+ */
+export function compactionMetrics(
+  registry: Registry,
+  queue: string,
+): (outcome: CompactionOutcome, seconds: number, inputBytes: number) => void {
+  const total = new Counter({
+    name: 'excompact_compactions_total',
+    help: 'Compactions run by this compactor, by queue and outcome (committed, failed, cancelled, released)',
+    labelNames: ['queue', 'outcome'],
+    registers: [registry],
+  });
+  const seconds = new Histogram({
+    name: 'excompact_compaction_seconds',
+    help: 'Time from reservation to commit of the compactions that committed, by queue',
+    labelNames: ['queue'],
+    buckets: SECONDS_BUCKETS,
+    registers: [registry],
+  });
+  const bytes = new Histogram({
+    name: 'excompact_compaction_input_bytes',
+    help: 'Input bytes of the compactions that committed, by queue',
+    labelNames: ['queue'],
+    buckets: [1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11],
+    registers: [registry],
+  });
+  // Zero for every outcome from the start: a rate over a series that appears late misses its first step.
+  for (const outcome of ['committed', 'failed', 'cancelled', 'released'] as const)
+    total.inc({ queue, outcome }, 0);
+  return (outcome, s, inputBytes) => {
+    total.inc({ queue, outcome });
+    if (outcome !== 'committed') return;
+    seconds.observe({ queue }, s);
+    bytes.observe({ queue }, inputBytes);
+  };
+}
+
+/** `excompact_rpc_seconds{route}`: how long each authenticated route took to answer (the RpcServer's `timing`). */
+export function rpcTiming(registry: Registry): (route: string, seconds: number) => void {
+  const histogram = new Histogram({
+    name: 'excompact_rpc_seconds',
+    help: 'Time to answer an authenticated RPC, by route (method and path pattern), failures included',
+    labelNames: ['route'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  return (route, seconds) => histogram.observe({ route }, seconds);
 }

@@ -6,7 +6,7 @@
 import { renameSync, writeFileSync } from 'node:fs';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from './log.js';
-import { metricsEndpoint } from './metrics.js';
+import { metricsEndpoint, rpcTiming } from './metrics.js';
 import { RpcServer } from './rpc/server.js';
 import { ZkSession, digestAuthFromSecret } from './zk/index.js';
 
@@ -151,6 +151,7 @@ export function serverRpc(
     maxSkewMs: options.rpcMaxSkewMs,
     health,
     metrics: metricsEndpoint(registry),
+    timing: rpcTiming(registry),
   });
 }
 

@@ -22,7 +22,14 @@ import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { MetaClient } from '../meta/client.js';
-import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
+import {
+  compactionMetrics,
+  type CompactionOutcome,
+  counterOf,
+  createRegistry,
+  gaugeOf,
+  zkSessionGauge,
+} from '../metrics.js';
 import { advertisedAddress } from '../net.js';
 import { PeerClients } from '../rpc/peers.js';
 import {
@@ -91,6 +98,15 @@ interface Events {
   exit: [code: number, reason: string];
 }
 
+/** How each way a job ends is counted in `excompact_compactions_total` (discarded: its commit was refused). */
+const ENDED_AS: Record<JobOutcome, CompactionOutcome> = {
+  committed: 'committed',
+  failed: 'failed',
+  discarded: 'cancelled',
+  abandoned: 'cancelled',
+  released: 'released',
+};
+
 export class Compactor extends EventEmitter<Events> {
   private readonly log: Logger;
   private readonly stateCell: ProcessState<CompactorState>;
@@ -112,6 +128,7 @@ export class Compactor extends EventEmitter<Events> {
   };
   private statusUrl: string | undefined;
   private readonly registry = createRegistry('compactor');
+  private readonly ended: ReturnType<typeof compactionMetrics>;
 
   constructor(private readonly options: CompactorOptions) {
     super();
@@ -143,6 +160,8 @@ export class Compactor extends EventEmitter<Events> {
       'outcome',
     );
     gaugeOf(this.registry, 'excompact_compactor_running_jobs', 'Jobs running now', () => this.running.size);
+    zkSessionGauge(this.registry, () => this.generation?.session);
+    this.ended = compactionMetrics(this.registry, options.queue);
     this.server.route('GET', '/status', {}, () => this.status());
   }
 
@@ -307,8 +326,10 @@ export class Compactor extends EventEmitter<Events> {
             )
             .catch(() => undefined);
           this.outcomes.released++;
+          this.ended('released', 0, 0);
           break;
         }
+        const startedAt = Date.now();
         const outcome = await runJob(
           {
             compactor: generation.registration.path,
@@ -325,6 +346,11 @@ export class Compactor extends EventEmitter<Events> {
           (running) => this.running.set(job.ecid, running),
         ).finally(() => this.running.delete(job.ecid));
         this.outcomes[outcome]++;
+        this.ended(
+          ENDED_AS[outcome],
+          (Date.now() - startedAt) / 1000,
+          job.inputs.reduce((sum, i) => sum + i.size, 0),
+        );
       } catch (err) {
         if (signal.aborted) continue;
         misses++;

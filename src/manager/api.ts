@@ -44,6 +44,8 @@ export function registerManagerApi(
   server: RpcServer,
   parts: () => ActiveParts,
   status: () => Record<string, unknown>,
+  /** Told each queue entry (`~cq` row) handed to a compactor (excompact_pickup_seconds). */
+  onPickup?: (store: MetaStore, entry: string) => void,
 ): void {
   server.route('GET', '/status', {}, () => status());
 
@@ -87,9 +89,12 @@ export function registerManagerApi(
         waitMs: z.number().int().min(0).max(60_000).default(0),
       }),
     },
-    async ({ body, signal }) => ({
-      work: await parts().work.next(body.queueId, body.startBin % body.bins, body.bins, body.waitMs, signal),
-    }),
+    async ({ body, signal }) => {
+      const p = parts();
+      const work = await p.work.next(body.queueId, body.startBin % body.bins, body.bins, body.waitMs, signal);
+      if (work) onPickup?.(p.store, work.entry);
+      return { work };
+    },
   );
 
   server.route('GET', '/tables/:name', {}, ({ params }) => {

@@ -21,7 +21,7 @@ import { EventEmitter } from 'node:events';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
-import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
+import { counterOf, createRegistry, gaugeOf, zkSessionGauge } from '../metrics.js';
 import { advertisedAddress } from '../net.js';
 import { readQueueMap } from '../queue/registry.js';
 import { PeerClients } from '../rpc/peers.js';
@@ -39,6 +39,7 @@ import { ZkLayout, ensureLayout, type ZkSession } from '../zk/index.js';
 import { registerAdminApi } from './admin-api.js';
 import { registerHistoryApi } from './history-api.js';
 import { registerOutcomeMetrics } from './outcome-counts.js';
+import { pickupMetric, registerQueueMetrics } from './queue-metrics.js';
 import { registerUserCompactionApi } from './user-compaction-api.js';
 import { activate, type ActiveManager } from './active.js';
 import { registerManagerApi, type ActiveParts } from './api.js';
@@ -145,14 +146,20 @@ export class Manager extends EventEmitter<Events> {
       () => this.active?.work.waiting(),
       'queue',
     );
-    registerOutcomeMetrics(
+    const queueNames = async (): Promise<Map<string, string>> => {
+      const { map } = await readQueueMap(this.session!, this.layout);
+      return new Map([...map].map(([name, id]) => [id, name]));
+    };
+    registerOutcomeMetrics(registry, () => this.active?.outcomes, queueNames);
+    registerQueueMetrics(
       registry,
-      () => this.active?.outcomes,
-      async () => {
-        const { map } = await readQueueMap(this.session!, this.layout);
-        return new Map([...map].map(([name, id]) => [id, name]));
-      },
+      () =>
+        this.active && this.state === 'active'
+          ? { ...this.active, session: this.session!, layout: this.layout, log: this.log }
+          : undefined,
+      queueNames,
     );
+    zkSessionGauge(registry, () => this.session);
     gaugeOf(registry, 'excompact_manager_active', '1 when this manager is the active one', () =>
       this.state === 'active' ? 1 : 0,
     );
@@ -165,6 +172,7 @@ export class Manager extends EventEmitter<Events> {
       this.server,
       () => this.parts(),
       () => this.status(),
+      pickupMetric(registry),
     );
     registerHistoryApi(this.server, () => this.parts());
     registerUserCompactionApi(this.server, () => ({

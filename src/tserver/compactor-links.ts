@@ -36,6 +36,8 @@ export class CompactorLinks {
   private readonly ending = new Set<() => void>();
   /** Compactors fenced because their link closed (for /status and the metrics). */
   fenced = 0;
+  /** When each compactor's last link closed (not by this server), until it links again. */
+  private readonly closedAt = new Map<string, number>();
 
   constructor(private readonly deps: CompactorLinksDeps) {}
 
@@ -46,6 +48,7 @@ export class CompactorLinks {
    */
   hold(compactor: string, signal: AbortSignal): Promise<boolean> {
     this.open.set(compactor, (this.open.get(compactor) ?? 0) + 1);
+    this.closedAt.delete(compactor);
     clearTimeout(this.timers.get(compactor));
     this.timers.delete(compactor);
     return new Promise<boolean>((resolve) => {
@@ -56,7 +59,10 @@ export class CompactorLinks {
         if (left > 0) this.open.set(compactor, left);
         else {
           this.open.delete(compactor);
-          if (!byServer) this.closed(compactor);
+          if (!byServer) {
+            this.closedAt.set(compactor, Date.now());
+            this.closed(compactor);
+          }
         }
         resolve(byServer);
       };
@@ -66,6 +72,16 @@ export class CompactorLinks {
       signal.addEventListener('abort', onAbort, { once: true });
       this.ending.add(onStop);
     });
+  }
+
+  /**
+   * When `compactor`'s link closed, if it is closed now: for a crashed compactor, the moment it died
+   * (excompact_reclaim_seconds counts from there). Forgotten after a minute, like the watch's deaths.
+   */
+  linkClosedAt(compactor: string): number | undefined {
+    const now = Date.now();
+    for (const [path, at] of this.closedAt) if (now - at > 60_000) this.closedAt.delete(path);
+    return this.closedAt.get(compactor);
   }
 
   /** Whether `compactor` has a link open here. */

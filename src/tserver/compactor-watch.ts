@@ -123,6 +123,11 @@ export class CompactorWatch {
     );
   };
 
+  /** When this server saw `compactor`'s node deleted (within the last minute). */
+  diedAt(compactor: string): number | undefined {
+    return this.dead.get(compactor);
+  }
+
   private markDead(compactor: string): void {
     this.armedAt.delete(compactor);
     this.dead.set(compactor, Date.now());

@@ -34,6 +34,8 @@ export interface GenerationContext {
   stallTimeoutMs: number;
   compactorLinkGraceMs: number;
   compactorSweepMs?: number;
+  /** Told how long after a compactor died each of its reservations here was cancelled. */
+  onReclaimed?: (seconds: number) => void;
   /** The manager refused a mutation because this session is not the server's live one. */
   onFenced: (err: ExcError) => void;
 }
@@ -66,7 +68,12 @@ export class Generation {
     this.configs = new TableConfigs(this.meta);
     this.watch = new CompactorWatch(
       session,
-      (_compactor, refs) => this.reservations.onCompactorGone(refs),
+      // Its death: when its link here closed (a crash closes it at once), else when its node went.
+      (compactor, refs) =>
+        this.reservations.onCompactorGone(
+          refs,
+          this.links.linkClosedAt(compactor) ?? this.watch.diedAt(compactor),
+        ),
       log,
     );
     this.hosting = new Hosting({
@@ -88,6 +95,7 @@ export class Generation {
       outputSize: async (name) => (await ctx.store.stat(name))?.size ?? null,
       log,
       stallTimeoutMs: ctx.stallTimeoutMs,
+      ...(ctx.onReclaimed ? { onReclaimed: ctx.onReclaimed } : {}),
     });
     // Reads are refused while the session is in doubt: another server may already host these tablets.
     this.data = new DataPath(this.hosting, ctx.store, this.configs, () => {

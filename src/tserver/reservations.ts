@@ -59,6 +59,8 @@ export interface ReservationsDeps {
   progressPersistMs?: number;
   /** Cancel a reservation with no progress for this long (0 disables). */
   stallTimeoutMs?: number;
+  /** Told, for each reservation of a dead compactor cancelled, how long after `since` (its death) it was. */
+  onReclaimed?: (seconds: number) => void;
 }
 
 /** Used when the table's settings cannot be read to decide whether a failed job is parked. */
@@ -275,13 +277,17 @@ export class Reservations {
   }
 
   /** A compactor's node disappeared: cancel all its reservations here (the reconciler retries failures). */
-  onCompactorGone(refs: ReservationRef[]): void {
+  onCompactorGone(refs: ReservationRef[], since?: number): void {
     for (const ref of refs) {
-      this.cancel(ref.tablet, ref.ecid, 'compactor-gone').catch((err: unknown) =>
-        this.deps.log.warn(
-          { ...ref, err: describeError(err) },
-          'could not cancel the reservation of a dead compactor yet',
-        ),
+      this.cancel(ref.tablet, ref.ecid, 'compactor-gone').then(
+        (cancelled) => {
+          if (cancelled && since !== undefined) this.deps.onReclaimed?.((Date.now() - since) / 1000);
+        },
+        (err: unknown) =>
+          this.deps.log.warn(
+            { ...ref, err: describeError(err) },
+            'could not cancel the reservation of a dead compactor yet',
+          ),
       );
     }
   }

@@ -21,7 +21,8 @@ import { EventEmitter } from 'node:events';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
-import { counterOf, createRegistry, gaugeOf } from '../metrics.js';
+import { SECONDS_BUCKETS, counterOf, createRegistry, gaugeOf, zkSessionGauge } from '../metrics.js';
+import { Histogram } from 'prom-client';
 import { advertisedAddress } from '../net.js';
 import {
   connectZk,
@@ -73,6 +74,7 @@ export class TabletServer extends EventEmitter<Events> {
   private readonly stopSignal = new AbortController();
   private address: { host: string; port: number } | undefined;
   private readonly registry = createRegistry('tserver');
+  private readonly reclaim: Histogram;
 
   constructor(private readonly options: TserverOptions) {
     super();
@@ -123,6 +125,13 @@ export class TabletServer extends EventEmitter<Events> {
       'Compactors fenced because their link closed',
       () => g()?.links.fenced,
     );
+    zkSessionGauge(r, () => this.session);
+    this.reclaim = new Histogram({
+      name: 'excompact_reclaim_seconds',
+      help: "Time from a compactor's death (its link closing, else its node going) to its reservation cancelled here and its work back in the queue",
+      buckets: SECONDS_BUCKETS,
+      registers: [r],
+    });
     gaugeOf(r, 'excompact_tserver_tablets', 'Tablets hosted', () => g()?.hosting.count ?? 0);
     gaugeOf(r, 'excompact_tserver_running_compactions', 'Reservations on hosted tablets', () =>
       g()
@@ -182,6 +191,7 @@ export class TabletServer extends EventEmitter<Events> {
         stallTimeoutMs: this.options.stallTimeoutMs,
         compactorLinkGraceMs: this.options.compactorLinkGraceMs ?? 200,
         compactorSweepMs: this.options.compactorSweepMs,
+        onReclaimed: (seconds) => this.reclaim.observe(seconds),
         onFenced: (err) => this.expire(session, `the manager fenced a mutation: ${err.message}`),
       });
       try {
