@@ -26,6 +26,8 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json ./
 COPY bin ./bin
+# The monitor page's files (`excompact monitor`): served as they are, no build.
+COPY web ./web
 RUN ln -s /app/bin/excompact.js /usr/local/bin/excompact \
  && ln -s /app/bin/compactor.js /usr/local/bin/compactor \
  && mkdir -p /var/lib/excompact && chown node:node /var/lib/excompact

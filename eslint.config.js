@@ -3,6 +3,7 @@
 // nobody awaits (a lost rejection is a lost failure) and misused async callbacks.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import globals from 'globals';
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'data/**', 'coverage/**', 'bin/**', 'scripts/**', '**/*.cjs'] },
@@ -28,5 +29,11 @@ export default tseslint.config(
   {
     files: ['eslint.config.js'],
     ...tseslint.configs.disableTypeChecked,
+  },
+  {
+    // The monitor page: plain browser modules, served as they are (no build step, so no TypeScript).
+    files: ['web/**/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: { globals: globals.browser, parserOptions: { projectService: false, project: null } },
   },
 );

@@ -30,6 +30,7 @@ import {
 } from '../zk/index.js';
 import { configFrom } from './connect.js';
 import { formatTable } from './format.js';
+import { startMonitor } from '../monitor/start.js';
 import { Supervised, type ChildSpec } from './supervisor.js';
 
 export interface LocalFlags {
@@ -40,6 +41,7 @@ export interface LocalFlags {
   compactors: number;
   workload: boolean;
   summaryEvery: number;
+  monitorPort: number;
 }
 
 const CLI = fileURLToPath(new URL('./main.js', import.meta.url));
@@ -183,6 +185,20 @@ export async function runLocal(flags: LocalFlags, cmd: Command): Promise<void> {
     }
   }
   say(`  compactors    ${flags.compactors} for small, ${flags.compactors} for large`);
+  const monitor = await startMonitor({
+    meta,
+    secret,
+    host: '127.0.0.1',
+    port: flags.monitorPort,
+    logger: silentLogger(),
+  }).catch((err: unknown) => {
+    // The port is taken (a monitor of another cluster): any free one will do.
+    if (flags.monitorPort !== 0 && err instanceof ExcError && err.code === 'UNAVAILABLE')
+      return startMonitor({ meta, secret, host: '127.0.0.1', port: 0, logger: silentLogger() });
+    throw err;
+  });
+  stops.push(() => monitor.close());
+  say(`  monitor       ${monitor.url}`);
   say(`  logs          ${logDir}`);
   say(`  admin         EXC_ZK=${zkConnect}${secretHint} node bin/excompact.js admin queue list`);
   say('excompact local: ready. Ctrl-C stops everything.\n');
@@ -194,7 +210,7 @@ export async function runLocal(flags: LocalFlags, cmd: Command): Promise<void> {
   const tservers = new PeerClients({ secret, timeoutMs: 2_000, attempts: 1 });
   const summary = setInterval(() => {
     if (stopping) return;
-    void printSummary(meta, tservers, workload?.written ?? (() => 0)).catch((err: unknown) =>
+    void printSummary(meta, tservers, workload?.written ?? (() => 0), monitor.url).catch((err: unknown) =>
       say(`  ! summary: ${describeError(err)}`),
     );
   }, flags.summaryEvery);
@@ -240,7 +256,12 @@ function startWorkload(
   };
 }
 
-async function printSummary(meta: MetaClient, tservers: PeerClients, written: () => number): Promise<void> {
+async function printSummary(
+  meta: MetaClient,
+  tservers: PeerClients,
+  written: () => number,
+  monitorUrl: string,
+): Promise<void> {
   const [{ queues }, { tablets }, { tservers: live }] = await Promise.all([
     meta.call<{ queues: (QueueInfo & { queued: number; running: number; compactors: number })[] }>(
       'GET',
@@ -262,7 +283,7 @@ async function printSummary(meta: MetaClient, tservers: PeerClients, written: ()
     }),
   );
   const text = [
-    `── ${new Date().toISOString().slice(11, 19)} ─ ${written()} entries written by the workload\n`,
+    `── ${new Date().toISOString().slice(11, 19)} ─ ${written()} entries written by the workload ─ monitor ${monitorUrl}\n`,
     formatTable(
       ['TABLET', 'FILES', 'BYTES', 'HOST'],
       tablets.map((t) => [

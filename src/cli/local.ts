@@ -32,6 +32,12 @@ export function registerLocal(program: Command): void {
     .option('--compactors <n>', 'compactors per queue', intOption('--compactors', 1, 16), 2)
     .option('--no-workload', 'do not ingest demo data')
     .option(
+      '--monitor-port <port>',
+      'port of the monitor page on 127.0.0.1 (default 9990 if free, else any)',
+      intOption('--monitor-port', 0, 65535),
+      9990,
+    )
+    .option(
       '--summary-every <ms>',
       'how often to print the summary',
       intOption('--summary-every', 250, 600_000),

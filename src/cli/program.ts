@@ -12,6 +12,7 @@ import { registerAdmin } from './admin.js';
 import { configFrom, connectionOptions } from './connect.js';
 import { registerData } from './data.js';
 import { registerHealth } from './health.js';
+import { registerMonitor } from './monitor.js';
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -56,5 +57,6 @@ export function buildProgram(): Command {
   registerAdmin(program);
   registerData(program);
   registerHealth(program);
+  registerMonitor(program);
   return program;
 }

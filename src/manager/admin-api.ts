@@ -33,6 +33,7 @@ import {
   type ViewSources,
 } from './admin-views.js';
 import { runCheck } from './check-read.js';
+import { queueFigures } from './queue-metrics.js';
 import type { CommitQueue } from './commit-queue.js';
 import type { GcObjectStore } from './gc.js';
 import {
@@ -88,13 +89,20 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
   server.route('GET', '/queues', {}, async () => {
     const p = parts();
     const queues = await listQueues(p.session, p.layout);
-    const running = runningCompactions(readCatalog(p), queues);
+    const catalog = readCatalog(p);
+    const figures = queueFigures(
+      catalog.tablets,
+      (tableId) => maxAttempts(catalog, tableId),
+      queues.map((q) => q.id),
+    );
     return {
       queues: await Promise.all(
         queues.map(async (q) => ({
           ...q,
           queued: p.store.count(queuePrefix(q.id), prefixEnd(queuePrefix(q.id))!),
-          running: running.filter((r) => r.queueId === q.id).length,
+          running: figures.get(q.id)?.running ?? 0,
+          parked: figures.get(q.id)?.parked ?? 0,
+          queuedBytes: figures.get(q.id)?.bytes ?? 0,
           compactors: (await compactorsOf(p, q)).length,
         })),
       ),

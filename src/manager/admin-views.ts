@@ -59,6 +59,7 @@ export function runningCompactions(c: Catalog, queues: QueueInfo[]): RunningComp
         kind: r.kind,
         attempt: r.attempt,
         inputs: r.inputs.length,
+        inputBytes: r.inputs.reduce((sum, path) => sum + (t.files.get(path)?.size ?? 0), 0),
         reservedAt: r.reservedAt,
         ageMs: now - r.reservedAt,
         progress: t.progress.get(ecid) ?? null,

@@ -43,6 +43,8 @@ export interface RunningCompaction {
   kind: 'system' | 'user';
   attempt: number;
   inputs: number;
+  /** Total size of the inputs (the progress bar's 100 %). */
+  inputBytes: number;
   reservedAt: number;
   ageMs: number;
   progress: {
@@ -79,4 +81,16 @@ export interface CompactorView {
   version: string | null;
   started: number | null;
   status: string | null;
+}
+
+/**
+ * A compactor's name for people: `<queue>@<host>#<n>`, `n` the sequence number ZooKeeper gave its node
+ * (unique within the queue), instead of the node's protected name `_c_<uuid>-c-<seq>`. Listings show this;
+ * `--json` and the API keep the full path, which is the compactor's identity.
+ */
+export function shortCompactorName(path: string, queue?: string | null, host?: string | null): string {
+  const node = path.slice(path.lastIndexOf('/') + 1);
+  const seq = /-c-(\d+)$/.exec(node)?.[1];
+  const id = seq === undefined ? node.slice(-8) : String(Number(seq));
+  return `${queue ?? '?'}${host ? `@${host}` : ''}#${id}`;
 }

@@ -49,6 +49,15 @@ describe('npm start (excompact local)', () => {
     expect(proc.lines.map((l) => l.msg).join('\n')).toMatch(
       /tserver-1[\s\S]*tserver-2[\s\S]*compactors +2 for small, 2 for large/,
     );
+    // npm start serves the monitor page and prints its address; the page's data has both queues.
+    const monitorUrl = /monitor +(http:\/\/127\.0\.0\.1:\d+\/)/.exec(
+      proc.lines.map((l) => l.msg).join('\n'),
+    )![1]!;
+    expect(await (await fetch(monitorUrl)).text()).toContain('<title>excompact monitor</title>');
+    const state = (await (await fetch(`${monitorUrl}api/state`)).json()) as {
+      snapshot: { queues: { name: string }[] };
+    };
+    expect(state.snapshot.queues.map((q) => q.name).sort()).toEqual(['large', 'small']);
     // The summary reports completed compactions for both queues.
     await proc.waitForLog((l) => /^large +\d+ +\d+ +[1-9]\d* +2$/.test(l.msg ?? ''), 60_000);
     await proc.waitForLog((l) => /^small +\d+ +\d+ +[1-9]\d* +2$/.test(l.msg ?? ''), 60_000);
@@ -58,6 +67,7 @@ describe('npm start (excompact local)', () => {
     expect(proc.lines.some((l) => l.msg === 'excompact local: stopped')).toBe(true);
     expect(await zkAnswers(zkPort)).toBe(false);
     expect(await httpAnswers(managerUrl)).toBe(false);
+    expect(await httpAnswers(monitorUrl)).toBe(false);
   });
 
   it('--s3 keeps the files in an embedded S3 server; a SIGKILLed supervisor leaves no process behind', async () => {

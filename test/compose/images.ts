@@ -235,6 +235,7 @@ export async function buildImages(root: string, full: boolean): Promise<Images> 
       'src',
       'bin',
       'scripts/bundle.mjs',
+      'web',
     ])
       hash.path(at(p));
     excompact = hash.tag('excompact');
@@ -252,6 +253,7 @@ export async function buildImages(root: string, full: boolean): Promise<Images> 
       .path(imageDir)
       .path(at('dist'))
       .path(at('bin'))
+      .path(at('web'))
       .path(at('package.json'))
       .path(at('package-lock.json'))
       .path(sqlite)
@@ -262,6 +264,7 @@ export async function buildImages(root: string, full: boolean): Promise<Images> 
         Dockerfile: join(imageDir, 'Dockerfile'),
         dist: at('dist'),
         bin: at('bin'),
+        web: at('web'),
         'package.json': at('package.json'),
         'package-lock.json': at('package-lock.json'),
       };

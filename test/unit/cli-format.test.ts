@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { formatTable } from '../../src/cli/format.js';
+import { shortCompactorName } from '../../src/meta/views.js';
 
 describe('cli format', () => {
   it('formatTable - columns align on their widest cell, the last is not padded, missing cells show -', () => {
@@ -16,5 +17,14 @@ describe('cli format', () => {
 
   it('formatTable - no rows says so under the header', () => {
     expect(formatTable(['A', 'B'], [])).toBe('A  B\n(none)\n');
+  });
+});
+
+describe('compactor names', () => {
+  it('names - a protected node path becomes queue@host#seq', () => {
+    const path = '/excompact/compactors/q001/_c_1b4e28ba-2fa1-11d2-883f-0016d3cca427-c-0000000012';
+    expect(shortCompactorName(path, 'small', '10.0.0.7')).toBe('small@10.0.0.7#12');
+    expect(shortCompactorName(path, 'small')).toBe('small#12');
+    expect(shortCompactorName('/x/odd-node-name', null)).toBe('?#ode-name');
   });
 });
