@@ -7,6 +7,9 @@
 //  2. ZooKeeper, unless EXC_ZK names an existing server: the Debian/Ubuntu package `zookeeper`
 //     (/usr/share/java/zookeeper.jar), installed with apt-get when we are root; otherwise stop and say
 //     exactly what to install.
+//  3. Chromium, for the monitor page's browser test: Debian's package `chromium` (/usr/bin/chromium),
+//     installed with apt-get when we are root. The test drives it with playwright-core, which never
+//     downloads a browser of its own. Not needed by `npm start`: a machine without it only says so.
 import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -129,7 +132,30 @@ function ensureZooKeeper() {
   }
 }
 
+const CHROMIUM = process.env.EXC_CHROMIUM || '/usr/bin/chromium';
+
+function ensureChromium() {
+  if (existsSync(CHROMIUM)) return;
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  const hasApt = spawnSync('apt-get', ['--version'], { stdio: 'ignore' }).status === 0;
+  if (!isRoot || !hasApt) {
+    say(
+      `Chromium is not installed (no ${CHROMIUM}); the monitor's browser test needs it:\n` +
+        `    sudo apt-get update && sudo apt-get install -y chromium   (or set EXC_CHROMIUM)`,
+    );
+    return;
+  }
+  say('installing Chromium with apt-get (package chromium), for the monitor page test');
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  if (!run('apt-get', ['update', '-qq'], { env })) fail('apt-get update failed (see the output above)');
+  if (!run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'chromium'], { env })) {
+    fail('apt-get install chromium failed (see the output above)');
+  }
+  if (!existsSync(CHROMIUM)) fail(`the chromium package is installed but ${CHROMIUM} is missing`);
+}
+
 checkNode();
 ensureNpmDependencies();
 ensureZooKeeper();
+ensureChromium();
 say('ready');
