@@ -3,6 +3,7 @@
  * (Grafana dashboard, Kubernetes manifests) checked against them: every metric a dashboard panel or an
  * autoscaler names must be one some process exports, or the panel is empty and the autoscaler never acts.
  */
+import { randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -111,7 +112,34 @@ describe('metrics and deploy/', () => {
     expect(sample(done.text, 'excompact_compaction_input_bytes_sum', { queue: 'small' })).toBeGreaterThan(0);
     expect(sample(done.text, 'excompact_compactions_total', { queue: 'small', outcome: 'failed' })).toBe(0);
 
-    const scrapes = { manager: await scrape(manager), tserver: await scrape(tserver), compactor: done };
+    // A compactor killed in the middle of a job: the tablet server times how long until its work is back.
+    await compactor.terminate();
+    const slow = await c.startCompactor('small', { name: 'slow', args: ['--throughput', '50000'] });
+    for (let b = 0; b < 3; b++) {
+      await s.client.ingest(
+        't',
+        Array.from({ length: 100 }, (_, i) => ({
+          row: `a${i}`,
+          ts: 10 + b,
+          value: randomBytes(200).toString('hex'),
+        })),
+      );
+    }
+    await waitFor(async () => {
+      const m = await scrape(slow.status);
+      return (sample(m.text, 'excompact_compactor_running_jobs', {}) ?? 0) > 0;
+    }, 'the slow compactor to run a job');
+    slow.kill();
+    const reclaimed = await waitFor(async () => {
+      const t = await scrape(tserver);
+      return (sample(t.text, 'excompact_reclaim_seconds_count', {}) ?? 0) > 0 && t;
+    }, "the killed compactor's job reclaimed");
+    // Reclaimed through its link closing (200 ms grace), not the 1.5 s session timeout.
+    const sum = sample(reclaimed.text, 'excompact_reclaim_seconds_sum', {})!;
+    expect(sum).toBeGreaterThan(0);
+    expect(sum).toBeLessThan(1.5);
+
+    const scrapes = { manager: await scrape(manager), tserver: reclaimed, compactor: done };
     const m = scrapes.manager.text;
     // Both queues, every state, even the idle queue (an autoscaler must see it from the start).
     for (const queue of ['small', 'large'])

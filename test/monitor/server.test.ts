@@ -1,0 +1,102 @@
+/**
+ * Who may use the monitor: on loopback anyone on the host (but not a page from elsewhere through the
+ * browser), beyond it only holders of the login token. The cluster is a stand-in here: what is checked
+ * is the door, not the data.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/log.js';
+import { MonitorServer } from '../../src/monitor/server.js';
+import type { Snapshot, SnapshotReader } from '../../src/monitor/snapshot.js';
+
+const snapshot: Snapshot = {
+  at: Date.now(),
+  queues: [],
+  compactors: [],
+  running: [],
+  parked: [],
+  tablets: [],
+  readBytesPerSec: 0,
+  error: null,
+};
+const reader = { read: async () => snapshot } as unknown as SnapshotReader;
+const calls: string[] = [];
+const call = async <T>(method: string, path: string): Promise<T> => {
+  calls.push(`${method} ${path}`);
+  return { cancelled: true } as T;
+};
+const TOKEN = 'a-token-of-more-than-16-chars';
+
+describe('monitor server', () => {
+  const servers: MonitorServer[] = [];
+  afterEach(async () => {
+    await Promise.all(servers.splice(0).map((s) => s.close()));
+    calls.length = 0;
+  });
+
+  async function start(host: string, token?: string): Promise<string> {
+    const server = new MonitorServer({
+      host,
+      port: 0,
+      reader,
+      call,
+      log: silentLogger(),
+      ...(token ? { token } : {}),
+    });
+    servers.push(server);
+    const url = await server.start();
+    return url.replace('0.0.0.0', '127.0.0.1');
+  }
+
+  it('monitor - beyond loopback it refuses to start without a token of 16 characters or more', () => {
+    expect(() => new MonitorServer({ host: '0.0.0.0', port: 0, reader, call, log: silentLogger() })).toThrow(
+      /login token/,
+    );
+    expect(
+      () =>
+        new MonitorServer({ host: '0.0.0.0', port: 0, reader, call, log: silentLogger(), token: 'short' }),
+    ).toThrow(/16 characters/);
+  });
+
+  it('monitor - beyond loopback only the token opens it: login link, cookie or bearer', async () => {
+    const url = await start('0.0.0.0', TOKEN);
+    expect((await fetch(`${url}api/state`)).status).toBe(401);
+    expect((await fetch(url)).status).toBe(401);
+    expect(
+      (await fetch(`${url}login?token=wrong-token-of-the-same-size`, { redirect: 'manual' })).status,
+    ).toBe(401);
+    const login = await fetch(`${url}login?token=${TOKEN}`, { redirect: 'manual' });
+    expect(login.status).toBe(303);
+    const cookie = login.headers.get('set-cookie') ?? '';
+    expect(cookie).toMatch(/HttpOnly/i);
+    expect(cookie).toMatch(/SameSite=Strict/i);
+    const session = cookie.split(';')[0]!;
+    expect((await fetch(`${url}api/state`, { headers: { cookie: session } })).status).toBe(200);
+    expect((await fetch(url, { headers: { cookie: session } })).status).toBe(200);
+    expect((await fetch(`${url}api/state`, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(
+      200,
+    );
+    // The token opens reads; a change still needs the page's header.
+    const ecid = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
+    const cancel = (headers: Record<string, string>) =>
+      fetch(`${url}api/compactions/${ecid}/cancel`, {
+        method: 'POST',
+        headers: { cookie: session, ...headers },
+      });
+    expect((await cancel({})).status).toBe(403);
+    expect(calls).toEqual([]);
+    expect((await cancel({ 'x-excompact-monitor': '1' })).status).toBe(200);
+    expect(calls).toEqual([`POST /v1/compactions/${ecid}/cancel`]);
+  });
+
+  it('monitor - on loopback: no token, but a bad compaction id is refused before reaching the cluster', async () => {
+    const url = await start('127.0.0.1');
+    expect((await fetch(`${url}api/state`)).status).toBe(200);
+    const bad = await fetch(`${url}api/compactions/..%2F..%2Fqueues/cancel`, {
+      method: 'POST',
+      headers: { 'x-excompact-monitor': '1' },
+    });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { code: string } }).error.code).toBe('BAD_REQUEST');
+    expect(calls).toEqual([]);
+  });
+});
