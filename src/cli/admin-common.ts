@@ -3,8 +3,13 @@
  * the tables of running compactions, parked jobs and compactors (shown by `queue info` and the
  * compactions and compactors listings).
  */
-import type { CompactorView, ParkedCompaction, RunningCompaction } from '../meta/views.js';
-import { age, printTable } from './format.js';
+import {
+  shortCompactorName,
+  type CompactorView,
+  type ParkedCompaction,
+  type RunningCompaction,
+} from '../meta/views.js';
+import { age, bytes, formatTable } from './format.js';
 
 export interface JsonFlag {
   json?: boolean;
@@ -16,39 +21,57 @@ export const examples = (lines: string[]): string =>
 /** A repeatable option's values. */
 export const collect = (value: string, previous: string[] = []): string[] => [...previous, value];
 
-export function printRunning(running: RunningCompaction[]): void {
-  printTable(
-    ['ECID', 'TABLE', 'TABLET', 'QUEUE', 'COMPACTOR', 'AGE', 'READ', 'WRITTEN'],
+/**
+ * Running compactions. Compactors by their short names (`queue@host#seq`): `hosts` maps a compactor's
+ * path to its host, when known.
+ */
+export function runningTable(running: RunningCompaction[], hosts = new Map<string, string | null>()): string {
+  return formatTable(
+    ['ECID', 'TABLE', 'TABLET', 'QUEUE', 'COMPACTOR', 'AGE', 'READ', 'WRITTEN', 'PROGRESS'],
     running.map((r) => [
       r.ecid,
       r.table,
       r.tablet,
       r.queue ?? r.queueId,
-      r.compactor.split('/').pop(),
+      shortCompactorName(r.compactor, r.queue, hosts.get(r.compactor)),
       age(r.ageMs),
       r.progress ? r.progress.entriesRead : null,
       r.progress ? r.progress.entriesWritten : null,
+      r.progress && r.inputBytes > 0
+        ? `${Math.min(100, Math.round((r.progress.bytesRead / r.inputBytes) * 100))}% of ${bytes(r.inputBytes)}`
+        : null,
     ]),
   );
 }
 
-export function printParked(parked: ParkedCompaction[]): void {
-  printTable(
+export function printRunning(running: RunningCompaction[], hosts?: Map<string, string | null>): void {
+  process.stdout.write(runningTable(running, hosts));
+}
+
+export function parkedTable(parked: ParkedCompaction[]): string {
+  return formatTable(
     ['ID', 'TABLE', 'TABLET', 'QUEUE', 'ATTEMPTS', 'LAST ERROR'],
     parked.map((p) => [p.id, p.table, p.tablet, p.queue ?? p.queueId, p.attempts, p.lastError.slice(0, 100)]),
   );
 }
 
+export function printParked(parked: ParkedCompaction[]): void {
+  process.stdout.write(parkedTable(parked));
+}
+
+/** Live compactors by their short names; `--json` keeps the full node paths. */
 export function printCompactors(compactors: CompactorView[]): void {
-  printTable(
-    ['QUEUE', 'COMPACTOR', 'HOST', 'PID', 'UP', 'STATUS'],
-    compactors.map((c) => [
-      c.queue,
-      c.path.split('/').pop(),
-      c.host,
-      c.pid,
-      c.started ? age(Date.now() - c.started) : null,
-      c.status,
-    ]),
+  process.stdout.write(
+    formatTable(
+      ['COMPACTOR', 'QUEUE', 'HOST', 'PID', 'UP', 'STATUS'],
+      compactors.map((c) => [
+        shortCompactorName(c.path, c.queue, c.host),
+        c.queue,
+        c.host,
+        c.pid,
+        c.started ? age(Date.now() - c.started) : null,
+        c.status,
+      ]),
+    ),
   );
 }

@@ -3,15 +3,73 @@
  * jobs, and how compactions ended.
  */
 import type { Command } from 'commander';
-import { ExcError } from '../errors.js';
+import { ExcError, describeError } from '../errors.js';
 import type { HistoryAnswer, Outcome } from '../meta/outcomes.js';
 import { parseDuration } from '../meta/table-config.js';
-import type { CompactorView, ParkedCompaction, RunningCompaction } from '../meta/views.js';
-import { examples, printCompactors, printParked, printRunning, type JsonFlag } from './admin-common.js';
-import { withCluster } from './connect.js';
+import {
+  shortCompactorName,
+  type CompactorView,
+  type ParkedCompaction,
+  type RunningCompaction,
+} from '../meta/views.js';
+import { examples, parkedTable, printCompactors, runningTable, type JsonFlag } from './admin-common.js';
+import { withCluster, type Cluster } from './connect.js';
+import { sleep } from '../retry.js';
 import { action } from './exit.js';
 import { intOption } from './flags.js';
 import { age, bytes, printJson, printTable } from './format.js';
+
+interface ListFlags extends JsonFlag {
+  queue?: string;
+  table?: string;
+  state?: string;
+  watch?: string | true;
+}
+
+/** What `compactions list` prints, once. */
+async function listing(c: Cluster, opts: ListFlags): Promise<string> {
+  const query = new URLSearchParams(
+    Object.entries({ queue: opts.queue, table: opts.table, state: opts.state }).filter(
+      (e): e is [string, string] => !!e[1],
+    ),
+  );
+  const [result, { compactors }] = await Promise.all([
+    c.meta.call<{ running: RunningCompaction[]; parked: ParkedCompaction[] }>(
+      'GET',
+      `/v1/compactions${query.size ? `?${query.toString()}` : ''}`,
+    ),
+    opts.json ? { compactors: [] } : c.meta.call<{ compactors: CompactorView[] }>('GET', '/v1/compactors'),
+  ]);
+  if (opts.json) return `${JSON.stringify(result, null, 2)}\n`;
+  const hosts = new Map(compactors.map((x) => [x.path, x.host]));
+  let text = '';
+  if (opts.state !== 'parked')
+    text += `running (${result.running.length}):\n${runningTable(result.running, hosts)}`;
+  if (opts.state !== 'running')
+    text += `${opts.state ? '' : '\n'}parked (${result.parked.length}):\n${parkedTable(result.parked)}`;
+  return text;
+}
+
+/**
+ * Prints `frame()` every `everyMs` until Ctrl-C (then exits 0). On a terminal each frame replaces the last
+ * (cursor home, clear); otherwise frames follow each other under a time stamp, for a log.
+ */
+async function watch(everyMs: number, frame: () => Promise<string>): Promise<void> {
+  const stop = new AbortController();
+  const onSigint = (): void => stop.abort();
+  process.once('SIGINT', onSigint);
+  const tty = process.stdout.isTTY;
+  try {
+    while (!stop.signal.aborted) {
+      const stamp = `── ${new Date().toISOString().slice(11, 19)} ─ every ${everyMs} ms${tty ? ', Ctrl-C stops' : ''}\n`;
+      const text = await frame().catch((err: unknown) => `! ${describeError(err)}\n`);
+      process.stdout.write(tty ? `\x1b[H\x1b[2J${stamp}${text}` : `${stamp}${text}\n`);
+      await sleep(everyMs, stop.signal).catch(() => undefined);
+    }
+  } finally {
+    process.removeListener('SIGINT', onSigint);
+  }
+}
 
 export function registerCompactors(admin: Command): void {
   admin
@@ -48,39 +106,32 @@ export function registerCompactions(admin: Command): void {
     .option('--queue <name>', 'only this queue')
     .option('--table <name>', 'only this table')
     .option('--state <state>', 'running or parked')
+    .option('--watch [ms]', 'list again every ms (default 2000) until Ctrl-C; a terminal redraws in place')
     .option('--json', 'print JSON')
     .addHelpText(
       'after',
       examples([
         'excompact admin compactions list',
         'excompact admin compactions list --state parked --table events',
+        'excompact admin compactions list --watch',
       ]),
     )
     .action(
-      action(async (opts: JsonFlag & { queue?: string; table?: string; state?: string }, cmd: Command) => {
+      action(async (opts: ListFlags, cmd: Command) => {
         if (opts.state && opts.state !== 'running' && opts.state !== 'parked') {
           throw new ExcError('BAD_REQUEST', `--state must be running or parked, not ${opts.state}`);
         }
-        const query = new URLSearchParams(
-          Object.entries({ queue: opts.queue, table: opts.table, state: opts.state }).filter(
-            (e): e is [string, string] => !!e[1],
-          ),
-        );
-        const result = await withCluster(cmd, (c) =>
-          c.meta.call<{ running: RunningCompaction[]; parked: ParkedCompaction[] }>(
-            'GET',
-            `/v1/compactions${query.size ? `?${query.toString()}` : ''}`,
-          ),
-        );
-        if (opts.json) return printJson(result);
-        if (opts.state !== 'parked') {
-          process.stdout.write(`running (${result.running.length}):\n`);
-          printRunning(result.running);
+        const everyMs = opts.watch === undefined ? 0 : opts.watch === true ? 2_000 : Number(opts.watch);
+        if (opts.watch !== undefined && !(Number.isInteger(everyMs) && everyMs >= 100)) {
+          throw new ExcError(
+            'BAD_REQUEST',
+            `--watch: expected milliseconds (100 or more), not ${String(opts.watch)}`,
+          );
         }
-        if (opts.state !== 'running') {
-          process.stdout.write(`${opts.state ? '' : '\n'}parked (${result.parked.length}):\n`);
-          printParked(result.parked);
-        }
+        await withCluster(cmd, async (c) => {
+          if (everyMs === 0) return void process.stdout.write(await listing(c, opts));
+          await watch(everyMs, () => listing(c, opts));
+        });
       }),
     );
 
@@ -114,7 +165,7 @@ export function registerCompactions(admin: Command): void {
               `--outcome: expected committed or cancelled, not ${opts.outcome}`,
             );
           const since = Date.now() - parseDuration(opts.since);
-          const answer = await withCluster(cmd, async (c) => {
+          const found = await withCluster(cmd, async (c) => {
             const query = new URLSearchParams({ since: String(since), limit: String(opts.limit) });
             if (opts.table) query.set('table', opts.table);
             if (opts.outcome) query.set('outcome', opts.outcome);
@@ -125,8 +176,15 @@ export function registerCompactions(admin: Command): void {
               );
               query.set('queue', queue.id);
             }
-            return c.meta.call<HistoryAnswer>('GET', `/v1/compactions/history?${query.toString()}`);
+            const [history, { queues }] = await Promise.all([
+              c.meta.call<HistoryAnswer>('GET', `/v1/compactions/history?${query.toString()}`),
+              opts.json
+                ? { queues: [] }
+                : c.meta.call<{ queues: { id: string; name: string }[] }>('GET', '/v1/queues'),
+            ]);
+            return { history, queueNames: new Map(queues.map((q) => [q.id, q.name])) };
           });
+          const { history: answer, queueNames } = found;
           if (opts.json) return printJson(answer);
           const { committed, cancelled } = answer.counts;
           const reasons = Object.entries(cancelled)
@@ -160,7 +218,7 @@ export function registerCompactions(admin: Command): void {
               `${age(now - o.at)} ago`,
               age(o.at - o.reservedAt),
               o.inputBytes === undefined ? '' : `${bytes(o.inputBytes)}->${bytes(o.outputBytes ?? 0)}`,
-              o.compactor.split('/').pop(),
+              shortCompactorName(o.compactor, queueNames.get(o.queueId)),
               o.error?.replace(/\s+/g, ' ').slice(0, 60) ?? '',
             ]),
           );

@@ -91,7 +91,7 @@ export function registerQueues(admin: Command): void {
           info.queued.map((q) => [q.table, q.tablet, q.priority, q.bin, q.since ? age(now - q.since) : null]),
         );
         process.stdout.write(`\nrunning (${info.running.length}):\n`);
-        printRunning(info.running);
+        printRunning(info.running, new Map(info.compactors.map((c) => [c.path, c.host])));
         process.stdout.write(`\nparked (${info.parked.length}):\n`);
         printParked(info.parked);
         process.stdout.write(`\ncompactors (${info.compactors.length}):\n`);

@@ -208,10 +208,11 @@ export async function runLocal(flags: LocalFlags, cmd: Command): Promise<void> {
   if (workload) stops.push(workload.stop);
   // Short timeouts and no retries: a slow tablet server must not hold up (or pile up) the summary.
   const tservers = new PeerClients({ secret, timeoutMs: 2_000, attempts: 1 });
+  const rates: Rates = { at: 0, completed: {} };
   const summary = setInterval(() => {
     if (stopping) return;
-    void printSummary(meta, tservers, workload?.written ?? (() => 0), monitor.url).catch((err: unknown) =>
-      say(`  ! summary: ${describeError(err)}`),
+    void printSummary(meta, tservers, workload?.written ?? (() => 0), monitor.url, rates).catch(
+      (err: unknown) => say(`  ! summary: ${describeError(err)}`),
     );
   }, flags.summaryEvery);
   stops.push(async () => clearInterval(summary));
@@ -256,11 +257,18 @@ function startWorkload(
   };
 }
 
+/** The completed counts of the previous summary, for the per-minute rates. */
+interface Rates {
+  at: number;
+  completed: Record<string, number>;
+}
+
 async function printSummary(
   meta: MetaClient,
   tservers: PeerClients,
   written: () => number,
   monitorUrl: string,
+  rates: Rates,
 ): Promise<void> {
   const [{ queues }, { tablets }, { tservers: live }] = await Promise.all([
     meta.call<{ queues: (QueueInfo & { queued: number; running: number; compactors: number })[] }>(
@@ -282,6 +290,15 @@ async function printSummary(
         completed[q] = (completed[q] ?? 0) + n;
     }),
   );
+  const now = Date.now();
+  // Commits per minute since the previous summary (a tablet server's counts restart with it: never < 0).
+  const perMinute = (id: string): string =>
+    rates.at === 0
+      ? '-'
+      : (
+          Math.max(0, (completed[id] ?? 0) - (rates.completed[id] ?? 0)) /
+          ((now - rates.at) / 60_000)
+        ).toFixed(1);
   const text = [
     `── ${new Date().toISOString().slice(11, 19)} ─ ${written()} entries written by the workload ─ monitor ${monitorUrl}\n`,
     formatTable(
@@ -294,12 +311,18 @@ async function printSummary(
       ]),
     ),
     formatTable(
-      ['QUEUE', 'QUEUED', 'RUNNING', 'COMPLETED', 'COMPACTORS'],
-      queues.map((q) => [q.name, q.queued, q.running, completed[q.id] ?? 0, q.compactors]),
+      ['QUEUE', 'QUEUED', 'RUNNING', 'COMPLETED', 'PER MIN', 'COMPACTORS'],
+      queues.map((q) => [q.name, q.queued, q.running, completed[q.id] ?? 0, perMinute(q.id), q.compactors]),
     ),
   ].join('');
+  const first = rates.at === 0;
+  rates.at = now;
+  rates.completed = completed;
+  // On a terminal the summary redraws in place: cursor home, the new text, then clear what the longer
+  // previous one left below it (no full clear first, so it does not flicker). Otherwise plain lines.
   const tty = process.stdout.isTTY;
-  process.stdout.write(`${tty ? '\x1b[2J\x1b[H' : ''}${text}${tty ? '\n(Ctrl-C stops everything)\n' : '\n'}`);
+  const frame = `${text}\n(Ctrl-C stops everything)\n`.replace(/\n/g, '\x1b[K\n'); // each line cleared to its end
+  process.stdout.write(tty ? `${first ? '\x1b[2J' : ''}\x1b[H${frame}\x1b[J` : `${text}\n`);
 }
 
 /** An S3 server (s3rver) for `--s3` without an endpoint, with a bucket `excompact`. */

@@ -248,6 +248,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     }
     if (!found.loc)
       throw new ExcError('UNAVAILABLE', `tablet ${found.row} is not hosted right now; try again`);
+    p.log.info({ ecid, tablet: found.row, server: found.loc.server }, 'cancel requested by an admin');
     return p.peers.get(found.loc.server).post('/v1/cancel', { tablet: found.row, ecid }, { attempts: 2 });
   });
 

@@ -92,5 +92,5 @@ export function shortCompactorName(path: string, queue?: string | null, host?: s
   const node = path.slice(path.lastIndexOf('/') + 1);
   const seq = /-c-(\d+)$/.exec(node)?.[1];
   const id = seq === undefined ? node.slice(-8) : String(Number(seq));
-  return `${queue ?? '?'}${host ? `@${host}` : ''}#${id}`;
+  return `${queue ?? ''}${host ? `@${host}` : ''}#${id}`;
 }

@@ -139,7 +139,12 @@ export class CompactorWatch {
     const refs = this.holders.get(compactor);
     if (!refs || refs.size === 0) return;
     this.holders.delete(compactor);
-    this.log.info({ compactor, reservations: refs.size }, 'compactor gone: cancelling its reservations');
+    // The ecids, so that grepping one compaction's ecid finds this line too.
+    const ecids = [...refs.values()].map((r) => r.ecid);
+    this.log.info(
+      { compactor, reservations: refs.size, ecids },
+      'compactor gone: cancelling its reservations',
+    );
     this.onGone(compactor, [...refs.values()]);
   }
 
@@ -165,7 +170,10 @@ export class CompactorWatch {
           continue;
         }
         if (refs.length === 0) continue;
-        this.log.info({ compactor, reservations: refs.length }, 'sweep: compactor gone');
+        this.log.info(
+          { compactor, reservations: refs.length, ecids: refs.map((r) => r.ecid) },
+          'sweep: compactor gone',
+        );
         for (const ref of refs) this.remove(compactor, ref.ecid);
         this.onGone(compactor, refs);
       } catch (err) {

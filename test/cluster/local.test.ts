@@ -59,8 +59,8 @@ describe('npm start (excompact local)', () => {
     };
     expect(state.snapshot.queues.map((q) => q.name).sort()).toEqual(['large', 'small']);
     // The summary reports completed compactions for both queues.
-    await proc.waitForLog((l) => /^large +\d+ +\d+ +[1-9]\d* +2$/.test(l.msg ?? ''), 60_000);
-    await proc.waitForLog((l) => /^small +\d+ +\d+ +[1-9]\d* +2$/.test(l.msg ?? ''), 60_000);
+    await proc.waitForLog((l) => /^large +\d+ +\d+ +[1-9]\d* +(?:-|\d+\.\d) +2$/.test(l.msg ?? ''), 60_000);
+    await proc.waitForLog((l) => /^small +\d+ +\d+ +[1-9]\d* +(?:-|\d+\.\d) +2$/.test(l.msg ?? ''), 60_000);
 
     proc.signal('SIGINT'); // what Ctrl-C sends
     expect(await proc.waitExit(60_000)).toEqual({ code: 0, signal: null });
@@ -75,7 +75,7 @@ describe('npm start (excompact local)', () => {
     const storeLine = proc.lines.map((l) => l.msg ?? '').find((m) => m.includes('object store'))!;
     expect(storeLine).toMatch(/s3:\/\/excompact\/data \(embedded S3 server at http:\/\/127\.0\.0\.1:\d+\)/);
     const s3 = /at (http:\/\/\S+)\)/.exec(storeLine)![1]!;
-    await proc.waitForLog((l) => /^small +\d+ +\d+ +[1-9]\d* +2$/.test(l.msg ?? ''), 60_000);
+    await proc.waitForLog((l) => /^small +\d+ +\d+ +[1-9]\d* +(?:-|\d+\.\d) +2$/.test(l.msg ?? ''), 60_000);
     proc.kill();
     await waitFor(async () => !(await httpAnswers(s3)), 'the S3 server to go', 15_000, 200);
     await waitFor(

@@ -25,6 +25,6 @@ describe('compactor names', () => {
     const path = '/excompact/compactors/q001/_c_1b4e28ba-2fa1-11d2-883f-0016d3cca427-c-0000000012';
     expect(shortCompactorName(path, 'small', '10.0.0.7')).toBe('small@10.0.0.7#12');
     expect(shortCompactorName(path, 'small')).toBe('small#12');
-    expect(shortCompactorName('/x/odd-node-name', null)).toBe('?#ode-name');
+    expect(shortCompactorName('/x/odd-node-name', null)).toBe('#ode-name');
   });
 });
