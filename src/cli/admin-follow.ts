@@ -7,7 +7,7 @@ import type { Outcome } from '../meta/outcomes.js';
 import type { UserCompactionStatus } from '../meta/user-compactions.js';
 import { sleep } from '../retry.js';
 import type { Cluster } from './connect.js';
-import { age, bytes, printJson, printTable } from './format.js';
+import { age, bytes, printJson, printTable, progressBar } from './format.js';
 
 /** Polls the status until done (with `wait`), then prints it. */
 export async function followUserCompaction(
@@ -27,9 +27,20 @@ export async function followUserCompaction(
       else printStatus(status);
       return status;
     }
-    if (tty) process.stderr.write(`\r${summary(status)}`);
+    if (tty) process.stderr.write(`\r${progressBar(fractionDone(status))} ${summary(status)}\x1b[K`);
     await sleep(500);
   }
+}
+
+/** Tablets done, plus the bytes read of the running ones against their inputs. */
+function fractionDone(s: UserCompactionStatus): number {
+  if (s.tablets.length === 0) return 1;
+  let done = 0;
+  for (const t of s.tablets) {
+    if (t.state === 'done' || t.state === 'gone') done += 1;
+    else if (t.state === 'running' && t.inputBytes) done += Math.min(1, (t.bytesRead ?? 0) / t.inputBytes);
+  }
+  return done / s.tablets.length;
 }
 
 function summary(s: UserCompactionStatus): string {

@@ -8,7 +8,7 @@ import { sleep } from '../retry.js';
 import { collect, examples, type JsonFlag } from './admin-common.js';
 import { withCluster } from './connect.js';
 import { action } from './exit.js';
-import { age, bytes, printJson, printTable, rowText } from './format.js';
+import { age, bytes, printJson, printTable, progressBar, rowText } from './format.js';
 
 export function registerTables(admin: Command): void {
   const table = admin
@@ -215,8 +215,9 @@ ${examples([
                 'GET',
                 `/v1/tables/${encodeURIComponent(name)}/compactions/${started.id}`,
               );
-              const line = `compaction ${started.id}: ${total - status.remaining.length}/${total} tablets done`;
-              if (tty) process.stderr.write(`\r${line}`);
+              const done = total - status.remaining.length;
+              const line = `compaction ${started.id}: ${done}/${total} tablets done`;
+              if (tty) process.stderr.write(`\r${progressBar(total === 0 ? 1 : done / total)} ${line}\x1b[K`);
               if (status.done) {
                 if (tty) process.stderr.write('\n');
                 if (opts.json) printJson({ ...started, done: true });

@@ -16,6 +16,7 @@ import { ExcError } from '../errors.js';
 import { INGEST_DEDUPE_MS } from '../meta/tablet.js';
 import { wireEntrySchema } from '../rpc/entries.js';
 import { withCluster } from './connect.js';
+import { progressBar as bar } from './format.js';
 
 const lineSchema = z.strictObject({
   row: z.string().min(1),
@@ -188,12 +189,8 @@ function progressBar(total: number): (done: number, final?: boolean) => void {
     const now = Date.now();
     if (!final && now - last < 200) return;
     last = now;
-    const width = 30;
-    const filled = Math.round((done / total) * width);
     const rate = Math.round(done / Math.max(0.001, (now - start) / 1000));
-    process.stderr.write(
-      `\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${total} entries, ${rate}/s`,
-    );
+    process.stderr.write(`\r${bar(done / total)} ${done}/${total} entries, ${rate}/s`);
     if (final) process.stderr.write('\n');
   };
 }

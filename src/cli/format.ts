@@ -47,3 +47,9 @@ export function rowText(hex: string | null): string {
   const s = b.toString('latin1');
   return /^[\x20-\x7e]*$/.test(s) ? s : `0x${hex}`;
 }
+
+/** A progress bar of `width` cells, `[#####.....]`, for `fraction` (0 to 1) of the work done. */
+export function progressBar(fraction: number, width = 30): string {
+  const filled = Math.round(Math.max(0, Math.min(1, fraction)) * width);
+  return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}]`;
+}

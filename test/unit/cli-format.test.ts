@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatTable } from '../../src/cli/format.js';
+import { formatTable, progressBar } from '../../src/cli/format.js';
 import { shortCompactorName } from '../../src/meta/views.js';
 
 describe('cli format', () => {
@@ -26,5 +26,14 @@ describe('compactor names', () => {
     expect(shortCompactorName(path, 'small', '10.0.0.7')).toBe('small@10.0.0.7#12');
     expect(shortCompactorName(path, 'small')).toBe('small#12');
     expect(shortCompactorName('/x/odd-node-name', null)).toBe('#ode-name');
+  });
+});
+
+describe('progress bars', () => {
+  it('progressBar - fills in proportion, clamped to 0..1', () => {
+    expect(progressBar(0, 10)).toBe('[..........]');
+    expect(progressBar(0.5, 10)).toBe('[#####.....]');
+    expect(progressBar(1.7, 4)).toBe('[####]');
+    expect(progressBar(-1, 4)).toBe('[....]');
   });
 });
