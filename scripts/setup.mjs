@@ -100,6 +100,22 @@ function ensureNpmDependencies() {
   }
 }
 
+/** Whether we may install Debian packages: root, with apt-get. */
+function canApt() {
+  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+  return isRoot && spawnSync('apt-get', ['--version'], { stdio: 'ignore' }).status === 0;
+}
+
+/** Installs Debian's `pkg` (updating the package lists first) and checks that `file` came with it. */
+function aptInstall(pkg, file) {
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  if (!run('apt-get', ['update', '-qq'], { env })) fail('apt-get update failed (see the output above)');
+  if (!run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', pkg], { env })) {
+    fail(`apt-get install ${pkg} failed (see the output above)`);
+  }
+  if (!existsSync(file)) fail(`the ${pkg} package is installed but ${file} is missing`);
+}
+
 function javaWorks() {
   return spawnSync('java', ['-version'], { stdio: 'ignore' }).status === 0;
 }
@@ -110,9 +126,7 @@ function ensureZooKeeper() {
     return;
   }
   if (!existsSync(ZK_JAR)) {
-    const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-    const hasApt = spawnSync('apt-get', ['--version'], { stdio: 'ignore' }).status === 0;
-    if (!isRoot || !hasApt) {
+    if (!canApt()) {
       fail(
         `ZooKeeper is not installed (no ${ZK_JAR}). Install it with:\n` +
           `    sudo apt-get update && sudo apt-get install -y zookeeper\n` +
@@ -120,12 +134,7 @@ function ensureZooKeeper() {
       );
     }
     say('installing ZooKeeper with apt-get (package zookeeper)');
-    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-    if (!run('apt-get', ['update', '-qq'], { env })) fail('apt-get update failed (see the output above)');
-    if (!run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'zookeeper'], { env })) {
-      fail('apt-get install zookeeper failed (see the output above)');
-    }
-    if (!existsSync(ZK_JAR)) fail(`the zookeeper package is installed but ${ZK_JAR} is missing`);
+    aptInstall('zookeeper', ZK_JAR);
   }
   if (!javaWorks()) {
     fail('java is not on the PATH; ZooKeeper needs a Java runtime (apt-get install default-jre-headless)');
@@ -136,9 +145,7 @@ const CHROMIUM = process.env.EXC_CHROMIUM || '/usr/bin/chromium';
 
 function ensureChromium() {
   if (existsSync(CHROMIUM)) return;
-  const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-  const hasApt = spawnSync('apt-get', ['--version'], { stdio: 'ignore' }).status === 0;
-  if (!isRoot || !hasApt) {
+  if (!canApt()) {
     say(
       `Chromium is not installed (no ${CHROMIUM}); the monitor's browser test needs it:\n` +
         `    sudo apt-get update && sudo apt-get install -y chromium   (or set EXC_CHROMIUM)`,
@@ -146,12 +153,7 @@ function ensureChromium() {
     return;
   }
   say('installing Chromium with apt-get (package chromium), for the monitor page test');
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  if (!run('apt-get', ['update', '-qq'], { env })) fail('apt-get update failed (see the output above)');
-  if (!run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'chromium'], { env })) {
-    fail('apt-get install chromium failed (see the output above)');
-  }
-  if (!existsSync(CHROMIUM)) fail(`the chromium package is installed but ${CHROMIUM} is missing`);
+  aptInstall('chromium', CHROMIUM);
 }
 
 checkNode();
