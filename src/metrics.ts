@@ -96,13 +96,26 @@ export const SECONDS_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 6
 export type CompactionOutcome = 'committed' | 'failed' | 'cancelled' | 'released';
 
 /**
+ * The compactor's own names for how a job ended (its JobOutcome), as counted: `discarded` (its commit was
+ * refused: the reservation was cancelled under it) and `abandoned` (stopped when its session was lost or
+ * its queue deleted) are both cancellations.
+ */
+const COUNTED_AS: Record<string, CompactionOutcome> = {
+  committed: 'committed',
+  failed: 'failed',
+  released: 'released',
+  discarded: 'cancelled',
+  abandoned: 'cancelled',
+};
+
+/**
  * A compactor's view of the compactions it ran: `excompact_compactions_total{queue,outcome}`, and for the
  * committed ones `excompact_compaction_seconds{queue}` and `excompact_compaction_input_bytes{queue}`.
  */
 export function compactionMetrics(
   registry: Registry,
   queue: string,
-): (outcome: CompactionOutcome, seconds: number, inputBytes: number) => void {
+): (outcome: CompactionOutcome | 'discarded' | 'abandoned', seconds: number, inputBytes: number) => void {
   const total = new Counter({
     name: 'excompact_compactions_total',
     help: 'Compactions run by this compactor, by queue and outcome (committed, failed, cancelled, released)',
@@ -126,7 +139,8 @@ export function compactionMetrics(
   // Zero for every outcome from the start: a rate over a series that appears late misses its first step.
   for (const outcome of ['committed', 'failed', 'cancelled', 'released'] as const)
     total.inc({ queue, outcome }, 0);
-  return (outcome, s, inputBytes) => {
+  return (ended, s, inputBytes) => {
+    const outcome = COUNTED_AS[ended] ?? 'cancelled';
     total.inc({ queue, outcome });
     if (outcome !== 'committed') return;
     seconds.observe({ queue }, s);

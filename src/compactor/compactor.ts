@@ -22,14 +22,7 @@ import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { MetaClient } from '../meta/client.js';
-import {
-  compactionMetrics,
-  type CompactionOutcome,
-  counterOf,
-  createRegistry,
-  gaugeOf,
-  zkSessionGauge,
-} from '../metrics.js';
+import { compactionMetrics, counterOf, createRegistry, gaugeOf, zkSessionGauge } from '../metrics.js';
 import { advertisedAddress } from '../net.js';
 import { PeerClients } from '../rpc/peers.js';
 import {
@@ -97,15 +90,6 @@ interface Events {
   /** The process should exit with this code (queue deleted). */
   exit: [code: number, reason: string];
 }
-
-/** How each way a job ends is counted in `excompact_compactions_total` (discarded: its commit was refused). */
-const ENDED_AS: Record<JobOutcome, CompactionOutcome> = {
-  committed: 'committed',
-  failed: 'failed',
-  discarded: 'cancelled',
-  abandoned: 'cancelled',
-  released: 'released',
-};
 
 export class Compactor extends EventEmitter<Events> {
   private readonly log: Logger;
@@ -347,9 +331,9 @@ export class Compactor extends EventEmitter<Events> {
         ).finally(() => this.running.delete(job.ecid));
         this.outcomes[outcome]++;
         this.ended(
-          ENDED_AS[outcome],
+          outcome,
           (Date.now() - startedAt) / 1000,
-          job.inputs.reduce((sum, i) => sum + i.size, 0),
+          job.inputs.reduce((n, i) => n + i.size, 0),
         );
       } catch (err) {
         if (signal.aborted) continue;
