@@ -212,10 +212,10 @@ function render(snapshot) {
 const SVG = 'http://www.w3.org/2000/svg';
 
 /** Draws `series` ({ name, points: [[t, v]] }) over the last 30 minutes into an SVG of 600 × 160. */
-function chart(svgId, series, legendId) {
+function chart(svgId, series, legendId, floor = 1) {
   const svg = $(svgId);
   const now = Date.now();
-  const max = Math.max(1, ...series.flatMap((s) => s.points.map((p) => p[1])));
+  const max = Math.max(floor, ...series.flatMap((s) => s.points.map((p) => p[1])));
   // The last 30 minutes, or less while the monitor has not run that long (at least one minute), so a
   // fresh page shows its first points across the chart rather than squeezed against its right edge.
   const first = Math.min(now, ...series.flatMap((s) => s.points.map((p) => p[0])));
@@ -255,9 +255,13 @@ function drawCharts() {
     names.map((name) => ({ name, points: samples.map((s) => [s.at, s.queued[name] ?? 0]) })),
     'legend-depth',
   );
-  chart('chart-throughput', [
-    { name: 'read MB/s', points: samples.map((s) => [s.at, s.readBytesPerSec / 1e6]) },
-  ]);
+  // A floor of 0.1 MB/s, not 1: a throttled or small cluster's throughput still shows.
+  chart(
+    'chart-throughput',
+    [{ name: 'read MB/s', points: samples.map((s) => [s.at, s.readBytesPerSec / 1e6]) }],
+    undefined,
+    0.1,
+  );
 }
 
 async function poll() {
