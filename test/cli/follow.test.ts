@@ -19,12 +19,7 @@ function batch(prefix: string, ts: number): ClientEntry[] {
 
 /** The manager's `excompact_compactions_ended_total` samples, as `outcome/reason` → value. */
 async function endedMetrics(c: TestCluster): Promise<Record<string, number>> {
-  const session = await c.session();
-  const { host, port } = JSON.parse((await session.get(c.layout.manager)).data.toString()) as {
-    host: string;
-    port: number;
-  };
-  const text = await (await fetch(`http://${host}:${port}/metrics`)).text();
+  const text = await (await fetch(`${await c.managerUrl()}/metrics`)).text();
   const out: Record<string, number> = {};
   for (const line of text.split('\n')) {
     if (!line.startsWith('excompact_compactions_ended_total{')) continue;

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { createQueue } from '../../src/queue/registry.js';
-import { useCluster, useProcesses, useZooKeeper, waitFor, type TestCluster } from '../support/index.js';
+import { useCluster, useProcesses, useZooKeeper, waitFor } from '../support/index.js';
 
 const DEPLOY = join(import.meta.dirname, '..', '..', 'deploy');
 
@@ -52,15 +52,6 @@ function sample(text: string, name: string, labels: Record<string, string>): num
   return undefined;
 }
 
-async function managerUrl(c: TestCluster): Promise<string> {
-  const session = await c.session();
-  const { host, port } = JSON.parse((await session.get(c.layout.manager)).data.toString()) as {
-    host: string;
-    port: number;
-  };
-  return `http://${host}:${port}`;
-}
-
 /** Every `excompact_…` name in the deploy/ files, with the file it is in. */
 function namedInDeploy(): Map<string, string> {
   const named = new Map<string, string>();
@@ -101,7 +92,7 @@ describe('metrics and deploy/', () => {
         })),
       );
     }
-    const [manager, tserver] = [await managerUrl(c), `http://${s.tserver.server}`];
+    const [manager, tserver] = [await c.managerUrl(), `http://${s.tserver.server}`];
     // A compaction committed: the compactor counted it, with its duration and input size.
     const done = await waitFor(async () => {
       const m = await scrape(compactor.status);

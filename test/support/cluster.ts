@@ -209,6 +209,16 @@ export class TestCluster {
     return session;
   }
 
+  /** The active manager's URL, from its ZooKeeper node (e.g. to scrape its unsigned /metrics). */
+  async managerUrl(): Promise<string> {
+    const session = await this.session();
+    const { host, port } = JSON.parse((await session.get(this.layout.manager)).data.toString()) as {
+      host: string;
+      port: number;
+    };
+    return `http://${host}:${port}`;
+  }
+
   /** A metadata client that finds the active manager through ZooKeeper. */
   async meta(): Promise<MetaClient> {
     const meta = new MetaClient({
