@@ -169,7 +169,9 @@ describe('docker compose', () => {
     const dockerfile = readFileSync(root('Dockerfile'), 'utf8');
     expect(dockerfile).toMatch(/^ARG BASE=node:20-bookworm-slim$/m);
     expect(dockerfile).toMatch(/^FROM \$\{BASE\} AS build$/m);
-    expect(dockerfile).toMatch(/tsc -p tsconfig\.build\.json/);
+    // npm run build: the compile and the CLI's bundle (scripts/bundle.mjs, copied in for it).
+    expect(dockerfile).toMatch(/^RUN npm run build /m);
+    expect(dockerfile).toMatch(/^COPY scripts\/bundle\.mjs /m);
     for (const bin of ['bin/excompact.js', 'bin/compactor.js']) {
       expect(dockerfile).toContain(`/app/${bin}`);
       expect(existsSync(root(bin))).toBe(true);
