@@ -91,7 +91,14 @@ function ensureNpmDependencies() {
   }
   // Make sure the modules the project resolves at run time are really there.
   const require = createRequire(join(root, 'package.json'));
-  for (const name of ['node-zookeeper-client', 'express', 'pino', 'zod']) {
+  for (const name of [
+    'node-zookeeper-client',
+    'express',
+    'pino',
+    'zod',
+    'lz4-napi',
+    '@toondepauw/node-zstd',
+  ]) {
     try {
       require.resolve(name);
     } catch {

@@ -141,6 +141,7 @@ async function runLinked(
       inputs: job.inputs.map((i) => i.name),
       output: job.output,
       settings: job.settings,
+      compression: job.compression,
       signal: abort.signal,
       onProgress: reportProgress,
       progressEveryMs: Math.min(1_000, deps.progressEveryMs),

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { nameSchema } from '../names.js';
+import { COMPRESSIONS, DEFAULT_COMPRESSION, isCompression } from '../storage/rfile/compression.js';
 
 export const queueRouteSchema = z.strictObject({
   queue: nameSchema('queue'),
@@ -29,6 +30,11 @@ export const tableConfigSchema = z
     ttlMs: z.number().int().positive().optional(),
     /** Failed attempts after which a job is parked instead of requeued. */
     maxAttempts: z.number().int().min(1).max(100).default(3),
+    /**
+     * Block codec of the files written for this table from now on (flushes and compactions); files
+     * already written keep theirs, as each block records its codec.
+     */
+    compression: z.enum(COMPRESSIONS).default(DEFAULT_COMPRESSION),
   })
   .strict()
   .superRefine((config, ctx) => {
@@ -64,6 +70,7 @@ export const DEFAULT_TABLE_CONFIG: TableConfig = tableConfigSchema.parse({});
 /**
  * Parses `key=value` settings as typed on the command line into a partial config:
  *   queues=small:64M,large   ratio=3   maxFiles=10   fileLimit=30   versions=3   ttl=7d   maxAttempts=5
+ *   compression=zstd (none, deflate, lz4, zstd)
  */
 export function parseConfigAssignments(assignments: string[]): TableConfigInput {
   const out: TableConfigInput & Record<string, unknown> = {};
@@ -89,10 +96,19 @@ export function parseConfigAssignments(assignments: string[]): TableConfigInput 
       case 'ttlMs':
         out.ttlMs = key === 'ttl' ? parseDuration(value) : parseNumber(key, value);
         break;
+      case 'compression':
+        if (!isCompression(value)) {
+          throw new ExcError(
+            'BAD_REQUEST',
+            `compression: ${JSON.stringify(value)} is not one of ${COMPRESSIONS.join(', ')}`,
+          );
+        }
+        out.compression = value;
+        break;
       default:
         throw new ExcError(
           'BAD_REQUEST',
-          `unknown table setting ${JSON.stringify(key)} (known: queues, ratio, maxFiles, fileLimit, versions, ttl, maxAttempts)`,
+          `unknown table setting ${JSON.stringify(key)} (known: queues, ratio, maxFiles, fileLimit, versions, ttl, maxAttempts, compression)`,
         );
     }
   }

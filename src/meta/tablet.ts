@@ -21,6 +21,7 @@
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
+import { COMPRESSIONS } from '../storage/rfile/compression.js';
 import { parseTabletRow, type EndRow } from './keys.js';
 
 export const COL_PREV = 'prev';
@@ -82,6 +83,8 @@ export const reservationSchema = z.object({
   userCompactionIds: z.array(z.string()).optional(),
   /** The compactor's name for the reserve request that made it (a repeated request finds it). */
   requestId: z.string().optional(),
+  /** Block codec of the output: the table's, when reserved. Absent in reservations made before it existed. */
+  compression: z.enum(COMPRESSIONS).optional(),
   /** What the iterator stack keeps, fixed when reserved (so retries of a job are deterministic). */
   settings: z.object({
     versions: z.number().int().min(1),

@@ -23,6 +23,8 @@ export interface ReservedJob {
   output: string;
   /** Iterator settings for the compaction (versions, ttl, filters, reference time, dropDeletes). */
   settings: Reservation['settings'];
+  /** Block codec of the output (the table's); absent from a tablet server that predates it: the default. */
+  compression?: Reservation['compression'];
   /** Partial compaction: delete markers must be kept. */
   keepDeletes: boolean;
 }

@@ -23,11 +23,17 @@ export {
   copyKey,
   DEFAULT_BLOCK_SIZE,
   DEFAULT_INDEX_BLOCK_SIZE,
-  DEFLATE_LEVEL,
-  type Compression,
   type FileSummary,
   type RFileWriteOptions,
 } from './rfile/writer.js';
+export {
+  COMPRESSIONS,
+  DEFAULT_COMPRESSION,
+  DEFLATE_LEVEL,
+  ZSTD_LEVEL,
+  isCompression,
+  type Compression,
+} from './rfile/compression.js';
 export { RFileReader, type ScanOptions } from './rfile/reader.js';
 export { FORMAT_VERSION, MAGIC } from './rfile/codec.js';
 export { BlockEntry, plainEntry } from './rfile/block-entry.js';

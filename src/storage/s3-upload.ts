@@ -2,7 +2,8 @@
  * Streaming upload to S3: one PUT for a small object, a multipart upload for a large one.
  *
  * The body is cut into parts of `partSize` bytes; at most `partConcurrency` parts are in flight, so
- * memory stays at about (partConcurrency + 1) x partSize whatever the object's size. Each part is a
+ * memory stays at about (partConcurrency + 1) x partSize whatever the object's size, and at about the
+ * object's size for one smaller than a part (the buffer grows by doubling). Each part is a
  * Buffer, so a failed request can be repeated as is (the retry policy is the caller's `call`). S3 shows
  * a multipart object only once CompleteMultipartUpload succeeds; on any failure the upload is aborted
  * and nothing appears under the key.
@@ -45,7 +46,11 @@ export async function uploadObject(
     return { size: body.length };
   }
   const upload = new MultipartUpload(target);
-  let part = Buffer.allocUnsafe(partSize);
+  // The part buffer starts small and doubles up to partSize: most objects (flushes, small compactions)
+  // are a few KiB, and an 8 MiB buffer per upload made for them was most of what the garbage collector
+  // of a busy tablet server or compactor had to do. A large object pays log2(partSize / FIRST_PART)
+  // copies of its first part, once.
+  let part: Buffer<ArrayBuffer> = Buffer.allocUnsafe(Math.min(partSize, FIRST_PART));
   let fill = 0;
   let size = 0;
   try {
@@ -53,12 +58,14 @@ export async function uploadObject(
       signal?.throwIfAborted();
       let off = 0;
       while (off < chunk.length) {
-        const n = Math.min(chunk.length - off, partSize - fill);
+        if (fill === part.length && part.length < partSize) part = grown(part, fill, partSize);
+        const n = Math.min(chunk.length - off, part.length - fill);
         chunk.copy(part, fill, off, off + n);
         fill += n;
         off += n;
         if (fill === partSize) {
           await upload.addPart(part);
+          // The next part of an object already this large is very likely full-sized too.
           part = Buffer.allocUnsafe(partSize);
           fill = 0;
         }
@@ -78,6 +85,15 @@ export async function uploadObject(
     await upload.abort();
     throw err;
   }
+}
+
+/** The first part buffer of a streamed upload; it doubles as the object grows. */
+const FIRST_PART = 64 * 1024;
+
+function grown(part: Buffer, used: number, partSize: number): Buffer<ArrayBuffer> {
+  const bigger = Buffer.allocUnsafe(Math.min(partSize, part.length * 2));
+  part.copy(bigger, 0, 0, used);
+  return bigger;
 }
 
 async function putObject(target: UploadTarget, data: Buffer): Promise<void> {

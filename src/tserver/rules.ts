@@ -120,6 +120,7 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
     allFiles: job.allFiles,
     ...(userIds.length > 0 ? { userCompactionId: userIds[0], userCompactionIds: userIds } : {}),
     ...(req.requestId ? { requestId: req.requestId } : {}),
+    compression: ctx.config.compression,
     settings: iteratorSettings(ctx.config, filters, job.allFiles, ctx.now),
   };
   // A user job is planned on the tablet as it will be once its requests are selected: the selection it
@@ -162,6 +163,7 @@ export function reservedJob(meta: TabletMeta, ecid: string, r: Reservation): Res
     inputs: r.inputs.map((name) => ({ name, ...(meta.files.get(name) ?? { size: 0, entries: 0 }) })),
     output: r.output,
     settings: r.settings,
+    ...(r.compression ? { compression: r.compression } : {}),
     keepDeletes: !r.allFiles,
   };
 }

@@ -2,6 +2,8 @@ import { readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
   compactFiles,
+  COMPRESSIONS,
+  DEFAULT_COMPRESSION,
   LocalObjectStore,
   makeEntry,
   MemoryObjectStore,
@@ -12,6 +14,7 @@ import {
   type CompactFilesArgs,
   type CompactionProgress,
   type CompactionResult,
+  type Compression,
   type Entry,
   type IteratorSettings,
   type ObjectStore,
@@ -63,7 +66,7 @@ const ABORT_REASON = 'cancelled by test';
  * for which `when` holds, so the abort lands in the middle of the merge or of the upload.
  */
 function compactAbortingWhen(
-  args: Pick<CompactFilesArgs, 'store' | 'inputs' | 'output' | 'settings'>,
+  args: Pick<CompactFilesArgs, 'store' | 'inputs' | 'output' | 'settings' | 'compression'>,
   when: (p: CompactionProgress) => boolean,
 ): Promise<CompactionResult> {
   const controller = new AbortController();
@@ -228,20 +231,29 @@ describe('compactFiles', () => {
     );
   });
 
-  it('deflate output - smaller, and reads back the same entries', async () => {
+  it('every codec - output smaller than none, reads back the same entries, and the codec is in its blocks', async () => {
     const store = new MemoryObjectStore();
     const { names } = await writeInputs(store, 2, 5_000);
-    const plain = await compactFiles({ store, inputs: names, output: 'p.rf', settings: SCAN });
-    const packed = await compactFiles({
-      store,
-      inputs: names,
-      output: 'd.rf',
-      settings: SCAN,
-      compression: 'deflate',
-    });
-    expect(packed.bytesWritten).toBeLessThan(plain.bytesWritten * 0.7);
+    const compact = (output: string, compression: Compression) =>
+      compactFiles({ store, inputs: names, output, settings: SCAN, compression });
+    const plain = await compact('none.rf', 'none');
     const read = async (name: string) => show(await collect((await RFileReader.open(store, name)).scan()));
-    expect(await read('d.rf')).toEqual(await read('p.rf'));
+    const expected = await read('none.rf');
+    for (const compression of ['deflate', 'lz4', 'zstd'] as const) {
+      const packed = await compact(`${compression}.rf`, compression);
+      expect(packed.bytesWritten).toBeLessThan(plain.bytesWritten * 0.7);
+      // The first data block's header names the codec (none 0, deflate 1, lz4 2, zstd 3).
+      expect(store.bytes(`${compression}.rf`)[1]).toBe(COMPRESSIONS.indexOf(compression));
+      expect(await read(`${compression}.rf`)).toEqual(expected);
+    }
+  });
+
+  it('the default codec is zstd', async () => {
+    const store = new MemoryObjectStore();
+    const { names } = await writeInputs(store, 1, 1_000);
+    await compactFiles({ store, inputs: names, output: 'z.rf', settings: SCAN });
+    expect(DEFAULT_COMPRESSION).toBe('zstd');
+    expect(store.bytes('z.rf')[1]).toBe(3);
   });
 });
 
@@ -290,7 +302,14 @@ describe('compactFiles on S3', () => {
     const store = open();
     try {
       const { names, entries } = await writeInputs(store, 3, 45_000);
-      const result = await compactFiles({ store, inputs: names, output: 'out/c.rf', settings: PARTIAL });
+      // Uncompressed, so that the output is several parts long.
+      const result = await compactFiles({
+        store,
+        inputs: names,
+        output: 'out/c.rf',
+        settings: PARTIAL,
+        compression: 'none',
+      });
       expect(result.bytesWritten).toBeGreaterThan(5 * 1024 * 1024);
       const got = await collect(scanFiles({ store, files: ['out/c.rf'], settings: PARTIAL }));
       expect(show(got)).toEqual(show(modelScan(entries, PARTIAL)));
@@ -305,7 +324,7 @@ describe('compactFiles on S3', () => {
       const { names } = await writeInputs(store, 2, 100_000);
       await expect(
         compactAbortingWhen(
-          { store, inputs: names, output: 'out/aborted.rf', settings: SCAN },
+          { store, inputs: names, output: 'out/aborted.rf', settings: SCAN, compression: 'none' },
           // Past the first part: a multipart upload is in progress when the abort comes.
           (p) => p.bytesWritten > 5.5 * 1024 * 1024,
         ),

@@ -11,6 +11,7 @@ import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ExcError } from '../../src/errors.js';
 import {
+  COMPRESSIONS,
   makeEntry,
   MemoryObjectStore,
   RFileReader,
@@ -48,6 +49,21 @@ function layout(bytes: Buffer): Region[] {
   }
   regions.push({ start: footerStart, end: bytes.length, names: 'footer' });
   return regions;
+}
+
+/**
+ * Replaces a data block's stored payload (same length, so no other block moves) and re-seals its
+ * checksums: only the decoder can object.
+ */
+function resealed(file: Buffer, region: Region, stored: Buffer, codec: number, rawLength: number): Buffer {
+  expect(stored.length).toBe(region.end - region.start - BLOCK_HEADER_SIZE);
+  const out = Buffer.from(file);
+  out[region.start + 1] = codec;
+  out.writeUInt32BE(rawLength, region.start + 12);
+  out.writeUInt32BE(crc32(stored), region.start + 20);
+  out.writeUInt32BE(crc32(out.subarray(region.start, region.start + 24)), region.start + 24);
+  stored.copy(out, region.start + BLOCK_HEADER_SIZE);
+  return out;
 }
 
 function flip(buf: Buffer, at: number, mask: number): void {
@@ -92,7 +108,7 @@ const ENTRIES = Array.from({ length: 40 }, (_, i) =>
   ),
 );
 
-for (const compression of ['none', 'deflate'] as Compression[]) {
+for (const compression of COMPRESSIONS) {
   describe(`rfile corruption - ${compression}`, () => {
     let file: Buffer;
     let regions: Region[];
@@ -185,21 +201,6 @@ for (const compression of ['none', 'deflate'] as Compression[]) {
 
 describe('rfile corruption - garbage behind valid checksums', () => {
   /**
-   * Replaces a data block's stored payload (same length, so no other block moves) and re-seals its
-   * checksums: only the decoder can object.
-   */
-  function reseal(file: Buffer, region: Region, stored: Buffer, codec: number, rawLength: number): Buffer {
-    expect(stored.length).toBe(region.end - region.start - BLOCK_HEADER_SIZE);
-    const out = Buffer.from(file);
-    out[region.start + 1] = codec;
-    out.writeUInt32BE(rawLength, region.start + 12);
-    out.writeUInt32BE(crc32(stored), region.start + 20);
-    out.writeUInt32BE(crc32(out.subarray(region.start, region.start + 24)), region.start + 24);
-    stored.copy(out, region.start + BLOCK_HEADER_SIZE);
-    return out;
-  }
-
-  /**
    * A raw deflate stream of exactly `length` bytes that inflates to zeros: a compressed run of zeros, led
    * by stored blocks that pad it (empty ones of 5 bytes, and up to four holding one zero byte, 6 bytes).
    */
@@ -222,7 +223,7 @@ describe('rfile corruption - garbage behind valid checksums', () => {
   let blocks: Region[];
   beforeAll(async () => {
     const store = new MemoryObjectStore();
-    await writeRFile(store, 'g.rf', ENTRIES, { blockSize: 200, indexBlockSize: 80 });
+    await writeRFile(store, 'g.rf', ENTRIES, { blockSize: 200, indexBlockSize: 80, compression: 'none' });
     file = store.bytes('g.rf');
     blocks = layout(file).filter((r) => r.names.startsWith('data block'));
   });
@@ -241,7 +242,7 @@ describe('rfile corruption - garbage behind valid checksums', () => {
           const block = blocks[which % blocks.length]!;
           const stored = Buffer.from(file.subarray(block.start + BLOCK_HEADER_SIZE, block.end));
           for (const f of flips) flip(stored, f.at % stored.length, f.xor);
-          const result = await readAll(reseal(file, block, stored, 0, stored.length));
+          const result = await readAll(resealed(file, block, stored, 0, stored.length));
           // A flip can leave a block that parses (a changed value byte): the checksums were forged, so
           // the reader cannot know. What it must never do is crash or blame another block.
           if (!Array.isArray(result)) {
@@ -259,19 +260,78 @@ describe('rfile corruption - garbage behind valid checksums', () => {
   it('a deflated block that inflates to more or less than its header says is CORRUPT_FILE naming the block', async () => {
     const block = blocks[2]!;
     const { stored, rawLength } = deflatedTo(block.end - block.start - BLOCK_HEADER_SIZE);
-    expectCorrupt(await readAll(reseal(file, block, stored, 1, 100)), `${block.names}: cannot inflate`);
+    expectCorrupt(await readAll(resealed(file, block, stored, 1, 100)), `${block.names}: cannot inflate`);
     expectCorrupt(
-      await readAll(reseal(file, block, stored, 1, rawLength + 1)),
+      await readAll(resealed(file, block, stored, 1, rawLength + 1)),
       `${block.names}: inflates to ${rawLength} bytes`,
     );
     // Inflating to exactly the promised size, but zeros: entries of empty fields, which then do not add up.
-    expectCorrupt(await readAll(reseal(file, block, stored, 1, rawLength)), block.names);
+    expectCorrupt(await readAll(resealed(file, block, stored, 1, rawLength)), block.names);
     // Not a deflate stream at all.
     expectCorrupt(
-      await readAll(reseal(file, block, Buffer.alloc(stored.length, 0xff), 1, 500)),
+      await readAll(resealed(file, block, Buffer.alloc(stored.length, 0xff), 1, 500)),
       `${block.names}: cannot inflate`,
     );
   });
+});
+
+describe('rfile corruption - compressed blocks that do not decompress', () => {
+  /** The file's data blocks as written with `compression`, and which of them were stored compressed. */
+  async function compressedFile(compression: Compression): Promise<{ file: Buffer; blocks: Region[] }> {
+    const store = new MemoryObjectStore();
+    await writeRFile(store, 'c.rf', ENTRIES, { blockSize: 200, indexBlockSize: 80, compression });
+    const file = store.bytes('c.rf');
+    const blocks = layout(file).filter((r) => r.names.startsWith('data block') && file[r.start + 1] !== 0);
+    return { file, blocks };
+  }
+
+  for (const compression of ['lz4', 'zstd'] as const) {
+    it(`${compression} - damage behind valid checksums is CORRUPT_FILE naming the block, never a crash`, async () => {
+      const { file, blocks } = await compressedFile(compression);
+      expect(blocks.length).toBeGreaterThanOrEqual(3);
+      const codec = file[blocks[0]!.start + 1]!;
+      const numRuns = runs(500);
+      let corrupt = 0;
+      await fc.assert(
+        fc.asyncProperty(
+          fc.nat(),
+          fc.array(fc.record({ at: fc.nat(), xor: fc.integer({ min: 1, max: 255 }) }), {
+            minLength: 1,
+            maxLength: 4,
+          }),
+          async (which, flips) => {
+            const block = blocks[which % blocks.length]!;
+            const stored = Buffer.from(file.subarray(block.start + BLOCK_HEADER_SIZE, block.end));
+            const rawLength = file.readUInt32BE(block.start + 12);
+            for (const f of flips) flip(stored, f.at % stored.length, f.xor);
+            const result = await readAll(resealed(file, block, stored, codec, rawLength));
+            if (!Array.isArray(result)) {
+              expectCorrupt(result, block.names);
+              corrupt++;
+            }
+          },
+        ),
+        { numRuns },
+      );
+      expect(corrupt).toBeGreaterThanOrEqual(Math.floor(numRuns / 10));
+    });
+
+    it(`${compression} - a block that decompresses to another length than its header says is CORRUPT_FILE`, async () => {
+      const { file, blocks } = await compressedFile(compression);
+      const block = blocks[1]!;
+      const codec = file[block.start + 1]!;
+      const stored = Buffer.from(file.subarray(block.start + BLOCK_HEADER_SIZE, block.end));
+      const rawLength = file.readUInt32BE(block.start + 12);
+      for (const wrong of [rawLength - 1, rawLength + 1, 1]) {
+        expectCorrupt(await readAll(resealed(file, block, stored, codec, wrong)), block.names);
+      }
+      // Not the codec's format at all.
+      expectCorrupt(
+        await readAll(resealed(file, block, Buffer.alloc(stored.length, 0xff), codec, rawLength)),
+        `${block.names}: `,
+      );
+    });
+  }
 });
 
 describe('rfile corruption - foreign files', () => {

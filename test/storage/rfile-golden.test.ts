@@ -3,21 +3,23 @@
  * and reading the checked-in bytes must give back the entries. A format change shows up here as a diff;
  * if it is intended, bump FORMAT_VERSION and regenerate with `EXC_UPDATE_GOLDEN=1 npx vitest run
  * test/storage/rfile-golden.test.ts`. (The deflate fixture also pins zlib's output at level 1: a Node
- * upgrade that changes zlib may change those bytes without any format change; the read test is the one
- * that guards compatibility.)
+ * upgrade that changes zlib may change those bytes without any format change; likewise the lz4 and zstd
+ * fixtures pin lz4-napi's and @toondepauw/node-zstd's output: the read test is the one that guards
+ * compatibility.)
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
+  COMPRESSIONS,
   FORMAT_VERSION,
   makeEntry,
   MAX_TIMESTAMP,
   MemoryObjectStore,
   RFileReader,
   writeRFile,
-  type Compression,
   type Entry,
 } from '../../src/storage/index.js';
+import { BLOCK_HEADER_SIZE, FOOTER_TAIL_SIZE } from '../../src/storage/rfile/codec.js';
 import { show } from './model.js';
 
 const FIXTURES = new URL('../fixtures/storage/', import.meta.url);
@@ -40,7 +42,7 @@ const ENTRIES: Entry[] = [
 
 const OPTIONS = { blockSize: 96, indexBlockSize: 64 };
 
-for (const compression of ['none', 'deflate'] as Compression[]) {
+for (const compression of COMPRESSIONS) {
   describe(`rfile golden - ${compression}`, () => {
     const fixture = new URL(`golden-${compression}.rf`, FIXTURES);
 
@@ -55,6 +57,18 @@ for (const compression of ['none', 'deflate'] as Compression[]) {
       expect(existsSync(fixture), `${fixture.pathname} is missing; EXC_UPDATE_GOLDEN=1 writes it`).toBe(true);
       expect(summary.blocks).toBeGreaterThan(3);
       expect(bytes.toString('hex')).toBe(readFileSync(fixture).toString('hex'));
+    });
+
+    it('the golden file has a block of its codec (the fixture pins the codec, not only the format)', () => {
+      const bytes = readFileSync(fixture);
+      const codecs = new Set<number>();
+      // Blocks start at 0 and follow each other: kind, codec, reserved, number, storedLength at 8.
+      const footerStart =
+        bytes.length - FOOTER_TAIL_SIZE - bytes.readUInt32BE(bytes.length - FOOTER_TAIL_SIZE);
+      for (let pos = 0; pos < footerStart; pos += BLOCK_HEADER_SIZE + bytes.readUInt32BE(pos + 8)) {
+        codecs.add(bytes[pos + 1]!);
+      }
+      expect(codecs.has(COMPRESSIONS.indexOf(compression))).toBe(true);
     });
 
     it('reading the golden bytes gives back the golden entries', async () => {

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  COMPRESSIONS,
   compareKeys,
   makeEntry,
   MemoryObjectStore,
@@ -29,7 +30,7 @@ describe('rfile - write and read', () => {
         fc.array(wideEntryArb, { maxLength: 60 }),
         fc.integer({ min: 1, max: 4096 }),
         fc.integer({ min: 1, max: 512 }),
-        fc.constantFrom('none' as const, 'deflate' as const),
+        fc.constantFrom(...COMPRESSIONS),
         async (raw, blockSize, indexBlockSize, compression) => {
           const entries = sorted(raw);
           const store = new MemoryObjectStore();

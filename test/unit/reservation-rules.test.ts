@@ -15,6 +15,7 @@ import {
   decideCancel,
   decideCommit,
   decideReserve,
+  reservedJob,
   ownedReservation,
   progressMoved,
 } from '../../src/tserver/rules.js';
@@ -87,6 +88,15 @@ describe('reservation rules', () => {
       allFiles: false,
     });
     expect(d.reservation.settings).toMatchObject({ versions: 2, nowMs: 5_000, dropDeletes: false });
+    // The table's codec, fixed with the settings and handed to the compactor with the job.
+    expect(d.reservation.compression).toBe('zstd');
+    expect(reservedJob(meta, d.ecid, d.reservation).compression).toBe('zstd');
+    const lz4 = decideReserve(
+      meta,
+      { tablet: ROW, queueId: 'q001', compactor: COMPACTOR },
+      { ...reserveCtx([job(['a', 'b'])]), config: tableConfigSchema.parse({ compression: 'lz4' }) },
+    );
+    expect(lz4.kind === 'reserve' && reservedJob(meta, lz4.ecid, lz4.reservation).compression).toBe('lz4');
     expect(d.change.conditions).toEqual([
       { op: 'present', row: ROW, col: 'file:a' },
       { op: 'present', row: ROW, col: 'file:b' },

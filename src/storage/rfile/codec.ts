@@ -15,7 +15,10 @@
  *   BlockHeader  := kind:u8 codec:u8 reserved:u16 number:u32 storedLength:u32 rawLength:u32 count:u32
  *                   payloadCrc:u32 headerCrc:u32                                          -- 28 bytes
  *     kind         'D' (0x44) data block | 'I' (0x49) index block
- *     codec        0 none | 1 deflate (raw RFC 1951 stream); index blocks always 0
+ *     codec        0 none | 1 deflate (raw RFC 1951 stream) | 2 lz4 (an LZ4 block preceded by its
+ *                  decompressed length, u32 little-endian) | 3 zstd (one Zstandard frame); index blocks
+ *                  always 0. A writer uses its file's codec for every data block that shrinks with it
+ *                  and 0 for the others, so the codec is recorded per block (compression.ts).
  *     reserved     0
  *     number       position among the blocks of its kind, from 0 (a misplaced block is detected)
  *     storedLength length of Payload; rawLength its length decompressed (equal for codec 0)
@@ -56,6 +59,10 @@ export const KIND_DATA = 0x44;
 export const KIND_INDEX = 0x49;
 export const CODEC_NONE = 0;
 export const CODEC_DEFLATE = 1;
+export const CODEC_LZ4 = 2;
+export const CODEC_ZSTD = 3;
+/** The highest codec this version reads (compression.ts implements them). */
+const LAST_CODEC = CODEC_ZSTD;
 /** Sanity bound on any length read from a file: a damaged length must not make us allocate gigabytes. */
 export const MAX_BLOCK_BYTES = 1 << 30;
 
@@ -201,7 +208,7 @@ export function readBlockHeader(buf: Buffer): BlockHeader {
   };
   if (h.kind !== KIND_DATA && h.kind !== KIND_INDEX)
     throw new FormatError(`unknown block kind 0x${h.kind.toString(16)}`);
-  if (h.codec !== CODEC_NONE && h.codec !== CODEC_DEFLATE) throw new FormatError(`unknown codec ${h.codec}`);
+  if (h.codec > LAST_CODEC) throw new FormatError(`unknown codec ${h.codec}`);
   if (h.kind === KIND_INDEX && h.codec !== CODEC_NONE) throw new FormatError('compressed index block');
   if (buf.readUInt16BE(2) !== 0) throw new FormatError('reserved header bits set');
   if (h.storedLength > MAX_BLOCK_BYTES || h.rawLength > MAX_BLOCK_BYTES)

@@ -4,14 +4,12 @@
  * `open` reads the footer (one ranged read of the file's tail) and keeps the root index. A scan seeks
  * with the root and one index block, then streams the blocks it needs with a single streaming read —
  * one request per file and scan on S3, where the latency of a request per block would dominate — and
- * parses them as they arrive, inflating compressed ones on the thread pool a couple of blocks ahead.
+ * parses them as they arrive, decompressing them a couple of blocks ahead (deflate on the thread pool).
  * Every block passed is verified: header checksum, kind and number (the block expected at that place),
  * payload checksum, and a decode that must consume exactly its bytes. Any violation is CORRUPT_FILE
  * naming the file and the block; nothing is ever returned from a block that failed a check. Memory: the
  * stream's chunks in flight plus a few decoded blocks.
  */
-import { promisify } from 'node:util';
-import { inflateRaw as inflateRawCallback } from 'node:zlib';
 import { ExcError } from '../../errors.js';
 import { compareKeys, type Entry } from '../key.js';
 import type { ObjectStore } from '../object-store.js';
@@ -21,7 +19,6 @@ import { ByteQueue } from './byte-queue.js';
 import {
   BLOCK_HEADER_SIZE,
   ByteReader,
-  CODEC_DEFLATE,
   crc32,
   FOOTER_TAIL_SIZE,
   FormatError,
@@ -37,13 +34,12 @@ import {
   type Footer,
   type IndexRecord,
 } from './codec.js';
+import { decompressBlock } from './compression.js';
 import { corruptFile } from './corrupt.js';
 import { copyKey, type FileSummary } from './writer.js';
 
 /** How much of the tail `open` reads at once: the footer of any but a huge file. */
 const OPEN_READ = 64 * 1024;
-
-const inflateRaw = promisify(inflateRawCallback);
 
 /** Data blocks decoded ahead of the one being consumed (deflated ones are inflated on the thread pool meanwhile). */
 const DECODE_AHEAD = 2;
@@ -359,24 +355,11 @@ interface StoredBlock {
   offset: number;
 }
 
-/** Inflates (on the thread pool) and decodes a verified data block; damage is CORRUPT_FILE naming it. */
+/** Decompresses (compression.ts) and decodes a verified data block; damage is CORRUPT_FILE naming it. */
 async function decodeBlock(file: string, block: StoredBlock): Promise<BlockEntry[]> {
   const { header, payload } = block;
   try {
-    let raw = payload;
-    if (header.codec === CODEC_DEFLATE) {
-      try {
-        // maxOutputLength: damage can never make us inflate more than the header promised. chunkSize:
-        // one pass on the thread pool instead of one per 16 KiB (the default), which doubled the cost.
-        const size = Math.max(64, header.rawLength);
-        raw = await inflateRaw(payload, { maxOutputLength: size, chunkSize: size });
-      } catch (err) {
-        throw new FormatError(`cannot inflate: ${(err as Error).message}`);
-      }
-      if (raw.length !== header.rawLength) {
-        throw new FormatError(`inflates to ${raw.length} bytes, expected ${header.rawLength}`);
-      }
-    }
+    const raw = await decompressBlock(header.codec, payload, header.rawLength);
     return decodeDataBlock(raw, header.count);
   } catch (err) {
     if (err instanceof FormatError) {

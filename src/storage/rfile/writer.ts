@@ -2,11 +2,9 @@
  * The streaming RFile writer (format in codec.ts). Entries go in, in order; encoded blocks come out as
  * a byte stream that the object store writes under a temporary name or as a multipart upload, so a file
  * appears under its name only once complete. Memory: the current data block, the current index block,
- * the root, and with compression up to {@link COMPRESSION_DEPTH} blocks being deflated on the thread
- * pool while the next ones are encoded.
+ * the root, and with deflate up to {@link COMPRESSION_DEPTH} blocks being deflated on the thread pool
+ * while the next ones are encoded (lz4 and zstd compress each block as it is sealed, compression.ts).
  */
-import { promisify } from 'node:util';
-import { deflateRaw as deflateRawCallback } from 'node:zlib';
 import { ExcError } from '../../errors.js';
 import { batchesOf, type BatchSource, type EntrySource } from '../batches.js';
 import { formatKey, isValidTimestamp, type Entry, type Key } from '../key.js';
@@ -30,17 +28,19 @@ import {
   writeIndexRecord,
   type EncodedIndexRecord,
 } from './codec.js';
+import { codecOf, compressSync, deflateBlock, DEFAULT_COMPRESSION, type Compression } from './compression.js';
 
-const deflateRaw = promisify(deflateRawCallback);
-
-export type Compression = 'none' | 'deflate';
+export type { Compression } from './compression.js';
 
 export interface RFileWriteOptions {
   /** Target uncompressed size of a data block. Default 64 KiB. A single larger entry gets a block of its own. */
   blockSize?: number;
   /** Target size of an index block. Default 64 KiB (about 1,500 data blocks, ~100 MB of data). */
   indexBlockSize?: number;
-  /** Default 'none'. With 'deflate', a block that does not shrink is stored uncompressed. */
+  /**
+   * Default {@link DEFAULT_COMPRESSION} (zstd). With any codec, a block that does not shrink is stored
+   * uncompressed.
+   */
   compression?: Compression;
   signal?: AbortSignal;
 }
@@ -57,8 +57,8 @@ export interface FileSummary {
 
 export const DEFAULT_BLOCK_SIZE = 64 * 1024;
 export const DEFAULT_INDEX_BLOCK_SIZE = 64 * 1024;
-/** zlib level 1: most of the size reduction of level 6 at a fraction of the CPU (see bench/README.md). */
-export const DEFLATE_LEVEL = 1;
+/** The first buffers of a file are this small and grow as needed: most flushes are a few KiB. */
+const FIRST_BUFFER = 4 * 1024;
 /** Blocks being deflated at once, on the thread pool, while the next block is encoded. */
 const COMPRESSION_DEPTH = 2;
 
@@ -130,16 +130,11 @@ export class RFileEncoder {
   ) {
     this.blockSize = positive(options.blockSize ?? DEFAULT_BLOCK_SIZE, 'blockSize');
     this.indexBlockSize = positive(options.indexBlockSize ?? DEFAULT_INDEX_BLOCK_SIZE, 'indexBlockSize');
-    const compression: unknown = options.compression ?? 'none';
-    if (compression !== 'none' && compression !== 'deflate') {
-      throw new ExcError(
-        'BAD_REQUEST',
-        `compression must be 'none' or 'deflate', got ${JSON.stringify(compression)}`,
-      );
-    }
-    this.codec = compression === 'deflate' ? CODEC_DEFLATE : CODEC_NONE;
-    this.block = Buffer.allocUnsafe(BLOCK_HEADER_SIZE + this.blockSize);
-    this.index = Buffer.allocUnsafe(BLOCK_HEADER_SIZE + this.indexBlockSize + 1024);
+    this.codec = codecOf(options.compression ?? DEFAULT_COMPRESSION);
+    // Small at first, grown on demand (add, placeDataBlock): a file of a few entries, as most flushes
+    // are, should not cost two 64 KiB allocations.
+    this.block = Buffer.allocUnsafe(Math.min(BLOCK_HEADER_SIZE + this.blockSize, FIRST_BUFFER));
+    this.index = Buffer.allocUnsafe(FIRST_BUFFER);
   }
 
   /** The file's bytes, as the batches are consumed. */
@@ -238,43 +233,52 @@ export class RFileEncoder {
     const lastKey = encodeKeyRecord(this.last!.key);
     const block = this.block;
     const payload = block.subarray(BLOCK_HEADER_SIZE, this.pos);
+    let reusable = false;
     if (this.codec === CODEC_NONE) {
-      writeBlockHeader(block, 0, {
-        kind: KIND_DATA,
-        codec: CODEC_NONE,
-        number,
-        storedLength: rawLength,
-        rawLength,
-        count,
-        payloadCrc: crc32(payload),
-      });
-      this.placeDataBlock([block.subarray(0, this.pos)], BLOCK_HEADER_SIZE + rawLength, count, lastKey);
-    } else {
-      // chunkSize: the whole block in one pass on the thread pool (the default 16 KiB takes several).
-      const options = { level: DEFLATE_LEVEL, chunkSize: Math.max(64, rawLength + 1024) };
-      const done = deflateRaw(payload, options).then((compressed) => {
-        // A block that does not shrink is stored as is: never pay inflate for nothing.
-        const useDeflate = compressed.length < rawLength;
-        const stored = useDeflate ? compressed : payload;
+      this.placeStoredBlock(block.subarray(0, this.pos), payload, number, rawLength, count, lastKey);
+    } else if (this.codec === CODEC_DEFLATE) {
+      const done = deflateBlock(payload).then((compressed) => {
         const header = Buffer.allocUnsafe(BLOCK_HEADER_SIZE);
-        writeBlockHeader(header, 0, {
-          kind: KIND_DATA,
-          codec: useDeflate ? CODEC_DEFLATE : CODEC_NONE,
-          number,
-          storedLength: stored.length,
-          rawLength,
-          count,
-          payloadCrc: crc32(stored),
-        });
+        // A block that does not shrink is stored as is: never pay inflate for nothing.
+        const stored = compressed.length < rawLength ? compressed : payload;
+        const codec = stored === compressed ? CODEC_DEFLATE : CODEC_NONE;
+        writeBlockHeader(header, 0, dataHeader(codec, number, stored, rawLength, count));
         return { chunks: [header, stored], length: BLOCK_HEADER_SIZE + stored.length };
       });
       // Awaited in order by placeOldestPending; until then a failure must not be an unhandled rejection.
       done.catch(() => undefined);
       this.pending.push({ done, count, lastKey });
+    } else {
+      const compressed = compressSync(this.codec, payload);
+      if (compressed.length < rawLength) {
+        // The compressed bytes are a new Buffer: the block buffer can take the next block.
+        const header = Buffer.allocUnsafe(BLOCK_HEADER_SIZE);
+        writeBlockHeader(header, 0, dataHeader(this.codec, number, compressed, rawLength, count));
+        this.placeDataBlock([header, compressed], BLOCK_HEADER_SIZE + compressed.length, count, lastKey);
+        reusable = true;
+      } else {
+        this.placeStoredBlock(block.subarray(0, this.pos), payload, number, rawLength, count, lastKey);
+      }
     }
-    this.block = Buffer.allocUnsafe(BLOCK_HEADER_SIZE + this.blockSize);
+    // A block handed out as is belongs to the output now; the next block needs a buffer of its own.
+    if (!reusable || block.length < BLOCK_HEADER_SIZE + this.blockSize) {
+      this.block = Buffer.allocUnsafe(BLOCK_HEADER_SIZE + this.blockSize);
+    }
     this.pos = BLOCK_HEADER_SIZE;
     this.count = 0;
+  }
+
+  /** Places a block stored uncompressed: its header written in front of the payload, in the same buffer. */
+  private placeStoredBlock(
+    block: Buffer,
+    payload: Buffer,
+    number: number,
+    rawLength: number,
+    count: number,
+    lastKey: Buffer,
+  ): void {
+    writeBlockHeader(block, 0, dataHeader(CODEC_NONE, number, payload, rawLength, count));
+    this.placeDataBlock([block], block.length, count, lastKey);
   }
 
   private async placeOldestPending(): Promise<void> {
@@ -327,6 +331,18 @@ export class RFileEncoder {
     this.out = [];
     return out;
   }
+}
+
+function dataHeader(codec: number, number: number, stored: Buffer, rawLength: number, count: number) {
+  return {
+    kind: KIND_DATA,
+    codec,
+    number,
+    storedLength: stored.length,
+    rawLength,
+    count,
+    payloadCrc: crc32(stored),
+  };
 }
 
 function positive(n: number, what: string): number {
