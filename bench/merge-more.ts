@@ -1,0 +1,95 @@
+/**
+ * The merge benchmark's figures that need more than this process: S3 → S3 through s3rver (in its own
+ * process), and two compactions at once in two processes against one.
+ */
+import { openObjectStore, type Compression, type LocalObjectStore } from '../src/storage/index.js';
+import { best, bestWithCpu, MB } from './merge-measure.js';
+import { compactInChild, compactOnce, copyThrough } from './merge-runs.js';
+import { startS3 } from './merge-s3.js';
+
+export interface S3Figures {
+  codec: Compression;
+  copyMbPerS: number;
+  mbPerS: number;
+  mbPerCpuS: number;
+  vsCopy: number;
+}
+
+/** Compaction S3 → S3 of the data set in `codec`, beside a copy of the same bytes through the same server. */
+export async function s3Figures(
+  local: LocalObjectStore,
+  inputs: string[],
+  codec: Compression,
+  expected: number,
+  logicalBytes: number,
+  rounds: number,
+  progress: (line: string) => void,
+): Promise<S3Figures> {
+  progress('starting s3rver');
+  const server = await startS3();
+  const s3 = openObjectStore({
+    store: `s3://${server.bucket}/bench`,
+    s3Endpoint: server.endpoint,
+    s3AccessKeyId: 'S3RVER',
+    s3SecretAccessKey: 'S3RVER',
+    s3ForcePathStyle: true,
+  });
+  try {
+    progress('uploading the inputs to s3rver');
+    let stored = 0;
+    for (const name of inputs) stored += (await s3.write(name, local.readStream(name))).size;
+    const s3Rounds = Math.min(rounds, 2);
+    progress('copy through S3');
+    const copyMs = await best(s3Rounds, () => copyThrough(s3, inputs, 'output/copy.rf'));
+    progress(`compaction S3 → S3 (${codec})`);
+    const run = await bestWithCpu(s3Rounds, () =>
+      compactOnce(s3, inputs, 'output/merged.rf', codec, expected),
+    );
+    const copyMbPerS = stored / MB / (copyMs / 1000);
+    return {
+      codec,
+      copyMbPerS,
+      mbPerS: logicalBytes / MB / (run.ms / 1000),
+      mbPerCpuS: logicalBytes / MB / (run.cpuMs / 1000),
+      // Both in stored bytes: what the server moved per second.
+      vsCopy: stored / MB / (run.ms / 1000) / copyMbPerS,
+    };
+  } finally {
+    await s3.close();
+    await server.stop();
+  }
+}
+
+export interface ParallelFigures {
+  oneMbPerS: number;
+  twoMbPerS: number;
+  ratio: number;
+}
+
+/**
+ * Throughput of one compaction against two at once, each in its own process (so on its own core when
+ * there are two): what this code gains from a second core when nothing is shared but the disk.
+ */
+export async function parallelFigures(
+  root: string,
+  inputs: string[],
+  codec: Compression,
+  logicalBytes: number,
+  progress: (line: string) => void,
+): Promise<ParallelFigures> {
+  progress('one compaction in its own process');
+  // Both timed from here, process start-up included, so that the two figures carry the same overheads.
+  const t1 = performance.now();
+  await compactInChild(root, inputs, codec, 'output/p0.rf');
+  const oneMs = performance.now() - t1;
+  progress('two compactions at once, each in its own process');
+  const t0 = performance.now();
+  await Promise.all([
+    compactInChild(root, inputs, codec, 'output/p1.rf'),
+    compactInChild(root, inputs, codec, 'output/p2.rf'),
+  ]);
+  const twoMs = performance.now() - t0;
+  const oneMbPerS = logicalBytes / MB / (oneMs / 1000);
+  const twoMbPerS = (2 * logicalBytes) / MB / (twoMs / 1000);
+  return { oneMbPerS, twoMbPerS, ratio: twoMbPerS / oneMbPerS };
+}

@@ -1,0 +1,178 @@
+/**
+ * The merge benchmark's report: one JSON object (`--json`) or tables, with the targets of issue 14
+ * checked against figures of the same run.
+ */
+import type { Compression } from '../src/storage/index.js';
+import { fmt, table } from './lib.js';
+import { fmtRatio, MB } from './merge-measure.js';
+import type { ParallelFigures, S3Figures } from './merge-more.js';
+import type { ChildResult } from './merge-runs.js';
+
+export const TARGETS = {
+  /** The in-memory merge against `sort -m`, entries per second. */
+  mergeVsSortM: 0.8,
+  /** Compaction local → local with the default codec, MB of data per CPU-second. */
+  localMbPerCpuS: 150,
+  s3MbPerCpuS: 120,
+  /** Output size with the default codec against none. */
+  outputVsNone: 0.6,
+  /** Two compactions at once against one. */
+  twoJobs: 1.7,
+  largePeakRssBytes: 300 * 1024 * 1024,
+};
+
+interface Rate {
+  entriesPerS: number;
+  mbPerS: number;
+}
+
+export interface CodecFigures {
+  /** The data set's RFiles in this codec. */
+  inputBytes: number;
+  outputBytes: number;
+  outputVsNone: number;
+  /** MB of data (the data set's size uncompressed) per second and per CPU-second of this process. */
+  mbPerS: number;
+  mbPerCpuS: number;
+  /** The same, counting the stored (compressed) input bytes. */
+  storedMbPerCpuS: number;
+  /** Full scan of one input file. */
+  scanEntriesPerS: number;
+}
+
+export interface Report {
+  bench: 'merge';
+  command: string;
+  machine: { node: string; cpus: number; model: string };
+  dataSet: {
+    files: number;
+    entries: number;
+    valueBytes: number;
+    rounds: number;
+    codec: Compression;
+    logicalBytes: number;
+    textBytes: number;
+  };
+  cat: Rate;
+  sortM: Rate;
+  mergeInMemory: Rate & { vsSortM: number };
+  mergeInMemoryCodec: Rate & { vsSortM: number };
+  localCopy: Rate;
+  codecs: Record<Compression, CodecFigures>;
+  defaultCodec: Compression;
+  s3: S3Figures | null;
+  parallel: ParallelFigures | null;
+  memory: (ChildResult & { entriesPerFile: number })[];
+  large: (ChildResult & { files: number; entriesPerFile: number; inputBytes: number }) | null;
+  thisProcessPeakRss: number | null;
+}
+
+/** Each target with its figure from the run, and whether it is met (null: not measured in this run). */
+export function targets(
+  r: Report,
+): Record<string, { figure: number | null; target: number; met: boolean | null }> {
+  const d = r.codecs[r.defaultCodec];
+  const at = (figure: number | null | undefined, target: number, atMost = false) => ({
+    figure: figure ?? null,
+    target,
+    met: figure === null || figure === undefined ? null : atMost ? figure <= target : figure >= target,
+  });
+  return {
+    mergeVsSortM: at(r.mergeInMemory.vsSortM, TARGETS.mergeVsSortM),
+    localMbPerCpuS: at(r.dataSet.codec === r.defaultCodec ? d.mbPerCpuS : null, TARGETS.localMbPerCpuS),
+    s3MbPerCpuS: at(r.s3?.codec === r.defaultCodec ? r.s3.mbPerCpuS : null, TARGETS.s3MbPerCpuS),
+    outputVsNone: at(d.outputVsNone, TARGETS.outputVsNone, true),
+    twoJobs: at(r.parallel?.ratio, TARGETS.twoJobs),
+    largePeakRss: at(r.large?.peakRss, TARGETS.largePeakRssBytes, true),
+  };
+}
+
+export function printReport(r: Report, json: boolean): void {
+  const out = (line = ''): void => void process.stdout.write(`${line}\n`);
+  if (json) {
+    out(JSON.stringify({ ...r, targets: targets(r) }));
+    return;
+  }
+  const { dataSet: ds } = r;
+  out(
+    `excompact merge benchmark: ${ds.files} files × ${fmt(ds.entries / ds.files)} entries, ${ds.valueBytes}-byte values; codec of the run ${ds.codec} (default ${r.defaultCodec})`,
+  );
+  out(
+    `data set: ${fmt(ds.logicalBytes / MB, 1)} MB as uncompressed RFiles (${fmt(ds.entries)} entries), ${fmt(ds.textBytes / MB, 1)} MB as text; ` +
+      `best of ${ds.rounds}; Node ${r.machine.node}, ${r.machine.cpus} CPUs (${r.machine.model})`,
+  );
+  out();
+  const rows = [
+    ['(a) cat RFiles > /dev/null (I/O ceiling)', fmt(r.cat.entriesPerS), fmt(r.cat.mbPerS, 1), '', ''],
+    ['(b) LC_ALL=C sort -m, same entries as text', fmt(r.sortM.entriesPerS), fmt(r.sortM.mbPerS, 1), '', ''],
+    [
+      '(c) merge in memory through the iterator stack (none)',
+      fmt(r.mergeInMemory.entriesPerS),
+      fmt(r.mergeInMemory.mbPerS, 1),
+      '(b), entries/s',
+      fmtRatio(r.mergeInMemory.vsSortM),
+    ],
+    [
+      `    the same, inputs in ${ds.codec}`,
+      fmt(r.mergeInMemoryCodec.entriesPerS),
+      fmt(r.mergeInMemoryCodec.mbPerS, 1),
+      '(b), entries/s',
+      fmtRatio(r.mergeInMemoryCodec.vsSortM),
+    ],
+    ['    local copy of the same bytes through the store', '', fmt(r.localCopy.mbPerS, 1), '', ''],
+  ];
+  out(table(['figure', 'entries/s', 'MB/s', 'baseline', 'ratio'], rows));
+  out();
+  out('(d) compaction local → local, inputs and output in each codec (MB: the data uncompressed)');
+  out();
+  out(
+    table(
+      ['codec', 'MB/s', 'MB per CPU-s', 'stored MB per CPU-s', 'output', 'vs none', 'scan entries/s'],
+      (Object.entries(r.codecs) as [Compression, CodecFigures][]).map(([c, f]) => [
+        c === r.defaultCodec ? `${c} (default)` : c,
+        fmt(f.mbPerS, 1),
+        fmt(f.mbPerCpuS, 1),
+        fmt(f.storedMbPerCpuS, 1),
+        `${fmt(f.outputBytes / MB, 1)} MB`,
+        fmtRatio(f.outputVsNone),
+        fmt(f.scanEntriesPerS),
+      ]),
+    ),
+  );
+  out();
+  if (r.s3) {
+    out(
+      `(e) compaction S3 → S3 (${r.s3.codec}) through s3rver on loopback: ${fmt(r.s3.mbPerS, 1)} MB/s, ${fmt(r.s3.mbPerCpuS, 1)} MB per CPU-second; ` +
+        `S3 copy of the stored bytes ${fmt(r.s3.copyMbPerS, 1)} MB/s (${fmtRatio(r.s3.vsCopy)} of it)`,
+    );
+  }
+  if (r.parallel) {
+    out(
+      `(f) two compactions at once, each in its own process: ${fmt(r.parallel.twoMbPerS, 1)} MB/s against ${fmt(r.parallel.oneMbPerS, 1)} MB/s for one (${fmtRatio(r.parallel.ratio)})`,
+    );
+  }
+  const mb = (b: number | null): string => (b === null ? '?' : `${fmt(b / MB, 1)} MB`);
+  out(
+    `peak memory of one compaction in its own process, by entries per file: ` +
+      r.memory
+        .map(
+          (m) =>
+            `${fmt(m.entriesPerFile)}: RSS ${mb(m.peakRss)}, JS heap ${mb(m.peakHeap)}, Buffers ${mb(m.peakBuffers)}`,
+        )
+        .join('; ') +
+      ` (RSS at start: ${mb(r.memory[0]?.startRss ?? null)})`,
+  );
+  if (r.large) {
+    const l = r.large;
+    out(
+      `larger than memory: ${l.files} files × ${fmt(l.entriesPerFile)} entries (${mb(l.inputBytes)} of ${ds.codec} RFiles) in ${fmt(l.ms / 1000, 1)} s: peak RSS ${mb(l.peakRss)}, JS heap ${mb(l.peakHeap)}`,
+    );
+  }
+  out();
+  out('targets (issue 14):');
+  for (const [name, t] of Object.entries(targets(r))) {
+    out(
+      `  ${name}: ${t.figure === null ? 'not measured' : fmt(t.figure, 2)} (target ${fmt(t.target, 2)}) ${t.met === null ? '' : t.met ? 'met' : 'NOT met'}`,
+    );
+  }
+}
