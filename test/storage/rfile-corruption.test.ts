@@ -84,6 +84,41 @@ async function readAll(bytes: Buffer, range: RowRange = {}): Promise<unknown> {
   }
 }
 
+/**
+ * Flips bytes in the stored payload of random data blocks, forges their checksums with `forge`, and
+ * reads the file: each result must be the entries (a flip the decoder cannot see: a changed value byte)
+ * or CORRUPT_FILE naming that block, never a crash or another block. Returns how many were CORRUPT_FILE.
+ */
+async function forgedDamage(
+  file: Buffer,
+  blocks: Region[],
+  numRuns: number,
+  forge: (block: Region, stored: Buffer) => Buffer,
+): Promise<number> {
+  let corrupt = 0;
+  await fc.assert(
+    fc.asyncProperty(
+      fc.nat(),
+      fc.array(fc.record({ at: fc.nat(), xor: fc.integer({ min: 1, max: 255 }) }), {
+        minLength: 1,
+        maxLength: 4,
+      }),
+      async (which, flips) => {
+        const block = blocks[which % blocks.length]!;
+        const stored = Buffer.from(file.subarray(block.start + BLOCK_HEADER_SIZE, block.end));
+        for (const f of flips) flip(stored, f.at % stored.length, f.xor);
+        const result = await readAll(forge(block, stored));
+        if (!Array.isArray(result)) {
+          expectCorrupt(result, block.names);
+          corrupt++;
+        }
+      },
+    ),
+    { numRuns },
+  );
+  return corrupt;
+}
+
 function expectCorrupt(result: unknown, names?: string): void {
   if (!(result instanceof ExcError) || result.code !== 'CORRUPT_FILE') {
     throw new Error(
@@ -230,28 +265,8 @@ describe('rfile corruption - garbage behind valid checksums', () => {
 
   it('a data block whose checksums pass but whose bytes do not parse is CORRUPT_FILE naming the block', async () => {
     const numRuns = runs(1000);
-    let corrupt = 0;
-    await fc.assert(
-      fc.asyncProperty(
-        fc.nat(),
-        fc.array(fc.record({ at: fc.nat(), xor: fc.integer({ min: 1, max: 255 }) }), {
-          minLength: 1,
-          maxLength: 4,
-        }),
-        async (which, flips) => {
-          const block = blocks[which % blocks.length]!;
-          const stored = Buffer.from(file.subarray(block.start + BLOCK_HEADER_SIZE, block.end));
-          for (const f of flips) flip(stored, f.at % stored.length, f.xor);
-          const result = await readAll(resealed(file, block, stored, 0, stored.length));
-          // A flip can leave a block that parses (a changed value byte): the checksums were forged, so
-          // the reader cannot know. What it must never do is crash or blame another block.
-          if (!Array.isArray(result)) {
-            expectCorrupt(result, block.names);
-            corrupt++;
-          }
-        },
-      ),
-      { numRuns },
+    const corrupt = await forgedDamage(file, blocks, numRuns, (block, stored) =>
+      resealed(file, block, stored, 0, stored.length),
     );
     // About a third of the runs leave a block that does not parse: the check above must really have run.
     expect(corrupt).toBeGreaterThanOrEqual(Math.floor(numRuns / 10));
@@ -291,27 +306,8 @@ describe('rfile corruption - compressed blocks that do not decompress', () => {
       expect(blocks.length).toBeGreaterThanOrEqual(3);
       const codec = file[blocks[0]!.start + 1]!;
       const numRuns = runs(500);
-      let corrupt = 0;
-      await fc.assert(
-        fc.asyncProperty(
-          fc.nat(),
-          fc.array(fc.record({ at: fc.nat(), xor: fc.integer({ min: 1, max: 255 }) }), {
-            minLength: 1,
-            maxLength: 4,
-          }),
-          async (which, flips) => {
-            const block = blocks[which % blocks.length]!;
-            const stored = Buffer.from(file.subarray(block.start + BLOCK_HEADER_SIZE, block.end));
-            const rawLength = file.readUInt32BE(block.start + 12);
-            for (const f of flips) flip(stored, f.at % stored.length, f.xor);
-            const result = await readAll(resealed(file, block, stored, codec, rawLength));
-            if (!Array.isArray(result)) {
-              expectCorrupt(result, block.names);
-              corrupt++;
-            }
-          },
-        ),
-        { numRuns },
+      const corrupt = await forgedDamage(file, blocks, numRuns, (block, stored) =>
+        resealed(file, block, stored, codec, file.readUInt32BE(block.start + 12)),
       );
       expect(corrupt).toBeGreaterThanOrEqual(Math.floor(numRuns / 10));
     });

@@ -169,7 +169,10 @@ export class TestCluster {
     await meta.call('POST', '/v1/tables', {
       name: table,
       splits: options.splits ?? [],
-      config: { queues: [{ queue: queue.name }], ...options.config },
+      // Uncompressed unless a test says otherwise: tests reason about the planner's size ratios from
+      // batches of equal entries, which make files of equal sizes only without compression. The
+      // default codec runs end to end in test/cluster/local.test.ts (excompact local).
+      config: { queues: [{ queue: queue.name }], compression: 'none', ...options.config },
     });
     const client = new ExcClient({
       meta,
