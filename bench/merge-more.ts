@@ -1,10 +1,12 @@
 /**
  * The merge benchmark's figures that need more than this process: S3 → S3 through s3rver (in its own
- * process), and two compactions at once in two processes against one.
+ * process), and two compactions at once on two worker threads against one.
  */
+import { pathToFileURL } from 'node:url';
+import { compactInThread } from '../src/compactor/compaction-thread.js';
 import { openObjectStore, type Compression, type LocalObjectStore } from '../src/storage/index.js';
 import { best, bestWithCpu, MB } from './merge-measure.js';
-import { compactInChild, compactOnce, copyThrough } from './merge-runs.js';
+import { compactOnce, copyThrough, SETTINGS } from './merge-runs.js';
 import { startS3 } from './merge-s3.js';
 
 export interface S3Figures {
@@ -67,28 +69,30 @@ export interface ParallelFigures {
 }
 
 /**
- * Throughput of one compaction against two at once, each in its own process (so on its own core when
- * there are two): what this code gains from a second core when nothing is shared but the disk.
+ * Throughput of one compaction against two at once, each on its own worker thread — what
+ * `compactor --concurrency 2` does (compaction-thread.ts) — both timed from the threads' start.
  */
 export async function parallelFigures(
-  root: string,
+  store: LocalObjectStore,
   inputs: string[],
   codec: Compression,
   logicalBytes: number,
   progress: (line: string) => void,
 ): Promise<ParallelFigures> {
-  progress('one compaction in its own process');
-  // Both timed from here, process start-up included, so that the two figures carry the same overheads.
+  const settings = { store: pathToFileURL(store.root).href };
+  const run = (output: string) =>
+    compactInThread(settings, { store, inputs, output, settings: SETTINGS, compression: codec }).then(() =>
+      store.delete(output),
+    );
+  progress('one compaction on a worker thread');
+  await run('output/p0.rf'); // warms the page cache and the thread start-up path
   const t1 = performance.now();
-  await compactInChild(root, inputs, codec, 'output/p0.rf');
+  await run('output/p0.rf');
   const oneMs = performance.now() - t1;
-  progress('two compactions at once, each in its own process');
-  const t0 = performance.now();
-  await Promise.all([
-    compactInChild(root, inputs, codec, 'output/p1.rf'),
-    compactInChild(root, inputs, codec, 'output/p2.rf'),
-  ]);
-  const twoMs = performance.now() - t0;
+  progress('two compactions at once, each on its own worker thread');
+  const t2 = performance.now();
+  await Promise.all([run('output/p1.rf'), run('output/p2.rf')]);
+  const twoMs = performance.now() - t2;
   const oneMbPerS = logicalBytes / MB / (oneMs / 1000);
   const twoMbPerS = (2 * logicalBytes) / MB / (twoMs / 1000);
   return { oneMbPerS, twoMbPerS, ratio: twoMbPerS / oneMbPerS };

@@ -21,7 +21,12 @@ export function registerCompactor(program: Command): void {
       .command('compactor')
       .description('Run a compactor for one queue: find work, reserve it, compact, commit.')
       .argument('<queue>', 'the queue to work for (see `excompact admin queue list`)')
-      .option('--concurrency <n>', 'compactions at once', intOption('--concurrency', 1), 1)
+      .option(
+        '--concurrency <n>',
+        'compactions at once (more than 1: each on its own worker thread)',
+        intOption('--concurrency', 1),
+        1,
+      )
       .option(
         '--grace <ms>',
         'on SIGTERM, let running jobs finish for this long before releasing them',
@@ -60,13 +65,19 @@ Examples:
     )
     .action(
       action(async (queue: string, flags: CompactorFlags, cmd: Command) => {
-        const [{ Compactor }, { throttleReads }, { openObjectStore }, { closeOnSignals, serverSetup }] =
-          await Promise.all([
-            import('../compactor/compactor.js'),
-            import('../compactor/throttle.js'),
-            import('../storage/index.js'),
-            import('./server-setup.js'),
-          ]);
+        const [
+          { Compactor },
+          { throttleReads },
+          { openObjectStore },
+          { closeOnSignals, serverSetup },
+          { threadedCompactions },
+        ] = await Promise.all([
+          import('../compactor/compactor.js'),
+          import('../compactor/throttle.js'),
+          import('../storage/index.js'),
+          import('./server-setup.js'),
+          import('../compactor/compaction-thread.js'),
+        ]);
         const { config, secret, logger } = serverSetup(cmd, flags, 'compactor');
         const opened = openObjectStore(config, logger);
         const store = flags.throughput ? throttleReads(opened, flags.throughput) : opened;
@@ -77,6 +88,9 @@ Examples:
           store,
           logger,
           concurrency: flags.concurrency,
+          // More than one job: each on its own worker thread, so N jobs use N cores. Not with
+          // --throughput, whose throttle wraps this thread's store.
+          ...(flags.concurrency > 1 && !flags.throughput ? { compact: threadedCompactions(config) } : {}),
           graceMs: flags.grace,
           longPollMs: flags.longPoll,
           progressEveryMs: flags.progressEvery,

@@ -35,7 +35,7 @@ import {
 } from '../process.js';
 import type { RpcServer } from '../rpc/server.js';
 import { backoffDelay, retry, sleep, withTimeout } from '../retry.js';
-import type { ObjectStore } from '../storage/index.js';
+import type { CompactFilesArgs, CompactionResult, ObjectStore } from '../storage/index.js';
 import { ZkLayout, type ZkSession } from '../zk/index.js';
 import { runJob, type JobOutcome, type RunningJob } from './job-runner.js';
 import { findWork, reserve } from './find-work.js';
@@ -64,6 +64,11 @@ export interface CompactorOptions extends ServerOptions {
   store: ObjectStore;
   /** Jobs at once (default 1). */
   concurrency: number;
+  /**
+   * Runs one compaction (default: compactFiles on this thread). The command line passes
+   * threadedCompactions when concurrency > 1, so that N jobs use N cores.
+   */
+  compact?: (args: CompactFilesArgs) => Promise<CompactionResult>;
   /** How long an idle compactor's request for work waits on the manager (default 15 s). */
   longPollMs: number;
   /** On SIGTERM, let running jobs finish for this long before releasing them (default 0: release at once). */
@@ -324,6 +329,7 @@ export class Compactor extends EventEmitter<Events> {
             progressEveryMs: this.options.progressEveryMs,
             sessionLive: () => this.generation === generation && !generation.abort.signal.aborted,
             links: generation.links,
+            compact: this.options.compact,
           },
           job,
           found.server,

@@ -19,6 +19,7 @@ import type { PeerClients } from '../rpc/peers.js';
 import { backoffDelay, sleep } from '../retry.js';
 import {
   compactFiles,
+  type CompactFilesArgs,
   type CompactionProgress,
   type CompactionResult,
   type ObjectStore,
@@ -53,6 +54,8 @@ export interface JobRunnerDeps {
   sessionLive: () => boolean;
   /** Links to tablet servers: one to the job's current host while it runs (see links.ts). */
   links: Links;
+  /** Runs a compaction: compactFiles in this thread by default, or on a worker thread (compaction-thread.ts). */
+  compact?: (args: CompactFilesArgs) => Promise<CompactionResult>;
 }
 
 export async function runJob(
@@ -101,7 +104,13 @@ async function runLinked(
   };
   onStart(running);
   log.info(
-    { inputs: job.inputs.length, bytes: job.inputs.reduce((s, i) => s + i.size, 0), attempt: job.attempt },
+    {
+      inputs: job.inputs.length,
+      bytes: job.inputs.reduce((s, i) => s + i.size, 0),
+      attempt: job.attempt,
+      // Whether the merge runs on a worker thread (--concurrency > 1) or on this one.
+      thread: deps.compact !== undefined,
+    },
     'compaction started',
   );
 
@@ -136,7 +145,7 @@ async function runLinked(
 
   let result: CompactionResult;
   try {
-    result = await compactFiles({
+    result = await (deps.compact ?? compactFiles)({
       store: deps.store,
       inputs: job.inputs.map((i) => i.name),
       output: job.output,

@@ -225,6 +225,17 @@ describe('compactor', () => {
     expect(await scanLines(s.client, 't')).toEqual(s.model.expected());
   });
 
+  it('--concurrency 2 - jobs run on worker threads and commit; the scan is exact; SIGTERM exits 0', async () => {
+    const s = await setup(cluster(), { splits: ['r032', 'r064'] });
+    const threaded = await cluster().startCompactor('q', { name: 'threaded', args: ['--concurrency', '2'] });
+    for (let i = 0; i < 6; i++) await ingest(s, batch(200));
+    const started = await threaded.waitForLog((l) => l.msg === 'compaction started', 15_000);
+    expect(started).toMatchObject({ thread: true });
+    await threaded.waitForLog((l) => l.msg === 'compaction committed', 15_000);
+    expect(await scanLines(s.client, 't')).toEqual(s.model.expected());
+    expect(await threaded.terminate()).toEqual({ code: 0, signal: null });
+  });
+
   it('queue deleted - its compactors exit with the queue-deleted code and their reservations are cancelled', async () => {
     const s = await setup(cluster());
     const busy = await cluster().startCompactor('q', { name: 'busy', args: ['--throughput', '20000'] });

@@ -1,0 +1,105 @@
+/**
+ * Compactions on worker threads (`compactor --concurrency N`): the same output as in this thread, its
+ * progress, its errors with their codes, and an abort that stops the thread and leaves no output.
+ */
+import { readdirSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { compactInThread } from '../../src/compactor/compaction-thread.js';
+import {
+  compactFiles,
+  LocalObjectStore,
+  makeEntry,
+  writeRFile,
+  type CompactionProgress,
+  type Entry,
+} from '../../src/storage/index.js';
+import { useTempDirs } from '../support/temp-dirs.js';
+
+const SETTINGS = { versions: 1, nowMs: 1_000_000, filters: [], dropDeletes: true };
+const freshDir = useTempDirs('thread');
+
+function* entries(file: number, n: number): Generator<Entry> {
+  for (let i = 0; i < n; i++) {
+    const row = `row${String(i * 3 + file).padStart(8, '0')}`;
+    yield makeEntry(row, 'cf', 'cq', 1_000 + i, `value ${i % 97} of file ${file}`);
+  }
+}
+
+async function inputs(n: number): Promise<{ store: LocalObjectStore; url: string; names: string[] }> {
+  const dir = freshDir();
+  const store = new LocalObjectStore(dir);
+  const names: string[] = [];
+  for (let f = 0; f < 3; f++) {
+    names.push(`in/f${f}.rf`);
+    await writeRFile(store, `in/f${f}.rf`, entries(f, n));
+  }
+  return { store, url: pathToFileURL(dir).href, names };
+}
+
+describe('compaction thread', () => {
+  it('a compaction on a worker thread writes exactly what it writes in this thread, and reports progress', async () => {
+    const { store, url, names } = await inputs(20_000);
+    const progress: CompactionProgress[] = [];
+    const threaded = await compactInThread(
+      { store: url },
+      {
+        store,
+        inputs: names,
+        output: 'out/t.rf',
+        settings: SETTINGS,
+        progressEveryMs: 0,
+        onProgress: (p) => progress.push(p),
+      },
+    );
+    const local = await compactFiles({ store, inputs: names, output: 'out/l.rf', settings: SETTINGS });
+    expect(threaded.entriesWritten).toBe(60_000);
+    expect(threaded).toMatchObject({
+      entriesRead: local.entriesRead,
+      bytesWritten: local.bytesWritten,
+      empty: false,
+    });
+    expect(
+      (await store.readRange('out/t.rf', 0, 1e9)).equals(await store.readRange('out/l.rf', 0, 1e9)),
+    ).toBe(true);
+    expect(progress.length).toBeGreaterThan(1);
+    expect(progress[progress.length - 1]!.entriesWritten).toBe(60_000);
+  });
+
+  it('errors keep their code: a corrupt input is CORRUPT_FILE naming it', async () => {
+    const { store, url, names } = await inputs(2_000);
+    const bytes = await store.readRange(names[1]!, 0, 1e9);
+    bytes[40] = bytes[40]! ^ 0xff;
+    await store.write(names[1]!, bytes);
+    await expect(
+      compactInThread({ store: url }, { store, inputs: names, output: 'out/c.rf', settings: SETTINGS }),
+    ).rejects.toMatchObject({ code: 'CORRUPT_FILE', message: expect.stringContaining(names[1]!) as string });
+    expect(await store.stat('out/c.rf')).toBeNull();
+  });
+
+  it('abort - rejects with the reason once the thread has stopped, and leaves nothing under the output name', async () => {
+    const { store, url, names } = await inputs(100_000);
+    const abort = new AbortController();
+    const run = compactInThread(
+      { store: url },
+      {
+        store,
+        inputs: names,
+        output: 'out/a.rf',
+        settings: SETTINGS,
+        compression: 'none',
+        signal: abort.signal,
+        progressEveryMs: 0,
+        onProgress: (p) => {
+          if (p.entriesWritten > 10_000) abort.abort(new Error('released for shutdown'));
+        },
+      },
+    );
+    await expect(run).rejects.toThrow('released for shutdown');
+    expect(await store.stat('out/a.rf')).toBeNull();
+    // No temporary left behind either: the thread removed it before it ended.
+    expect(readdirSync(store.root, { recursive: true }).filter((f) => String(f).startsWith('out/'))).toEqual(
+      [],
+    );
+  });
+});
