@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { nameSchema } from '../names.js';
-import { COMPRESSIONS, DEFAULT_COMPRESSION, isCompression } from '../storage/rfile/compression.js';
+import { COMPRESSIONS, DEFAULT_COMPRESSION, isCompression } from '../compressions.js';
 
 export const queueRouteSchema = z.strictObject({
   queue: nameSchema('queue'),

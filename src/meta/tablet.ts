@@ -21,7 +21,7 @@
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
-import { COMPRESSIONS } from '../storage/rfile/compression.js';
+import { COMPRESSIONS } from '../compressions.js';
 import { parseTabletRow, type EndRow } from './keys.js';
 
 export const COL_PREV = 'prev';

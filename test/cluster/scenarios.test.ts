@@ -83,6 +83,9 @@ describe('cluster scenarios', () => {
       options.splits ?? 'm',
       '--config',
       `queues=small:${SMALL_LIMIT},size256M`,
+      // Uncompressed: the scenarios route jobs by input size and time throttled compactions by bytes.
+      '--config',
+      'compression=none',
     ]);
     const meta = await c.meta();
     const client = new ExcClient({ meta, secret: c.secret, logger: silentLogger(), moveTimeoutMs: 30_000 });

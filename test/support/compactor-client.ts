@@ -121,6 +121,8 @@ export class TestCompactor {
       inputs: job.inputs.map((i) => i.name),
       output: job.output,
       settings: job.settings,
+      // The table's codec, as the compactor process writes it (job-runner.ts).
+      compression: job.compression,
       ...options,
     });
   }

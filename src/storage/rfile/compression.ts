@@ -24,14 +24,11 @@
 import { createRequire } from 'node:module';
 import { promisify } from 'node:util';
 import { deflateRaw as deflateRawCallback, inflateRaw as inflateRawCallback } from 'node:zlib';
+import { COMPRESSIONS, isCompression, type Compression } from '../../compressions.js';
 import { ExcError } from '../../errors.js';
 import { CODEC_DEFLATE, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD, FormatError } from './codec.js';
 
-export const COMPRESSIONS = ['none', 'deflate', 'lz4', 'zstd'] as const;
-export type Compression = (typeof COMPRESSIONS)[number];
-
-/** The codec of new files unless a table says otherwise: the one the merge benchmark found best. */
-export const DEFAULT_COMPRESSION: Compression = 'zstd';
+export { COMPRESSIONS, DEFAULT_COMPRESSION, isCompression, type Compression } from '../../compressions.js';
 
 /** zlib level 1: most of the size reduction of level 6 at a fraction of the CPU. */
 export const DEFLATE_LEVEL = 1;
@@ -44,10 +41,6 @@ const CODECS: Record<Compression, number> = {
   lz4: CODEC_LZ4,
   zstd: CODEC_ZSTD,
 };
-
-export function isCompression(value: unknown): value is Compression {
-  return typeof value === 'string' && (COMPRESSIONS as readonly string[]).includes(value);
-}
 
 /** The header byte of a compression; BAD_REQUEST for an unknown one. */
 export function codecOf(compression: unknown): number {
