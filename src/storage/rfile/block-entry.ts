@@ -94,11 +94,30 @@ export function compareBlockEntries(a: BlockEntry, b: BlockEntry): number {
   return c !== 0 ? c : compareRanges(a.view, a.valueStart, a.end, b.view, b.valueStart, b.end);
 }
 
+/**
+ * Whether two byte ranges are equal, compared from their last bytes: neighbouring cells' rows, family
+ * and qualifier usually differ near the end (`row0000001233`, `row0000001234`), so a difference is
+ * found in the first word instead of the last.
+ */
+function equalRanges(av: DataView, as: number, ae: number, bv: DataView, bs: number, be: number): boolean {
+  const n = ae - as;
+  if (n !== be - bs) return false;
+  let i = n;
+  for (; i >= 4; i -= 4) {
+    if (av.getUint32(as + i - 4) !== bv.getUint32(bs + i - 4)) return false;
+  }
+  for (; i > 0; i--) {
+    if (av.getUint8(as + i - 1) !== bv.getUint8(bs + i - 1)) return false;
+  }
+  return true;
+}
+
+/** sameCell over encoded fields (equality only, so from the end: see equalRanges). */
 export function sameBlockCell(a: BlockEntry, b: BlockEntry): boolean {
   return (
-    compareRanges(a.view, a.rowStart, a.familyStart, b.view, b.rowStart, b.familyStart) === 0 &&
-    compareRanges(a.view, a.familyStart, a.qualifierStart, b.view, b.familyStart, b.qualifierStart) === 0 &&
-    compareRanges(a.view, a.qualifierStart, a.valueStart, b.view, b.qualifierStart, b.valueStart) === 0
+    equalRanges(a.view, a.rowStart, a.familyStart, b.view, b.rowStart, b.familyStart) &&
+    equalRanges(a.view, a.qualifierStart, a.valueStart, b.view, b.qualifierStart, b.valueStart) &&
+    equalRanges(a.view, a.familyStart, a.qualifierStart, b.view, b.familyStart, b.qualifierStart)
   );
 }
 
