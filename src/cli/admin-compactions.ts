@@ -4,10 +4,11 @@
  */
 import type { Command } from 'commander';
 import { ExcError, describeError } from '../errors.js';
-import type { HistoryAnswer, Outcome } from '../meta/outcomes.js';
+import type { HistoryAnswer } from '../meta/outcomes.js';
 import { parseDuration } from '../meta/table-config.js';
 import {
   shortCompactorName,
+  type CancelAnswer,
   type CompactorView,
   type ParkedCompaction,
   type RunningCompaction,
@@ -228,23 +229,24 @@ export function registerCompactions(admin: Command): void {
 
   compactions
     .command('cancel')
-    .description('Cancel a running compaction; its tablet requeues the work.')
-    .argument('<ecid>', 'the compaction id (ECID column of `compactions list`)')
-    .addHelpText('after', examples(['excompact admin compactions cancel 01HZY3Q6W4M3V6Q7B2G8N5T0RZ']))
+    .description(
+      'Cancel a running compaction (its tablet requeues the work), a user compaction (on every tablet ' +
+        'where it has not committed), or a parked user job (on its tablet).',
+    )
+    .argument('<id>', 'an ECID (`compactions list`), a user compaction id, or a parked job id')
+    .addHelpText(
+      'after',
+      examples([
+        'excompact admin compactions cancel 01HZY3Q6W4M3V6Q7B2G8N5T0RZ',
+        'excompact admin compactions cancel 3f9c2a1b0d4e5f60718293a4',
+      ]),
+    )
     .action(
-      action(async (ecid: string, _opts: unknown, cmd: Command) => {
+      action(async (id: string, _opts: unknown, cmd: Command) => {
         const result = await withCluster(cmd, (c) =>
-          c.meta.call<{ cancelled: boolean; ended?: Pick<Outcome, 'outcome' | 'reason' | 'error' | 'at'> }>(
-            'POST',
-            `/v1/compactions/${encodeURIComponent(ecid)}/cancel`,
-          ),
+          c.meta.call<CancelAnswer>('POST', `/v1/compactions/${encodeURIComponent(id)}/cancel`),
         );
-        // An ended compaction is an answer, not an error (exit 0): how it ended.
-        if (result.cancelled) return void process.stdout.write(`cancelled ${ecid}\n`);
-        const { howEnded } = await import('./admin-follow.js');
-        process.stdout.write(
-          `${ecid} had already ended${result.ended ? `: ${howEnded(result.ended)}` : ''}\n`,
-        );
+        process.stdout.write(`${await cancelMessage(id, result)}\n`);
       }),
     );
 
@@ -296,4 +298,23 @@ export function registerCompactions(admin: Command): void {
         );
       }),
     );
+}
+
+/** What a cancel did, in words. An ended compaction is an answer, not an error (exit 0). */
+async function cancelMessage(id: string, result: CancelAnswer): Promise<string> {
+  if ('userCompaction' in result) {
+    const { tablets, table } = result.userCompaction;
+    if (tablets.length > 0)
+      return `cancelled user compaction ${id} of ${table} on ${tablets.length} tablet${tablets.length === 1 ? '' : 's'}`;
+    return result.cancelled
+      ? `user compaction ${id} was cancelled already`
+      : `user compaction ${id} had already finished`;
+  }
+  if ('parked' in result) {
+    const { tablet, userCompactionIds } = result.parked;
+    return `cancelled parked job ${id} on tablet ${tablet} (user compaction ${userCompactionIds.join(', ')})`;
+  }
+  if (result.cancelled) return `cancelled ${id}`;
+  const { howEnded } = await import('./admin-follow.js');
+  return `${id} had already ended${'ended' in result ? `: ${howEnded(result.ended)}` : ''}`;
 }

@@ -4,7 +4,7 @@
  * after `admin table compact` printed the id (while the manager keeps its record).
  */
 import type { Outcome } from '../meta/outcomes.js';
-import type { UserCompactionStatus } from '../meta/user-compactions.js';
+import { ENDED_STATES, type UserCompactionStatus } from '../meta/user-compactions.js';
 import { sleep } from '../retry.js';
 import type { Cluster } from './connect.js';
 import { age, bytes, printJson, printTable, progressBar } from './format.js';
@@ -37,15 +37,16 @@ function fractionDone(s: UserCompactionStatus): number {
   if (s.tablets.length === 0) return 1;
   let done = 0;
   for (const t of s.tablets) {
-    if (t.state === 'done' || t.state === 'gone') done += 1;
+    if (ENDED_STATES.has(t.state)) done += 1;
     else if (t.state === 'running' && t.inputBytes) done += Math.min(1, (t.bytesRead ?? 0) / t.inputBytes);
   }
   return done / s.tablets.length;
 }
 
 function summary(s: UserCompactionStatus): string {
-  const done = s.tablets.filter((t) => t.state === 'done' || t.state === 'gone').length;
-  return `user compaction ${s.id} of ${s.table}: ${done}/${s.tablets.length} tablets done`;
+  const done = s.tablets.filter((t) => ENDED_STATES.has(t.state)).length;
+  const cancelled = s.cancelled ? `, cancelled on ${s.cancelled}` : '';
+  return `user compaction ${s.id} of ${s.table}: ${done}/${s.tablets.length} tablets done${cancelled}`;
 }
 
 function printStatus(s: UserCompactionStatus): void {

@@ -211,7 +211,7 @@ ${examples([
             const total = started.tablets.length;
             const tty = process.stderr.isTTY;
             for (;;) {
-              const status = await c.meta.call<{ remaining: string[]; done: boolean }>(
+              const status = await c.meta.call<{ remaining: string[]; cancelled?: string[]; done: boolean }>(
                 'GET',
                 `/v1/tables/${encodeURIComponent(name)}/compactions/${started.id}`,
               );
@@ -220,6 +220,13 @@ ${examples([
               if (tty) process.stderr.write(`\r${progressBar(total === 0 ? 1 : done / total)} ${line}\x1b[K`);
               if (status.done) {
                 if (tty) process.stderr.write('\n');
+                const cancelled = status.cancelled?.length ?? 0;
+                if (cancelled > 0) {
+                  throw new ExcError(
+                    'CONFLICT',
+                    `compaction ${started.id} was cancelled by an admin on ${cancelled} of ${total} tablet(s)`,
+                  );
+                }
                 if (opts.json) printJson({ ...started, done: true });
                 else process.stdout.write(`${line}\n`);
                 return;

@@ -6,35 +6,36 @@
  * Every call that changes something is safe to repeat after its answer was lost (a failover): queue
  * creation records its request id in the queue's node, queue deletion records what it set out to delete
  * and finishes it, release and compact write their answer with their change (requests.ts), and cancel
- * answers a repeat from the compaction's recorded outcome.
+ * (cancel-api.ts) answers a repeat the same way or from the compaction's recorded outcome.
  */
 import { ulid } from '../ids.js';
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
-import { COL_OUTCOME, doneRow, parseOutcome } from '../meta/outcomes.js';
 import { MAX_BINS, parseQueueRow, prefixEnd, queueEntryTablet, queuePrefix } from '../meta/keys.js';
 import { compactCol, failedCol, isParked, type TabletMeta } from '../meta/tablet.js';
 import type { Mutation } from '../meta/types.js';
-import { COL_REQUEST, userCompactionRow, type UserCompactionRecord } from '../meta/user-compactions.js';
+import {
+  cancelledTablets,
+  COL_REQUEST,
+  userCompactionRow,
+  type UserCompactionRecord,
+} from '../meta/user-compactions.js';
 import { createQueue, deleteQueue, listQueues, resolveQueue, type QueueInfo } from '../queue/registry.js';
-import type { PeerClients } from '../rpc/peers.js';
 import type { RpcServer } from '../rpc/server.js';
 import { validateFilters } from '../storage/index.js';
 import { nameSchema } from '../names.js';
 import { parseInput } from '../validate.js';
 import {
-  allTablets,
   compactorsOf,
   maxAttempts,
   parkedCompactions,
   readCatalog,
   runningCompactions,
   tableName,
-  type ViewSources,
 } from './admin-views.js';
+import { registerCancelApi, type CancelParts } from './cancel-api.js';
 import { runCheck } from './check-read.js';
 import { queueFigures } from './queue-metrics.js';
-import type { CommitQueue } from './commit-queue.js';
 import type { GcObjectStore } from './gc.js';
 import {
   answerCell,
@@ -48,10 +49,7 @@ import {
   unanswered,
 } from './requests.js';
 
-export interface AdminParts extends ViewSources {
-  commits: CommitQueue;
-  peers: PeerClients;
-  notifyTservers: (what: { tableId?: string; tablet?: string }) => void;
+export interface AdminParts extends CancelParts {
   /** The object store the garbage collector works on (undefined: none configured), and its grace. */
   objects: GcObjectStore | undefined;
   gcGraceMs: number;
@@ -223,34 +221,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     },
   );
 
-  server.route('POST', '/compactions/:ecid/cancel', {}, async ({ params }) => {
-    const p = parts();
-    const { ecid } = parseInput(
-      z.object({ ecid: z.string().regex(/^[0-9A-Z]{26}$/, 'expected a compaction id') }),
-      params,
-      'path',
-    );
-    const found = allTablets(p).find((t) => t.reservations.has(ecid));
-    if (!found) {
-      // Idempotent by its outcome: a repeat of a cancel whose answer was lost finds the compaction ended,
-      // and answers as the first did. Either way the answer says how it ended.
-      const outcome = parseOutcome(p.store.get(doneRow(ecid), COL_OUTCOME) ?? '');
-      if (outcome) {
-        const { reason, error, at } = outcome;
-        // Cancelled by an admin: the answer the cancel that did it gave.
-        if (outcome.outcome === 'cancelled' && reason === 'admin') return { cancelled: true };
-        return {
-          cancelled: false,
-          ended: { outcome: outcome.outcome, at, ...(reason ? { reason } : {}), ...(error ? { error } : {}) },
-        };
-      }
-      throw new ExcError('NOT_FOUND', `no running compaction ${ecid}`, { details: { ecid } });
-    }
-    if (!found.loc)
-      throw new ExcError('UNAVAILABLE', `tablet ${found.row} is not hosted right now; try again`);
-    p.log.info({ ecid, tablet: found.row, server: found.loc.server }, 'cancel requested by an admin');
-    return p.peers.get(found.loc.server).post('/v1/cancel', { tablet: found.row, ecid }, { attempts: 2 });
-  });
+  registerCancelApi(server, parts);
 
   server.route(
     'POST',
@@ -379,7 +350,8 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     );
     const table = p.tables.get(name);
     const pending = p.tables.tablets(table.id).filter((t) => t.userCompactions.has(id));
-    return { id, table: name, remaining: pending.map((t) => t.row), done: pending.length === 0 };
+    const cancelled = [...cancelledTablets(p.store.row(userCompactionRow(id))).keys()];
+    return { id, table: name, remaining: pending.map((t) => t.row), cancelled, done: pending.length === 0 };
   });
 }
 

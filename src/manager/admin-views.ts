@@ -6,7 +6,7 @@ import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ALL_TABLETS } from '../meta/keys.js';
 import type { MetaStore } from '../meta/store.js';
-import { isParked, type TabletMeta } from '../meta/tablet.js';
+import { failureKey, isParked, type TabletMeta } from '../meta/tablet.js';
 import type { CompactorView, ParkedCompaction, RunningCompaction, TableInfo } from '../meta/views.js';
 import type { QueueInfo } from '../queue/registry.js';
 import { isZkCode, type ZkLayout, type ZkSession } from '../zk/index.js';
@@ -87,10 +87,16 @@ export function parkedCompactions(c: Catalog, queues: QueueInfo[]): ParkedCompac
         lastEcid: f.lastEcid ?? null,
         inputs: f.inputs,
         at: f.at,
+        userCompactionIds: parkedUserJob(t, id) ?? [],
       });
     }
   }
   return out.sort((a, b) => a.at - b.at);
+}
+
+/** The user compactions whose job the failure `key` of tablet `t` is, or undefined for a system job. */
+export function parkedUserJob(t: TabletMeta, key: string): string[] | undefined {
+  return t.selection && failureKey(t.selection.files) === key ? t.selection.ids : undefined;
 }
 
 export async function compactorsOf(p: ViewSources, queue: QueueInfo): Promise<CompactorView[]> {

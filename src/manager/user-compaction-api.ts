@@ -11,7 +11,9 @@ import { DONE_PREFIX, parseOutcome, type Outcome } from '../meta/outcomes.js';
 import type { MetaStore } from '../meta/store.js';
 import { parseTablet, type TabletMeta } from '../meta/tablet.js';
 import {
+  cancelledTablets,
   COL_REQUEST,
+  ENDED_STATES,
   parseUserCompactionRecord,
   userCompactionRow,
   type TabletCompactionStatus,
@@ -35,7 +37,9 @@ export function registerUserCompactionApi(server: RpcServer, parts: () => ViewSo
 
 export function userCompactionStatus(p: ViewSources, id: string): UserCompactionStatus {
   const { store } = p;
-  const record = parseUserCompactionRecord(store.get(userCompactionRow(id), COL_REQUEST));
+  const cells = store.row(userCompactionRow(id));
+  const record = parseUserCompactionRecord(cells.get(COL_REQUEST));
+  const cancelled = cancelledTablets(cells);
   let rows: string[];
   let table: string;
   if (record) {
@@ -52,14 +56,15 @@ export function userCompactionStatus(p: ViewSources, id: string): UserCompaction
     table = p.tables.getById(holding[0]!.tableId)?.name ?? holding[0]!.tableId;
   }
   const outcomes = outcomesOf(store, id);
-  const tablets = rows.map((row) => tabletStatus(store, row, id, outcomes.get(row)));
+  const tablets = rows.map((row) => tabletStatus(store, row, id, outcomes.get(row), cancelled.has(row)));
   return {
     id,
     table,
     filters: record?.filters ?? [],
     requestedAt: record?.requestedAt ?? 0,
     tablets,
-    done: tablets.every((t) => t.state === 'done' || t.state === 'gone'),
+    done: tablets.every((t) => ENDED_STATES.has(t.state)),
+    cancelled: tablets.filter((t) => t.state === 'cancelled').length,
   };
 }
 
@@ -91,6 +96,7 @@ function tabletStatus(
   row: string,
   id: string,
   outcomes: TabletOutcomes | undefined,
+  cancelled: boolean,
 ): TabletCompactionStatus {
   const base = {
     tablet: row,
@@ -127,5 +133,7 @@ function tabletStatus(
       ...(others.length > 0 ? { coalescedWith: others } : {}),
     };
   }
+  // A job that committed after its request was cancelled (they raced) is done, not cancelled.
+  if (cancelled) return { ...base, state: 'cancelled' };
   return { ...base, state: t ? 'done' : 'gone' };
 }

@@ -19,6 +19,7 @@
  *
  * Every tablet mutation of a tablet server is conditional on `loc` naming it and its session.
  */
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { COMPRESSIONS } from '../compressions.js';
@@ -145,6 +146,14 @@ export type Failure = z.infer<typeof failureSchema>;
  */
 export function isParked(failure: Failure, maxAttempts: number): boolean {
   return failure.attempts >= maxAttempts;
+}
+
+/** Failures are recorded per set of input files: the key of a job's `failed:<key>` column. */
+export function failureKey(inputs: readonly string[]): string {
+  return createHash('sha256')
+    .update([...inputs].sort().join('\n'))
+    .digest('hex')
+    .slice(0, 24);
 }
 
 export interface TabletMeta {

@@ -2,7 +2,8 @@
  * The record of a user compaction (`admin table compact`), kept so it can be followed by its id after the
  * fact (`admin compactions status <id>`), and what its status looks like.
  *
- *   ~ucomp:<id>  request → JSON {@link UserCompactionRecord}
+ *   ~ucomp:<id>  request            → JSON {@link UserCompactionRecord}
+ *                cancelled:<tablet> → JSON { at }: an admin cancelled it on that tablet before it ran there
  *
  * Written by the manager in the same mutations as the tablets' `compact:<id>` requests (the id is a ULID:
  * the rows sort by the time of the request), trimmed with the outcome rows after
@@ -11,11 +12,36 @@
  * name it.
  */
 import { z } from 'zod';
+import type { Cell } from './types.js';
 
 export const UCOMP_PREFIX = '~ucomp:';
 export const COL_REQUEST = 'request';
 
 export const userCompactionRow = (id: string): string => `${UCOMP_PREFIX}${id}`;
+
+const CANCELLED_PREFIX = 'cancelled:';
+/** The cell recording that `id` was cancelled on tablet `row`: written with the request's deletion. */
+export const cancelledCell = (id: string, row: string, at: number): Cell => ({
+  row: userCompactionRow(id),
+  col: `${CANCELLED_PREFIX}${row}`,
+  value: JSON.stringify({ at }),
+});
+
+/** Tablet row → when the user compaction was cancelled there, from its record row's cells. */
+export function cancelledTablets(cols: ReadonlyMap<string, string>): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [col, value] of cols) {
+    if (!col.startsWith(CANCELLED_PREFIX)) continue;
+    let at = 0;
+    try {
+      at = Number((JSON.parse(value) as { at?: unknown }).at) || 0;
+    } catch {
+      // an unreadable time still records the cancellation
+    }
+    out.set(col.slice(CANCELLED_PREFIX.length), at);
+  }
+  return out;
+}
 
 export const userCompactionRecordSchema = z.object({
   tableId: z.string(),
@@ -42,9 +68,13 @@ export function parseUserCompactionRecord(value: string | undefined): UserCompac
  * - `selected`: its files are chosen, the job waits for a compactor (or for a system job over them);
  * - `running`: a compactor holds the job (`ecid`, with its progress);
  * - `done`: committed (`ecid`), or nothing to compact (no `ecid`: the tablet had no file);
+ * - `cancelled`: an admin cancelled it there before it committed (`admin compactions cancel`);
  * - `gone`: the tablet no longer exists (its table was deleted).
  */
-export type TabletCompactionState = 'pending' | 'selected' | 'running' | 'done' | 'gone';
+export type TabletCompactionState = 'pending' | 'selected' | 'running' | 'done' | 'cancelled' | 'gone';
+
+/** The states in which a user compaction is over on a tablet. */
+export const ENDED_STATES: ReadonlySet<TabletCompactionState> = new Set(['done', 'cancelled', 'gone']);
 
 export interface TabletCompactionStatus {
   tablet: string;
@@ -73,6 +103,8 @@ export interface UserCompactionStatus {
   filters: UserCompactionRecord['filters'];
   requestedAt: number;
   tablets: TabletCompactionStatus[];
-  /** Every tablet done (or gone). */
+  /** Every tablet done (or cancelled, or gone). */
   done: boolean;
+  /** Tablets on which an admin cancelled it. */
+  cancelled: number;
 }

@@ -2,6 +2,7 @@
  * How the manager's API shows tables and tablets (shared by the manager and its clients).
  */
 import { hex } from './keys.js';
+import type { Outcome } from './outcomes.js';
 import type { TableConfig } from './table-config.js';
 import type { TabletMeta } from './tablet.js';
 
@@ -69,6 +70,8 @@ export interface ParkedCompaction {
   lastEcid: string | null;
   inputs: string[];
   at: number;
+  /** The user compactions whose job it is (empty: a system job). Only these can be cancelled. */
+  userCompactionIds: string[];
 }
 
 /** A live compactor, from its ZooKeeper node. */
@@ -94,3 +97,14 @@ export function shortCompactorName(path: string, queue?: string | null, host?: s
   const id = seq === undefined ? node.slice(-8) : String(Number(seq));
   return `${queue ?? ''}${host ? `@${host}` : ''}#${id}`;
 }
+
+/**
+ * What `POST /v1/compactions/:id/cancel` answers: a running compaction cancelled, or how it had ended
+ * (`cancelled: false`, not an error); a user compaction, with the tablets where it was cancelled now; a
+ * parked user job, with the user compactions it was the job of.
+ */
+export type CancelAnswer =
+  | { cancelled: true }
+  | { cancelled: false; ended: Pick<Outcome, 'outcome' | 'reason' | 'error' | 'at'> }
+  | { cancelled: boolean; userCompaction: { id: string; table: string; tablets: string[] } }
+  | { cancelled: true; parked: { id: string; tablet: string; userCompactionIds: string[] } };

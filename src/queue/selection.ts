@@ -18,11 +18,18 @@
  *   {@link selectionAfterCommit}, which also puts a pre-selection system job's output in the selection). A
  *   selection left with no file (a tablet whose data all compacted away, or a tablet without files)
  *   satisfies its requests at once.
+ * - Cancellation. An admin cancels a request by deleting its `compact:<id>` (the manager writes only
+ *   that). The next step drops it from the selection; a selection left with no request is dropped with
+ *   the failure record of its job (a parked user job does not hold its files out of system work any
+ *   more), and the tablet server cancels a running user job none of whose requests is left
+ *   ({@link abandonedUserJobs}).
  */
 import { isDeepStrictEqual } from 'node:util';
 import {
   COL_SELECTED,
   compactCol,
+  failedCol,
+  failureKey,
   type Reservation,
   type Selection,
   type TabletMeta,
@@ -41,6 +48,16 @@ export interface UserStep {
 /** The next selection and the requests completed, or undefined when nothing changes. */
 export function userStep(meta: TabletMeta): UserStep | undefined {
   let selection = meta.selection;
+  // Requests cancelled since the selection was made leave it; with none left, so does the selection.
+  let dropped: Selection | undefined;
+  if (selection?.ids.some((id) => !meta.userCompactions.has(id))) {
+    const ids = selection.ids.filter((id) => meta.userCompactions.has(id));
+    if (ids.length === 0) dropped = selection;
+    selection = ids.length === 0 ? undefined : { ...selection, ids };
+  }
+  // Its job's failure record goes with a dropped selection, so a parked user job frees its files.
+  const failure = dropped && failureKey(dropped.files);
+  const moot = failure !== undefined && meta.failures.has(failure) ? failure : undefined;
   const finished: string[] = [];
   const pending = () =>
     [...meta.userCompactions]
@@ -84,9 +101,11 @@ export function userStep(meta: TabletMeta): UserStep | undefined {
     deletes: [
       ...(result || !meta.selection ? [] : [{ row, col: COL_SELECTED }]),
       ...finished.map((id) => ({ row, col: compactCol(id) })),
+      ...(moot === undefined ? [] : [{ row, col: failedCol(moot) }]),
     ],
     apply: (m) => {
       for (const id of finished) m.userCompactions.delete(id);
+      if (moot !== undefined) m.failures.delete(moot);
       if (result) m.selection = result;
       else delete m.selection;
     },
@@ -103,6 +122,19 @@ function canJoin(meta: TabletMeta, selection: Selection, filters: Selection['fil
     if (r.inputs.some((f) => !selected.has(f))) return false;
   }
   return true;
+}
+
+/**
+ * The running user jobs of a tablet none of whose requests is left (all cancelled by an admin): the
+ * tablet server cancels them, so a cancelled rewrite does not go on to commit.
+ */
+export function abandonedUserJobs(meta: TabletMeta): string[] {
+  return [...meta.reservations]
+    .filter(([, r]) => {
+      const ids = satisfiedBy(r);
+      return r.kind === 'user' && ids.length > 0 && ids.every((id) => !meta.userCompactions.has(id));
+    })
+    .map(([ecid]) => ecid);
 }
 
 /** The user compactions a user reservation satisfies. */

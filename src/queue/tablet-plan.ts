@@ -4,9 +4,8 @@
  * change and at reservation time; the manager's consistency check (`excompact admin check`) and the test
  * invariants judge `~cq` entries against it — so they can never disagree about what work is.
  */
-import { createHash } from 'node:crypto';
 import type { TableConfig } from '../meta/table-config.js';
-import { isParked, type TabletMeta } from '../meta/tablet.js';
+import { failureKey, isParked, type TabletMeta } from '../meta/tablet.js';
 import { plan, queueDemand, type PlanInput, type PlannedJob } from './planner.js';
 import { userStep } from './selection.js';
 import type { QueueInfo } from './registry.js';
@@ -78,12 +77,4 @@ function parkedFiles(meta: TabletMeta, maxAttempts: number): Set<string> {
     if (isParked(f, maxAttempts)) for (const name of f.inputs) out.add(name);
   }
   return out;
-}
-
-/** Failures are recorded per set of input files. */
-export function failureKey(inputs: readonly string[]): string {
-  return createHash('sha256')
-    .update([...inputs].sort().join('\n'))
-    .digest('hex')
-    .slice(0, 24);
 }

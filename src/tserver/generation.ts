@@ -10,6 +10,7 @@ import type { Logger } from '../log.js';
 import { MetaClient } from '../meta/client.js';
 import type { Location } from '../meta/tablet.js';
 import { QueueResolver } from '../queue/resolver.js';
+import { abandonedUserJobs } from '../queue/selection.js';
 import type { ObjectStore } from '../storage/index.js';
 import type { ZkLayout, ZkSession } from '../zk/index.js';
 import { CompactorLinks } from './compactor-links.js';
@@ -84,6 +85,11 @@ export class Generation {
       watch: this.watch,
       log,
       onFenced: ctx.onFenced,
+      // A user job whose requests were all cancelled (the manager deleted them) stops here.
+      onRefreshed: (t) => {
+        for (const ecid of abandonedUserJobs(t.meta))
+          void this.reservations.cancel(t.row, ecid, 'admin').catch(() => undefined);
+      },
     });
     this.reservations = new Reservations({
       hosting: this.hosting,

@@ -13,7 +13,8 @@ import { COL_LOC, locationValue, type Location, type Progress, type TabletMeta }
 import type { Condition } from '../meta/types.js';
 
 // Planning lives in src/queue (the manager's consistency check shares it); re-exported for this process.
-export { failureKey, planTablet } from '../queue/tablet-plan.js';
+export { failureKey } from '../meta/tablet.js';
+export { planTablet } from '../queue/tablet-plan.js';
 
 export type TabletState = 'hosted' | 'gone';
 

@@ -50,6 +50,8 @@ export interface HostingDeps {
   onFenced: (err: ExcError) => void;
   /** How long to keep trying to read a tablet back after an unknown outcome (default 30 s). */
   resyncForMs?: number;
+  /** Called after a tablet was refreshed from its row (outside its mutex). */
+  onRefreshed?: (tablet: HostedTablet) => void;
 }
 
 /** Answers with which the manager refuses a whole mutation before applying any of it. */
@@ -211,6 +213,7 @@ export class Hosting {
       }
       if (tablet.state === 'hosted') await this.change(tablet, { replan: true });
     });
+    if (tablet.state === 'hosted') this.deps.onRefreshed?.(tablet);
   }
 
   /**

@@ -31,12 +31,13 @@
 import { ExcError } from '../errors.js';
 import { delRow } from '../meta/keys.js';
 import { notEnded, outcomeCell, type Outcome } from '../meta/outcomes.js';
-import { satisfiedBy, selectionAfterCommit } from '../queue/selection.js';
+import { abandonedUserJobs, satisfiedBy, selectionAfterCommit } from '../queue/selection.js';
 import {
   COL_SELECTED,
   compactCol,
   ecompCol,
   failedCol,
+  failureKey,
   fileCol,
   isParked,
   progressCol,
@@ -50,7 +51,6 @@ import type { TableConfig } from '../meta/table-config.js';
 import type { Cell, Condition } from '../meta/types.js';
 import type { PlannedJob } from '../queue/planner.js';
 import type { CommitRequest, ReserveRequest, ReservedJob } from '../queue/protocol.js';
-import { failureKey } from '../queue/tablet-plan.js';
 import type { FilterSpec } from '../storage/index.js';
 import { iteratorSettings } from './table-configs.js';
 
@@ -303,7 +303,9 @@ export function decideCancel(
   if (reason === 'compactor-gone' && !ctx.queueExists) reason = 'queue-deleted';
   const key = failureKey(r.inputs);
   let failure: Failure | undefined;
-  if (COUNTS_AS_FAILURE.has(reason)) {
+  // A user job whose requests were all cancelled is not retried: its failure is nothing to record.
+  const abandoned = abandonedUserJobs(meta).includes(ecid);
+  if (COUNTS_AS_FAILURE.has(reason) && !abandoned) {
     failure = {
       inputs: r.inputs,
       attempts: Math.max(meta.failures.get(key)?.attempts ?? 0, r.attempt) + 1,

@@ -288,8 +288,8 @@ function managerRoutes(k: Known): fc.Arbitrary<Case>[] {
         }),
     ),
     route(
-      'POST /v1/compactions/:ecid/cancel',
-      ulidArb.map((id) => ({
+      'POST /v1/compactions/:id/cancel',
+      fc.oneof(ulidArb, fc.stringMatching(/^[0-9a-f]{24}$/)).map((id) => ({
         target: m,
         method: 'POST',
         path: `/v1/compactions/${enc(id)}/cancel`,

@@ -3,7 +3,8 @@ import { checkCluster, MAX_ITEMS, type CheckInput } from '../../src/manager/chec
 import { queueRow, tabletRow } from '../../src/meta/keys.js';
 import { tableConfigSchema } from '../../src/meta/table-config.js';
 import { parseTablet, type TabletMeta } from '../../src/meta/tablet.js';
-import { failureKey, tabletDemand } from '../../src/queue/tablet-plan.js';
+import { failureKey } from '../../src/meta/tablet.js';
+import { tabletDemand } from '../../src/queue/tablet-plan.js';
 
 const NOW = 10_000_000;
 const GRACE = 600_000;

@@ -8,7 +8,7 @@ import { DONE_PREFIX, parseOutcome } from '../../src/meta/outcomes.js';
 import { tableConfigSchema } from '../../src/meta/table-config.js';
 import { parseTablet, type Reservation, type TabletMeta } from '../../src/meta/tablet.js';
 import type { PlannedJob } from '../../src/queue/planner.js';
-import { failureKey } from '../../src/queue/tablet-plan.js';
+import { failureKey } from '../../src/meta/tablet.js';
 import {
   cancelHappened,
   commitHappened,

@@ -1,11 +1,12 @@
 /**
  * User compactions on a tablet (src/queue/selection.ts): requests coalesced into one selection, requests
- * with other filters kept in order, joining while the rewrite has not started, completion without files.
+ * with other filters kept in order, joining while the rewrite has not started, completion without files,
+ * and cancelled requests leaving the selection.
  */
 import { describe, expect, it } from 'vitest';
 import { tableConfigSchema } from '../../src/meta/table-config.js';
-import { parseTablet, type Reservation, type TabletMeta } from '../../src/meta/tablet.js';
-import { userStep } from '../../src/queue/selection.js';
+import { failureKey, parseTablet, type Reservation, type TabletMeta } from '../../src/meta/tablet.js';
+import { abandonedUserJobs, userStep } from '../../src/queue/selection.js';
 import { planTablet } from '../../src/queue/tablet-plan.js';
 
 const ROW = '0001<';
@@ -99,5 +100,41 @@ describe('user compaction selection', () => {
     s.apply(meta);
     expect(meta.selection).toBeUndefined();
     expect(meta.userCompactions.size).toBe(0);
+  });
+
+  it('cancelled requests leave the selection; the last one takes the selection, its failure record and its running job', () => {
+    const config = tableConfigSchema.parse({ queues: [{ queue: 'q' }], maxAttempts: 1 });
+    const meta = tablet(['a', 'b', 'c']);
+    request(meta, 'U1', 1);
+    request(meta, 'U2', 2);
+    step(meta);
+    const key = failureKey(['a', 'b', 'c']);
+    meta.failures.set(key, { inputs: ['a', 'b', 'c'], attempts: 1, lastError: 'boom', at: 1, parked: true });
+    meta.reservations.set('E1', { ...reservation(['a', 'b', 'c'], 'user'), userCompactionIds: ['U1', 'U2'] });
+    // Parked, the user job holds its files: the tablet plans nothing.
+    meta.reservations.clear();
+    expect(planTablet(meta, config)).toEqual([]);
+    meta.reservations.set('E1', { ...reservation(['a', 'b', 'c'], 'user'), userCompactionIds: ['U1', 'U2'] });
+
+    // U1 cancelled (the manager deleted its request): U2 keeps the selection and the job.
+    meta.userCompactions.delete('U1');
+    expect(abandonedUserJobs(meta)).toEqual([]);
+    const first = userStep(meta)!;
+    expect(first.deletes).toEqual([]);
+    first.apply(meta);
+    expect(meta.selection?.ids).toEqual(['U2']);
+    expect(meta.failures.has(key)).toBe(true);
+
+    // U2 cancelled too: the selection goes with its failure record, and the running job is abandoned.
+    meta.userCompactions.delete('U2');
+    expect(abandonedUserJobs(meta)).toEqual(['E1']);
+    const last = userStep(meta)!;
+    expect(last.deletes.map((d) => d.col).sort()).toEqual([`failed:${key}`, 'selected']);
+    last.apply(meta);
+    expect(meta.selection).toBeUndefined();
+    expect(meta.failures.size).toBe(0);
+    // Its files are system work again once the job is gone.
+    meta.reservations.clear();
+    expect(planTablet(meta, config).map((j) => j.kind)).toEqual(['system']);
   });
 });
