@@ -1,7 +1,7 @@
 /**
  * The monitor's web server: the page (plain files from web/monitor, no build step), the latest snapshot
- * of the cluster, 30 minutes of samples for the charts, and the two actions (cancel a running compaction,
- * release a parked job), each passed on as a signed call to the manager. The instance secret stays in this
+ * of the cluster, 30 minutes of samples for the charts, and the actions (cancel a running compaction,
+ * release a parked job, cancel a parked user job), each passed on as a signed call to the manager. The instance secret stays in this
  * process: the browser only ever talks to this server.
  *
  * Who may talk to it:
@@ -48,6 +48,8 @@ export interface Sample {
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 const ECID = /^[0-9A-Z]{26}$/;
+/** A parked job's id (its failure key) or the ECID of its last attempt. */
+const PARKED_ID = /^(?:[0-9a-f]{24}|[0-9A-Z]{26})$/;
 
 export function isLoopback(host: string): boolean {
   return LOOPBACK.has(host) || host.startsWith('127.');
@@ -174,6 +176,12 @@ export class MonitorServer {
         return next(new ExcError('BAD_REQUEST', 'expected a parked job id'));
       this.options.log.info({ id }, 'monitor: releasing a parked job');
       this.options.call('POST', '/v1/compactions/release', { id }).then((answer) => res.json(answer), next);
+    });
+    app.post('/api/parked/:id/cancel', (req, res, next) => {
+      const id = req.params.id ?? '';
+      if (!PARKED_ID.test(id)) return next(new ExcError('BAD_REQUEST', 'expected a parked job id'));
+      this.options.log.info({ id }, 'monitor: cancelling a parked job');
+      this.options.call('POST', `/v1/compactions/${id}/cancel`, {}).then((answer) => res.json(answer), next);
     });
     app.use(express.static(PAGE_DIR, { index: 'index.html', etag: false, maxAge: 0 }));
     app.use((req: Request) => {

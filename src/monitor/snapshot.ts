@@ -69,6 +69,8 @@ export interface ParkedRow {
   queue: string;
   attempts: number;
   lastError: string;
+  /** The user compactions whose job it is (empty: a system job, which can only be released). */
+  userCompactionIds: string[];
 }
 
 export interface TabletRow {
@@ -213,6 +215,7 @@ export class SnapshotReader {
         queue: p.queue ?? p.queueId ?? '?',
         attempts: p.attempts,
         lastError: p.lastError,
+        userCompactionIds: p.userCompactionIds ?? [],
       })),
       tablets,
       readBytesPerSec: readPerSec,

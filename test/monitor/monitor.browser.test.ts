@@ -5,8 +5,9 @@
  * and `excompact monitor` as a user runs it.
  *
  * The page loads, shows both queues and the running compaction, its cancel button (after the
- * confirmation) cancels that compaction, and the page follows the job run again to its commit. No console
- * error along the way. Screenshots go to test-artifacts/monitor/.
+ * confirmation) cancels that compaction, and the page follows the job run again to its commit. A parked
+ * user job shows with release and cancel buttons, and cancel cancels it. No console error along the way.
+ * Screenshots go to test-artifacts/monitor/.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
@@ -17,7 +18,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { HistoryAnswer } from '../../src/meta/outcomes.js';
 import type { RunningCompaction } from '../../src/meta/views.js';
 import { createQueue } from '../../src/queue/registry.js';
-import { useCluster, useProcesses, useZooKeeper, waitFor } from '../support/index.js';
+import { cliJson, cliOk } from '../support/cli.js';
+import { TestCompactor, useCluster, useProcesses, useZooKeeper, waitFor } from '../support/index.js';
 
 const CHROMIUM = process.env.EXC_CHROMIUM ?? '/usr/bin/chromium';
 const ARTIFACTS = join(import.meta.dirname, '..', '..', 'test-artifacts', 'monitor');
@@ -105,6 +107,44 @@ describe('monitor page', () => {
       .toBe('1');
     await expect.poll(() => page.locator('#running tbody tr.empty').count()).toBe(1);
     await page.screenshot({ path: join(ARTIFACTS, '4-committed.png'), fullPage: true });
+
+    // A parked user job (table `logs` on queue `large`: a test compactor fails its job once, which parks
+    // it at maxAttempts=1) shows with both buttons; cancel cancels that user compaction on its tablet.
+    await cliOk(c, [
+      'admin',
+      'table',
+      'create',
+      'logs',
+      '--config',
+      'queues=large',
+      '--config',
+      'maxAttempts=1',
+    ]);
+    for (let ts = 1; ts <= 3; ts++) await s.client.ingest('logs', batch(ts));
+    const { id } = await cliJson<{ id: string }>(c, ['admin', 'table', 'compact', 'logs', '--json']);
+    const failing = await TestCompactor.start(c, 'large');
+    const logsTablet = (
+      await cliJson<{ tablets: { tablet: string }[] }>(c, ['admin', 'table', 'info', 'logs'])
+    ).tablets[0]!.tablet;
+    const job = await waitFor(() => failing.reserve(logsTablet), 'the user job of logs');
+    expect(job.kind).toBe('user');
+    await failing.fail(job, 'failed on purpose');
+    await failing.close();
+    const parkedRow = page.locator('#parked tbody tr').filter({ hasText: 'logs' });
+    await parkedRow.waitFor({ timeout: 10_000 });
+    await expect.poll(() => parkedRow.textContent()).toContain(`user ${id}`);
+    await page.screenshot({ path: join(ARTIFACTS, '5-parked.png'), fullPage: true });
+    await parkedRow.locator('button', { hasText: 'Cancel' }).click();
+    await page.locator('#confirm-yes').click();
+    await parkedRow.waitFor({ state: 'detached', timeout: 10_000 });
+    const status = await cliJson<{ tablets: { state: string }[] }>(c, [
+      'admin',
+      'compactions',
+      'status',
+      id,
+      '--json',
+    ]);
+    expect(status.tablets.map((t) => t.state)).toEqual(['cancelled']);
 
     // Refused without the page's header, and from a name other than localhost (DNS rebinding).
     const forged = await fetch(`${url}api/compactions/${running.ecid}/cancel`, { method: 'POST' });

@@ -97,6 +97,19 @@ describe('monitor server', () => {
     });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { code: string } }).error.code).toBe('BAD_REQUEST');
+    const badParked = await fetch(`${url}api/parked/..%2Frelease/cancel`, {
+      method: 'POST',
+      headers: { 'x-excompact-monitor': '1' },
+    });
+    expect(badParked.status).toBe(400);
     expect(calls).toEqual([]);
+    // A parked job's id passes through to the manager's cancel.
+    const key = '3f9c2a1b0d4e5f60718293a4';
+    const parked = await fetch(`${url}api/parked/${key}/cancel`, {
+      method: 'POST',
+      headers: { 'x-excompact-monitor': '1' },
+    });
+    expect(parked.status).toBe(200);
+    expect(calls).toEqual([`POST /v1/compactions/${key}/cancel`]);
   });
 });

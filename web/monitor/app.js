@@ -185,6 +185,7 @@ function render(snapshot) {
       p.queue,
       p.attempts,
       el('td', { class: 'error' }, p.lastError),
+      p.userCompactionIds.length > 0 ? `user ${p.userCompactionIds.join(', ')}` : 'system',
       el(
         'td',
         {},
@@ -193,6 +194,15 @@ function render(snapshot) {
           `Release the parked job of ${p.table} (${p.tablet})? It will be tried again.`,
           `/api/parked/${encodeURIComponent(p.id)}/release`,
         ),
+        // Only a user compaction's job can be cancelled: a system job would be planned again at once.
+        p.userCompactionIds.length > 0
+          ? actionButton(
+              'Cancel',
+              `Cancel user compaction ${p.userCompactionIds.join(', ')} on ${p.table} (${p.tablet})? ` +
+                'Its files are left as they are, and system compactions go on over them.',
+              `/api/parked/${encodeURIComponent(p.id)}/cancel`,
+            )
+          : '',
       ),
     ]),
     snapshot.parked.map((p) => p.id),
