@@ -116,6 +116,8 @@ export class ChaosCluster {
       EXC_S3_ENDPOINT: this.proxy.endpoint,
       EXC_GC_GRACE_MS: String(this.options.gcGraceMs),
       EXC_GC_INTERVAL_MS: '5000',
+      // Replaced files are collected every cycle; leftovers of the faults are listed for once a minute.
+      EXC_GC_SWEEP_INTERVAL_MS: '60000',
       EXC_STALL_TIMEOUT_MS: '60000',
       EXC_LOG_LEVEL: 'info',
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',

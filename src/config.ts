@@ -139,6 +139,12 @@ export const SETTINGS = {
     60_000,
     'How often the manager collects garbage.',
   ),
+  gcSweepIntervalMs: setting(
+    'EXC_GC_SWEEP_INTERVAL_MS',
+    int(0, 30 * 86_400_000),
+    900_000,
+    'How often the garbage collector also lists the object store for leftovers of crashes (files written but never registered). A listing reads every object name, so it runs far less often than collection; files replaced by compactions need no listing. 0: every cycle.',
+  ),
   outcomeRetentionMs: setting(
     'EXC_OUTCOME_RETENTION_MS',
     int(0, 365 * 86_400_000),

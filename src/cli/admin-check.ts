@@ -33,8 +33,9 @@ Checks, most serious first:
   dead reservations         reservations naming a compactor whose ZooKeeper node is gone
   entries without work      queue entries whose hosted tablet has no work for that queue, or no tablet
   work missing from queue   hosted tablets with work for an existing queue but no entry in it
-  orphan files              unreferenced files older than the GC grace with no deletion mark
-  stale temporaries         leftovers of unfinished writes older than the GC grace (local temporary
+  orphan files              unreferenced files with no deletion mark, older than the GC grace and the
+                            wait for the collector's next sweep
+  stale temporaries         leftovers of unfinished writes older than that too (local temporary
                             files, incomplete S3 multipart uploads; "not checkable" where the store
                             cannot list them)
   malformed rows            metadata rows that do not parse
@@ -42,7 +43,8 @@ Checks, most serious first:
                             outside tables/, a mangled time): fix or remove them
   referenced marks          ~del rows naming a file a tablet still references
 Shown but never a failure: unreferenced files marked for deletion (pending GC), unreferenced files and
-temporaries younger than the GC grace (writes in flight).
+temporaries younger than the GC grace (writes in flight), and those past it that wait for the
+collector's next sweep (EXC_GC_SWEEP_INTERVAL_MS).
 
 A busy cluster changes while it is read: confirm a problem with a second run before acting on it.
 
@@ -120,6 +122,7 @@ function describeItem(name: string, item: Record<string, unknown>): string {
     case 'orphanFiles':
     case 'unreferencedYoung':
     case 'unreferencedPendingGc':
+    case 'awaitingSweep':
       return old ? `${s('file')} (${old})` : s('file');
     case 'staleTemporaries':
     case 'youngTemporaries':

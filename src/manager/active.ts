@@ -28,6 +28,7 @@ export interface ActiveContext {
   objectStore?: GcObjectStore;
   gcGraceMs: number;
   gcIntervalMs: number;
+  gcSweepIntervalMs: number;
   outcomeRetentionMs: number;
   outcomeMaxRows?: number;
   assignIntervalMs?: number;
@@ -118,6 +119,7 @@ function serve(
         {
           graceMs: ctx.gcGraceMs,
           intervalMs: ctx.gcIntervalMs,
+          sweepIntervalMs: ctx.gcSweepIntervalMs,
           outcomeRetentionMs: ctx.outcomeRetentionMs,
           ...(ctx.outcomeMaxRows === undefined ? {} : { outcomeMaxRows: ctx.outcomeMaxRows }),
           foldOutcomes: (rows) => outcomes.foldMutation(rows),

@@ -53,6 +53,8 @@ export interface AdminParts extends CancelParts {
   /** The object store the garbage collector works on (undefined: none configured), and its grace. */
   objects: GcObjectStore | undefined;
   gcGraceMs: number;
+  /** How long past its grace a leftover may wait for the collector's next sweep. */
+  gcSweepSlackMs: number;
 }
 
 const queueNameParam = z.object({ name: nameSchema('queue') });
@@ -334,8 +336,8 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
   /** The consistency check (check.ts): named problem lists with counts, and figures. */
   server.route('GET', '/check', {}, async () => {
     const p = parts();
-    const { store, session, layout, objects, gcGraceMs: graceMs, log } = p;
-    return runCheck({ store, session, layout, objects, graceMs, log });
+    const { store, session, layout, objects, gcGraceMs: graceMs, gcSweepSlackMs: sweepSlackMs, log } = p;
+    return runCheck({ store, session, layout, objects, graceMs, sweepSlackMs, log });
   });
 
   server.route('GET', '/tables/:name/compactions/:id', {}, ({ params }) => {

@@ -139,11 +139,12 @@ export function registerManagerApi(
     };
   });
 
-  // Idempotent: a repeat runs another cycle, which deletes only what is garbage by then.
+  // Idempotent: a repeat runs another cycle, which deletes only what is garbage by then. A cycle run on
+  // request also sweeps the store for leftovers.
   server.route('POST', '/gc/run', {}, async () => {
     const gc = parts().gc;
     if (!gc) throw new ExcError('CONFLICT', 'garbage collection is not configured (no object store)');
-    await gc.runCycle();
+    await gc.runCycle({ sweep: true });
     return gc.stats;
   });
 }

@@ -37,6 +37,8 @@ export interface CheckSources {
   /** Undefined when the manager runs without an object store: the file checks are not checkable. */
   objects: GcObjectStore | undefined;
   graceMs: number;
+  /** How long past its grace a leftover may wait for the collector's next sweep (default 0). */
+  sweepSlackMs?: number;
   log: Logger;
 }
 
@@ -54,6 +56,7 @@ export async function runCheck(sources: CheckSources): Promise<CheckReport> {
   const report = checkCluster({
     now: Date.now(),
     graceMs: sources.graceMs,
+    sweepSlackMs: sources.sweepSlackMs ?? 0,
     ...metadata,
     queues,
     liveCompactors,

@@ -10,10 +10,10 @@
  *   queueEntriesWithoutWork    a `~cq` entry whose hosted tablet has no work for that queue, or that names
  *                              no tablet at all (invariant 5)
  *   workMissingFromQueue       a hosted tablet with work for an existing queue has no entry in it (5)
- *   orphanFiles                an object nothing references, with no `~del` row, older than the GC grace:
- *                              a GC cycle should have removed it (4)
+ *   orphanFiles                an object nothing references, with no `~del` row, older than the GC grace
+ *                              and the wait for the collector's next sweep: a sweep should have removed it (4)
  *   staleTemporaries           a temporary of an unfinished write (a local temporary file, an incomplete S3
- *                              multipart upload) older than the GC grace
+ *                              multipart upload) older than the GC grace and the wait for the next sweep
  *   malformedRows              a metadata row that does not parse
  *   badDeletionMarks           a `~del` row the collector cannot act on (a name no store accepts, a file
  *                              outside `tables/`, a mangled time): it skips it, so it is never collected
@@ -22,7 +22,8 @@
  * and, not failures, what a healthy busy cluster also has:
  *   unreferencedPendingGc      unreferenced objects with a `~del` row: the collector will delete them
  *   unreferencedYoung          unreferenced objects younger than the grace: maybe a write in flight
- *   youngTemporaries           temporaries younger than the grace: writes in progress
+ *   awaitingSweep              unreferenced objects past the grace, within the wait for the next sweep
+ *   youngTemporaries           temporaries younger than that: writes in progress, or awaiting the sweep
  */
 import { parseQueueRow, queueEntryTablet } from '../meta/keys.js';
 import type { CheckReport as GenericCheckReport, ProblemList, Severity } from '../meta/check-view.js';
@@ -43,6 +44,11 @@ export interface NotCheckable {
 export interface CheckInput {
   now: number;
   graceMs: number;
+  /**
+   * How long past its grace an unreferenced file without a `~del` row may wait for the collector's next
+   * sweep (the sweep interval plus a cycle): an orphan only after that (default 0).
+   */
+  sweepSlackMs?: number;
   /** Tablets, queue entries, deletion marks and table settings: one consistent read. */
   tablets: readonly TabletMeta[];
   /** `~cq` row keys. */
@@ -75,7 +81,8 @@ export const PROBLEMS = {
   referencedDeletionMarks: ['deletion marks naming a file a tablet still references', 'error'],
   unreferencedPendingGc: ['unreferenced files marked for deletion (pending GC)', 'info'],
   unreferencedYoung: ['unreferenced files younger than the GC grace (maybe in flight)', 'info'],
-  youngTemporaries: ['temporaries younger than the GC grace (writes in progress)', 'info'],
+  awaitingSweep: ["unreferenced files past the GC grace, awaiting the collector's next sweep", 'info'],
+  youngTemporaries: ['temporaries of writes in progress, or awaiting the next sweep', 'info'],
 } as const satisfies Record<string, readonly [string, Severity]>;
 
 export type ProblemName = keyof typeof PROBLEMS;
@@ -219,7 +226,8 @@ function checkMarks(input: CheckInput): Pick<Found, 'badDeletionMarks' | 'refere
   return { badDeletionMarks: bad, referencedDeletionMarks: stillReferenced };
 }
 
-type FileProblems = 'missingFiles' | 'orphanFiles' | 'unreferencedPendingGc' | 'unreferencedYoung';
+type FileProblems =
+  'missingFiles' | 'orphanFiles' | 'unreferencedPendingGc' | 'unreferencedYoung' | 'awaitingSweep';
 
 function checkFiles(input: CheckInput): Pick<Found, FileProblems> {
   const objects = input.objects;
@@ -229,6 +237,7 @@ function checkFiles(input: CheckInput): Pick<Found, FileProblems> {
       orphanFiles: objects,
       unreferencedPendingGc: objects,
       unreferencedYoung: objects,
+      awaitingSweep: objects,
     };
   }
   // A tablet's files and its reservations' inputs must exist; an output exists only once written.
@@ -242,12 +251,15 @@ function checkFiles(input: CheckInput): Pick<Found, FileProblems> {
   const orphans = [];
   const pending = [];
   const young = [];
+  const awaiting = [];
+  const sweepBy = input.graceMs + (input.sweepSlackMs ?? 0);
   for (const [file, o] of [...objects].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     if (referenced.has(file)) continue;
     const markedAt = input.deletions.get(file);
     const ageMs = input.now - o.modifiedMs;
     if (markedAt !== undefined) pending.push({ file, size: o.size, markedAt });
     else if (ageMs < input.graceMs) young.push({ file, size: o.size, modifiedMs: o.modifiedMs, ageMs });
+    else if (ageMs < sweepBy) awaiting.push({ file, size: o.size, modifiedMs: o.modifiedMs, ageMs });
     else orphans.push({ file, size: o.size, modifiedMs: o.modifiedMs, ageMs });
   }
   return {
@@ -255,6 +267,7 @@ function checkFiles(input: CheckInput): Pick<Found, FileProblems> {
     orphanFiles: orphans,
     unreferencedPendingGc: pending,
     unreferencedYoung: young,
+    awaitingSweep: awaiting,
   };
 }
 
@@ -267,7 +280,8 @@ function checkTemporaries(input: CheckInput): Pick<Found, 'staleTemporaries' | '
   for (const t of sorted) {
     const item = { target: t.target, id: t.id, modifiedMs: t.modifiedMs, ageMs: input.now - t.modifiedMs };
     const withSize = t.size === undefined ? item : { ...item, size: t.size };
-    (item.ageMs < input.graceMs ? young : stale).push(withSize);
+    // The collector removes them when it sweeps: past the grace, they may wait for the next sweep.
+    (item.ageMs < input.graceMs + (input.sweepSlackMs ?? 0) ? young : stale).push(withSize);
   }
   return { staleTemporaries: stale, youngTemporaries: young };
 }

@@ -8,6 +8,9 @@
  *     unreferenced, the file is deleted, then the row.
  *   - leftovers of crashes (an ingest or a compaction output written but never added): a sweep lists the
  *     store under `tables/` and deletes unreferenced files last modified longer ago than the grace period.
+ *     A listing reads every object's name, so it runs far less often than the collection of `~del` rows
+ *     (`EXC_GC_SWEEP_INTERVAL_MS`, and on every cycle run on request): leftovers are rare, replaced files
+ *     are the bulk of the garbage, and a store of millions of objects is not listed every minute.
  *
  * The grace period is also what protects a scan that is still reading a file a commit just replaced
  * (scans are bounded well below it), and a file written moments ago whose mutation is in flight. It must
@@ -105,8 +108,8 @@ export interface GcOptions {
   intervalMs: number;
   /** The manager epoch this collector works under: it deletes nothing once the store is held by another. */
   epoch: number;
-  /** Sweep the store for leftovers every this many cycles (default 1: every cycle). */
-  sweepEvery?: number;
+  /** Sweep the store for leftovers at most this often (default 0: every cycle); see the top of the file. */
+  sweepIntervalMs?: number;
   /** Trim compaction outcome rows older than this (default: keep them). */
   outcomeRetentionMs?: number;
   /** Keep at most this many outcome rows: the oldest beyond it are trimmed too (default: no limit). */
@@ -138,6 +141,9 @@ export class GarbageCollector {
   private aborter: AbortController | undefined;
   private stopped = false;
   private cycleSeq = 0;
+  /** When the last sweep listed the store (0: never), and whether the cycle in flight sweeps. */
+  private lastSweepAt = 0;
+  private sweeping = false;
   readonly stats: GcStats = { cycles: 0, deleted: 0, lastCycleAt: 0, badMarks: 0 };
   /** Bad marks already logged: each is logged once per process, not once per cycle. */
   private readonly reportedBad = new Set<string>();
@@ -168,13 +174,23 @@ export class GarbageCollector {
     await this.running?.catch(() => undefined);
   }
 
-  /** Runs one cycle now (or joins the one running). */
-  runCycle(): Promise<void> {
+  /**
+   * Runs one cycle now (or joins the one running). With `sweep`, the cycle also sweeps the store for
+   * leftovers whenever the last sweep was (a cycle in flight that does not sweep is followed by one that
+   * does).
+   */
+  async runCycle(options: { sweep?: boolean } = {}): Promise<void> {
+    if (this.running && options.sweep && !this.sweeping) await this.running;
+    return this.startCycle(options.sweep ?? false);
+  }
+
+  private startCycle(forceSweep: boolean): Promise<void> {
     if (this.stopped) return Promise.reject(new ExcError('SHUTTING_DOWN', 'garbage collector stopped'));
     if (this.running) return this.running;
     const aborter = new AbortController();
     this.aborter = aborter;
-    this.running = this.cycle(aborter.signal)
+    this.sweeping = forceSweep || Date.now() - this.lastSweepAt >= (this.options.sweepIntervalMs ?? 0);
+    this.running = this.cycle(aborter.signal, this.sweeping)
       .catch((err: unknown) => {
         this.stats.lastError = describeError(err);
         if (aborter.signal.aborted) this.log.info({ err: describeError(err) }, 'garbage collection stopped');
@@ -183,18 +199,20 @@ export class GarbageCollector {
       .finally(() => {
         this.running = undefined;
         this.aborter = undefined;
+        this.sweeping = false;
       });
     return this.running;
   }
 
-  private async cycle(signal: AbortSignal): Promise<void> {
+  private async cycle(signal: AbortSignal, sweep: boolean): Promise<void> {
     const claim = claimOf(this.options.epoch, ++this.cycleSeq);
-    const sweep = this.stats.cycles % (this.options.sweepEvery ?? 1) === 0;
+    const startedAt = Date.now();
     // Order matters. List the store first: an object written later is not considered at all. Read the
     // references next, and the `~del` rows last: a file that stops being referenced after the reference
     // read has its `~del` row written in the same mutation, so the last read sees it and its grace period
     // applies (a sweep would otherwise delete a just-replaced input by its old modification time).
     const objects = sweep ? await this.listObjects(signal) : undefined;
+    if (sweep) this.lastSweepAt = startedAt;
     if (sweep && this.objects.sweepTemporaries) {
       // Temporary files are not objects: nothing names them, so they need no claim; the fence is checked
       // before the sweep, which removes only files no write has touched for a grace period.

@@ -64,6 +64,8 @@ export interface ManagerOptions extends ServerOptions {
   objectStore?: GcObjectStore;
   gcGraceMs: number;
   gcIntervalMs: number;
+  /** How often the collector also lists the object store for leftovers (default: every cycle). */
+  gcSweepIntervalMs?: number;
   /** Keep compaction outcome rows (`~done:`) this long. */
   outcomeRetentionMs: number;
   /** Keep at most this many outcome rows (the oldest are trimmed first). */
@@ -189,6 +191,8 @@ export class Manager extends EventEmitter<Events> {
       log: this.log,
       objects: this.options.objectStore,
       gcGraceMs: this.options.gcGraceMs,
+      // A leftover waits for the next sweep: at most a sweep interval and a cycle past its grace.
+      gcSweepSlackMs: (this.options.gcSweepIntervalMs ?? 0) + this.options.gcIntervalMs,
     }));
   }
 
@@ -257,6 +261,7 @@ export class Manager extends EventEmitter<Events> {
         objectStore: this.options.objectStore,
         gcGraceMs: this.options.gcGraceMs,
         gcIntervalMs: this.options.gcIntervalMs,
+        gcSweepIntervalMs: this.options.gcSweepIntervalMs ?? 0,
         outcomeRetentionMs: this.options.outcomeRetentionMs,
         ...(this.options.outcomeMaxRows === undefined ? {} : { outcomeMaxRows: this.options.outcomeMaxRows }),
         assignIntervalMs: this.options.assignIntervalMs,

@@ -93,7 +93,8 @@ describe('admin check', () => {
     const tableId = s.tablets[0]!.tableId;
     const store = c.store();
     const dir = join(c.storePath, 'tables', tableId);
-    const hourAgo = Date.now() / 1000 - 3600;
+    // Older than the GC grace and the wait for the next sweep (a sweep interval and a cycle).
+    const dayAgo = Date.now() / 1000 - 86_400;
 
     // Work missing from the queue: the low tablet's entry goes, behind its server's back.
     const [lowEntry] = (await queueRows(s.meta, s.queue.id)).filter((r) => r.endsWith(`:${low.slice(5)}`));
@@ -107,11 +108,11 @@ describe('admin check', () => {
     await store.delete(lost);
     // An orphan written an hour ago, a young unreferenced object, and an hour-old temporary file.
     await store.write(`tables/${tableId}/Iorphan.rf`, Buffer.from('orphan'));
-    utimesSync(join(dir, 'Iorphan.rf'), hourAgo, hourAgo);
+    utimesSync(join(dir, 'Iorphan.rf'), dayAgo, dayAgo);
     await store.write(`tables/${tableId}/Iyoung.rf`, Buffer.from('young'));
     mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, '.Ihalf.rf.0123456789ab.tmp'), 'half');
-    utimesSync(join(dir, '.Ihalf.rf.0123456789ab.tmp'), hourAgo, hourAgo);
+    utimesSync(join(dir, '.Ihalf.rf.0123456789ab.tmp'), dayAgo, dayAgo);
 
     const { code, report } = await check(c);
     expect(code).toBe(EXIT_INCONSISTENT);
