@@ -10,8 +10,11 @@
 //  3. Chromium, for the monitor page's browser test: Debian's package `chromium` (/usr/bin/chromium),
 //     installed with apt-get when we are root. The test drives it with playwright-core, which never
 //     downloads a browser of its own. Not needed by `npm start`: a machine without it only says so.
+//  4. PostgreSQL, for the metadata store's tests on PostgreSQL (and `npm start -- --postgres`): Debian's
+//     package `postgresql` (/usr/lib/postgresql/<version>/bin/postgres), installed with apt-get when we
+//     are root. The tests start their own server from it; the package's own cluster is not used.
 import { spawnSync } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -163,8 +166,29 @@ function ensureChromium() {
   aptInstall('chromium', CHROMIUM);
 }
 
+/** Whether a PostgreSQL server program is installed (EXC_PG_BIN, or Debian's layout). */
+function postgresInstalled() {
+  if (process.env.EXC_PG_BIN) return existsSync(join(process.env.EXC_PG_BIN, 'postgres'));
+  const base = '/usr/lib/postgresql';
+  return existsSync(base) && readdirSync(base).some((v) => existsSync(join(base, v, 'bin', 'postgres')));
+}
+
+function ensurePostgres() {
+  if (postgresInstalled()) return;
+  if (!canApt()) {
+    say(
+      'PostgreSQL is not installed; the metadata store tests on PostgreSQL need it:\n' +
+        '    sudo apt-get update && sudo apt-get install -y postgresql   (or set EXC_PG_BIN)',
+    );
+    return;
+  }
+  say('installing PostgreSQL with apt-get (package postgresql), for the metadata store on PostgreSQL');
+  aptInstall('postgresql', '/usr/lib/postgresql');
+}
+
 checkNode();
 ensureNpmDependencies();
 ensureZooKeeper();
 ensureChromium();
+ensurePostgres();
 say('ready');

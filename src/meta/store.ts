@@ -35,6 +35,11 @@ export interface MetaStoreOptions {
   path: string;
   /** How long a statement waits for a lock another process holds (default 5 s). */
   busyTimeoutMs?: number;
+  /**
+   * A read-only connection to an existing store (a snapshot held across awaits, sqlite-backend.ts): it
+   * creates nothing and can only read.
+   */
+  readOnly?: boolean;
 }
 
 /**
@@ -65,17 +70,40 @@ export class MetaStore {
     Database.Statement<string[], { row: string; col: string; val: string }>
   >();
 
+  readonly path: string;
+
   constructor(options: MetaStoreOptions) {
-    if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
-    this.db = new Database(options.path);
-    // First: every later statement, the journal mode included, may meet another process's lock.
-    this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5_000}`);
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = FULL');
-    this.db.exec(
-      'CREATE TABLE IF NOT EXISTS cells (row TEXT NOT NULL, col TEXT NOT NULL, val TEXT NOT NULL, PRIMARY KEY (row, col)) WITHOUT ROWID',
-    );
+    this.path = options.path;
+    if (options.readOnly) {
+      this.db = new Database(options.path, { readonly: true, fileMustExist: true });
+      this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5_000}`);
+    } else {
+      if (options.path !== ':memory:') mkdirSync(dirname(options.path), { recursive: true });
+      this.db = new Database(options.path);
+      // First: every later statement, the journal mode included, may meet another process's lock.
+      this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5_000}`);
+      this.db.pragma('journal_mode = WAL');
+      this.db.pragma('synchronous = FULL');
+      this.db.exec(
+        'CREATE TABLE IF NOT EXISTS cells (row TEXT NOT NULL, col TEXT NOT NULL, val TEXT NOT NULL, PRIMARY KEY (row, col)) WITHOUT ROWID',
+      );
+    }
     this.stmts = this.prepare();
+  }
+
+  /**
+   * Opens a read transaction on this connection and pins its snapshot (WAL: the first read does), so that
+   * reads until {@link endRead} see one committed state, across awaits. For a read-only connection of its
+   * own: any other use of the connection meanwhile would share the transaction.
+   */
+  beginRead(): void {
+    this.checkOpen();
+    this.db.exec('BEGIN');
+    this.storedEpoch();
+  }
+
+  endRead(): void {
+    if (this.db.inTransaction) this.db.exec('COMMIT');
   }
 
   private prepare() {

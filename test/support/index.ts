@@ -10,3 +10,4 @@ export * from './waits.js';
 export * from './model.js';
 export * from './meta-rows.js';
 export * from './invariants.js';
+export * from './postgres.js';
