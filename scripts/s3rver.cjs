@@ -103,6 +103,60 @@ FilesystemStore.prototype.putPart = async function putPart(bucket, uploadId, par
   return { size, md5 };
 };
 
+// Two costs that grow with the test, not with S3's work. A delete checks whether the object's directory
+// became empty by listing it (readdirSync): one listing of the whole table directory per deleted file.
+// rmdir does the same check in the kernel, failing on a directory that is not empty.
+FilesystemStore.prototype.deleteObject = async function deleteObject(bucket, key) {
+  await Promise.all(
+    ['object', 'object.md5', 'metadata.json'].map((resource) =>
+      fs.promises.unlink(this.getResourcePath(bucket, key, resource)).catch((err) => {
+        if (err.code !== 'ENOENT') throw err;
+      }),
+    ),
+  );
+  const parts = key.split('/');
+  parts.pop(); // the last part is in the file name, not a directory
+  while (parts.length) {
+    try {
+      fs.rmdirSync(path.join(this.getBucketPath(bucket), ...parts));
+    } catch (err) {
+      if (err.code === 'ENOTEMPTY' || err.code === 'EEXIST' || err.code === 'ENOENT') return;
+      throw err;
+    }
+    parts.pop();
+  }
+};
+
+// And every request reads the bucket's CORS and website configurations from files (which the tests
+// never write, so each read is a failed open): keep what was read until a configuration is put or
+// deleted.
+const readSubresource = FilesystemStore.prototype.getSubresource;
+const subresources = new Map();
+FilesystemStore.prototype.getSubresource = function getSubresource(bucket, key, resourceType) {
+  if (key !== undefined) return readSubresource.call(this, bucket, key, resourceType);
+  const cacheKey = `${bucket}/${resourceType}`;
+  let found = subresources.get(cacheKey);
+  if (!found) {
+    found = readSubresource.call(this, bucket, key, resourceType);
+    subresources.set(cacheKey, found);
+    found.catch(() => subresources.delete(cacheKey));
+  }
+  return found;
+};
+for (const method of ['putSubresource', 'deleteSubresource', 'putBucket', 'deleteBucket']) {
+  const original = FilesystemStore.prototype[method];
+  FilesystemStore.prototype[method] = async function (bucket, ...rest) {
+    for (const cacheKey of subresources.keys())
+      if (cacheKey.startsWith(`${bucket}/`)) subresources.delete(cacheKey);
+    try {
+      return await original.call(this, bucket, ...rest);
+    } finally {
+      for (const cacheKey of subresources.keys())
+        if (cacheKey.startsWith(`${bucket}/`)) subresources.delete(cacheKey);
+    }
+  };
+}
+
 const S3rver = require('s3rver');
 
 const [directory, port] = process.argv.slice(2);
