@@ -125,7 +125,13 @@ export const SETTINGS = {
     'EXC_DATA_DIR',
     z.string().min(1),
     './data',
-    "Directory for the manager's metadata store.",
+    "Directory for the manager's metadata store (SQLite, unless EXC_META names a database).",
+  ),
+  metaUrl: setting(
+    'EXC_META',
+    z.string().regex(/^postgres(ql)?:\/\/\S+$/, 'expected postgres://user:password@host:port/database'),
+    undefined,
+    "The manager's metadata store on PostgreSQL (or CockroachDB, YugabyteDB): postgres://user:password@host:port/database. Every manager of the cluster names the same database; the standby then needs no shared volume. Default: SQLite under EXC_DATA_DIR.",
   ),
   gcGraceMs: setting(
     'EXC_GC_GRACE_MS',

@@ -8,8 +8,10 @@ import { join } from 'node:path';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { runShutdownSteps } from '../lifecycle.js';
-import { MetaStore } from '../meta/store.js';
-import { WorkerWriter } from '../meta/writer.js';
+import type { MetaBackend } from '../meta/backend.js';
+import { PostgresBackend } from '../meta/postgres.js';
+import { SqliteBackend } from '../meta/sqlite-backend.js';
+import { BackendWriter, WorkerWriter, type BatchWriter } from '../meta/writer.js';
 import type { PeerClients } from '../rpc/peers.js';
 import type { ZkLayout, ZkSession } from '../zk/index.js';
 import type { ActiveParts } from './api.js';
@@ -25,6 +27,8 @@ export interface ActiveContext {
   session: ZkSession;
   layout: ZkLayout;
   dataDir: string;
+  /** `postgres://…`: the metadata store on PostgreSQL; undefined: SQLite under `dataDir`. */
+  metaUrl?: string;
   objectStore?: GcObjectStore;
   gcGraceMs: number;
   gcIntervalMs: number;
@@ -46,7 +50,7 @@ export interface ActiveContext {
 
 export type ActiveManager = ActiveParts & {
   assigner: Assigner;
-  writer: WorkerWriter;
+  writer: BatchWriter;
   /** How many compactions ended, and how, from the durable rows (exported as metrics). */
   outcomes: OutcomeCounts;
   /** Stops everything at once; the garbage collector first (a fenced manager must delete nothing more). */
@@ -56,21 +60,28 @@ export type ActiveManager = ActiveParts & {
 /** Takes the store over and starts serving as the active manager. */
 export async function activate(ctx: ActiveContext): Promise<ActiveManager> {
   const { log } = ctx;
-  // Reads on this thread; writes (one fsync per batch) on the writer thread, which also takes the store
-  // over, fencing any older manager.
-  const path = join(ctx.dataDir, 'metadata.sqlite');
-  const writer = new WorkerWriter(path);
-  let store: MetaStore | undefined;
+  // SQLite: reads on this thread; writes (one fsync per batch) on the writer thread, which also takes
+  // the store over, fencing any older manager. PostgreSQL: one backend for both, the database serializing
+  // the writers.
+  let writer: BatchWriter | undefined;
+  let store: MetaBackend | undefined;
   let live: LiveTservers | undefined;
   let epoch: number;
   try {
+    if (ctx.metaUrl) {
+      store = await PostgresBackend.open({ url: ctx.metaUrl });
+      writer = new BackendWriter(store);
+    } else {
+      writer = new WorkerWriter(join(ctx.dataDir, 'metadata.sqlite'));
+    }
     epoch = await writer.takeOver({
       signal: ctx.signal,
       onLocked: (err) =>
         log.warn({ err: err.message }, 'waiting for the metadata store (another process holds its lock)'),
     });
     ctx.signal.throwIfAborted();
-    store = new MetaStore({ path });
+    store ??= SqliteBackend.open({ path: join(ctx.dataDir, 'metadata.sqlite') });
+    log.info({ store: store.describe, epoch }, 'metadata store taken over');
     live = new LiveTservers(ctx.session, ctx.layout, log);
     await live.start();
     ctx.signal.throwIfAborted();
@@ -78,7 +89,7 @@ export async function activate(ctx: ActiveContext): Promise<ActiveManager> {
     await runShutdownSteps(log, [
       ['tablet server watch', () => live?.stop()],
       ['metadata store', () => store?.close()],
-      ['metadata writer', () => writer.close()],
+      ['metadata writer', () => writer?.close()],
     ]);
     throw err;
   }
@@ -87,9 +98,9 @@ export async function activate(ctx: ActiveContext): Promise<ActiveManager> {
 
 function serve(
   ctx: ActiveContext,
-  writer: WorkerWriter,
+  writer: BatchWriter,
   epoch: number,
-  store: MetaStore,
+  store: MetaBackend,
   live: LiveTservers,
 ): ActiveManager {
   const { log, peers } = ctx;
@@ -101,12 +112,14 @@ function serve(
   );
   const tables = new Tables(store, commits, ctx.checkQueues, log);
   const outcomes = new OutcomeCounts(store, commits, ctx.outcomeRetentionMs);
-  outcomes.start();
+  outcomes
+    .start()
+    .catch((err: unknown) => log.warn({ err: describeError(err) }, 'reading outcome counts failed'));
   const assigner = new Assigner(
     store,
     commits,
     live,
-    (tableId) => tables.getById(tableId)?.state === 'online',
+    async () => new Set((await tables.list()).filter((t) => t.state === 'online').map((t) => t.id)),
     peers,
     log,
     { intervalMs: ctx.assignIntervalMs },

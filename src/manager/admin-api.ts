@@ -12,6 +12,7 @@ import { ulid } from '../ids.js';
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { MAX_BINS, parseQueueRow, prefixEnd, queueEntryTablet, queuePrefix } from '../meta/keys.js';
+import { scanAll, scanRows } from '../meta/backend.js';
 import { compactCol, failedCol, isParked, type TabletMeta } from '../meta/tablet.js';
 import type { Mutation } from '../meta/types.js';
 import {
@@ -89,7 +90,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
   server.route('GET', '/queues', {}, async () => {
     const p = parts();
     const queues = await listQueues(p.session, p.layout);
-    const catalog = readCatalog(p);
+    const catalog = await readCatalog(p);
     const figures = queueFigures(
       catalog.tablets,
       (tableId) => maxAttempts(catalog, tableId),
@@ -99,7 +100,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
       queues: await Promise.all(
         queues.map(async (q) => ({
           ...q,
-          queued: p.store.count(queuePrefix(q.id), prefixEnd(queuePrefix(q.id))!),
+          queued: await p.store.count(queuePrefix(q.id), prefixEnd(queuePrefix(q.id))!),
           running: figures.get(q.id)?.running ?? 0,
           parked: figures.get(q.id)?.parked ?? 0,
           queuedBytes: figures.get(q.id)?.bytes ?? 0,
@@ -113,9 +114,9 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     const p = parts();
     const { name } = parseInput(queueNameParam, params, 'path');
     const queue = await resolveQueue(p.session, p.layout, name);
-    const catalog = readCatalog(p);
+    const catalog = await readCatalog(p);
     const queued = [];
-    for (const c of p.store.scanAll({ prefix: queuePrefix(queue.id) })) {
+    for await (const c of scanAll(p.store, { prefix: queuePrefix(queue.id) })) {
       const e = parseQueueRow(c.row);
       const since = (JSON.parse(c.value) as { at?: number }).at ?? null;
       queued.push({
@@ -145,18 +146,18 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
       const p = parts();
       const { name } = parseInput(queueNameParam, params, 'path');
       const { requestId } = query;
-      const answered = answerOf<QueueDeletion>(p.store, requestId);
+      const answered = await answerOf<QueueDeletion>(p.store, requestId);
       if (answered) return answered;
       // A repeat of a deletion that got as far as ZooKeeper finds the name gone (or given to a new queue):
       // it finishes what its first attempt set out to do.
-      const intent = requestId ? intentOf<{ queue: QueueInfo }>(p.store, requestId) : undefined;
+      const intent = requestId ? await intentOf<{ queue: QueueInfo }>(p.store, requestId) : undefined;
       const named = intent && (await listQueues(p.session, p.layout)).find((q) => q.name === name);
       let queue: QueueInfo;
       if (intent && named?.id !== intent.queue.id) {
         queue = intent.queue;
       } else {
         queue = await resolveQueue(p.session, p.layout, name);
-        const routing = p.tables.routingTo(name);
+        const routing = await p.tables.routingTo(name);
         if (routing.length > 0 && query.force !== 'true') {
           throw new ExcError(
             'CONFLICT',
@@ -169,8 +170,9 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
         // servers cancel the queue's reservations; then the queue's entries go.
         await deleteQueue(p.session, p.layout, name, p.log);
       }
-      const routing = p.tables.routingTo(name);
-      const rows = [...p.store.scanRows({ prefix: queuePrefix(queue.id) })].map((r) => r.row);
+      const routing = await p.tables.routingTo(name);
+      const rows: string[] = [];
+      for await (const r of scanRows(p.store, { prefix: queuePrefix(queue.id) })) rows.push(r.row);
       for (let i = 0; i < rows.length; i += 1_000) {
         await p.commits.submit({ mutations: [{ deleteRows: rows.slice(i, i + 1_000) }] });
       }
@@ -212,8 +214,8 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
       const p = parts();
       let queues = await listQueues(p.session, p.layout);
       if (query.queue) queues = [await resolveQueue(p.session, p.layout, query.queue)];
-      if (query.table) p.tables.get(query.table); // UNKNOWN_TABLE for a bad name
-      const catalog = readCatalog(p);
+      if (query.table) await p.tables.get(query.table); // UNKNOWN_TABLE for a bad name
+      const catalog = await readCatalog(p);
       const keep = (c: { queueId: string | null; table: string }) =>
         (!query.queue || c.queueId === queues[0]!.id) && (!query.table || c.table === query.table);
       return {
@@ -236,14 +238,14 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     async ({ body, query }) => {
       const p = parts();
       const requestId = requestIdOf(query);
-      const released = (): ReleasedJob[] => {
-        const list = partsOf<ReleasedJob>(p.store, requestId!);
+      const released = async (): Promise<ReleasedJob[]> => {
+        const list = await partsOf<ReleasedJob>(p.store, requestId!);
         if (body.id && list.length === 0) throw new ExcError('NOT_FOUND', `no parked compaction ${body.id}`);
         return list;
       };
-      if (answerOf(p.store, requestId) !== undefined) return { released: released() };
-      const tableId = body.table ? p.tables.get(body.table).id : undefined;
-      const catalog = readCatalog(p);
+      if ((await answerOf(p.store, requestId)) !== undefined) return { released: await released() };
+      const tableId = body.table ? (await p.tables.get(body.table)).id : undefined;
+      const catalog = await readCatalog(p);
       const chosen: ReleasedJob[] = [];
       for (const t of catalog.tablets) {
         if (tableId && t.tableId !== tableId) continue;
@@ -267,7 +269,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
       if (requestId)
         mutations.push({ conditions: [unanswered(requestId)], puts: [answerCell(requestId, {})] });
       const results = mutations.length === 0 ? [] : await p.commits.submit({ mutations });
-      if (requestId && !results.at(-1)?.applied) return { released: released() };
+      if (requestId && !results.at(-1)?.applied) return { released: await released() };
       const done = chosen.filter((_, i) => results[i]?.applied);
       for (const tablet of new Set(done.map((r) => r.tablet))) p.notifyTservers({ tablet });
       if (body.id && done.length === 0) throw new ExcError('NOT_FOUND', `no parked compaction ${body.id}`);
@@ -289,9 +291,9 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
       const p = parts();
       const { name } = parseInput(tableNameParam, params, 'path');
       const requestId = requestIdOf(query);
-      const answered = answerOf<UserCompaction>(p.store, requestId);
+      const answered = await answerOf<UserCompaction>(p.store, requestId);
       if (answered) return answered;
-      const table = p.tables.get(name);
+      const table = await p.tables.get(name);
       const filters = body.filters === undefined ? [] : validateFilters(body.filters);
       const start = body.startRow === undefined ? undefined : Buffer.from(body.startRow, 'utf8');
       const end = body.endRow === undefined ? undefined : Buffer.from(body.endRow, 'utf8');
@@ -300,7 +302,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
       // The request id names the compaction: a repeat is the same compaction, requested once.
       const id = requestId ?? ulid();
       const request = JSON.stringify({ requestedAt: Date.now(), filters });
-      const chosen = p.tables.tablets(table.id).filter((t) => overlaps(t, start, end));
+      const chosen = (await p.tables.tablets(table.id)).filter((t) => overlaps(t, start, end));
       const answer: UserCompaction = { id, table: name, tablets: chosen.map((t) => t.row) };
       const mutations: Mutation[] = chosen.map((t) => ({
         conditions: [
@@ -323,7 +325,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
         puts: [...(requestId ? [answerCell(requestId, answer)] : []), recordCell],
       });
       const results = await p.commits.submit({ mutations });
-      if (requestId && !results.at(-1)?.applied) return answerOf<UserCompaction>(p.store, requestId)!;
+      if (requestId && !results.at(-1)?.applied) return await answerOf<UserCompaction>(p.store, requestId);
       for (const t of chosen) p.notifyTservers({ tablet: t.row });
       p.log.info(
         { table: name, id, tablets: chosen.length, filters: filters.map((f) => f.name) },
@@ -340,7 +342,7 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     return runCheck({ store, session, layout, objects, graceMs, sweepSlackMs, log });
   });
 
-  server.route('GET', '/tables/:name/compactions/:id', {}, ({ params }) => {
+  server.route('GET', '/tables/:name/compactions/:id', {}, async ({ params }) => {
     const p = parts();
     const { name, id } = parseInput(
       z.object({
@@ -350,9 +352,9 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
       params,
       'path',
     );
-    const table = p.tables.get(name);
-    const pending = p.tables.tablets(table.id).filter((t) => t.userCompactions.has(id));
-    const cancelled = [...cancelledTablets(p.store.row(userCompactionRow(id))).keys()];
+    const table = await p.tables.get(name);
+    const pending = (await p.tables.tablets(table.id)).filter((t) => t.userCompactions.has(id));
+    const cancelled = [...cancelledTablets(await p.store.row(userCompactionRow(id))).keys()];
     return { id, table: name, remaining: pending.map((t) => t.row), cancelled, done: pending.length === 0 };
   });
 }

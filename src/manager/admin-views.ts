@@ -5,7 +5,7 @@
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ALL_TABLETS } from '../meta/keys.js';
-import type { MetaStore } from '../meta/store.js';
+import type { MetaBackend } from '../meta/backend.js';
 import { failureKey, isParked, type TabletMeta } from '../meta/tablet.js';
 import type { CompactorView, ParkedCompaction, RunningCompaction, TableInfo } from '../meta/views.js';
 import type { QueueInfo } from '../queue/registry.js';
@@ -14,14 +14,14 @@ import { readTablets, type Tables } from './tables.js';
 
 /** Where the views are read from. */
 export interface ViewSources {
-  store: MetaStore;
+  store: MetaBackend;
   tables: Tables;
   session: ZkSession;
   layout: ZkLayout;
   log: Logger;
 }
 
-export function allTablets(p: ViewSources): TabletMeta[] {
+export function allTablets(p: ViewSources): Promise<TabletMeta[]> {
   return readTablets(p.store, ALL_TABLETS.start, ALL_TABLETS.end);
 }
 
@@ -31,8 +31,9 @@ export interface Catalog {
   tables: Map<string, TableInfo>;
 }
 
-export function readCatalog(p: ViewSources): Catalog {
-  return { tablets: allTablets(p), tables: new Map(p.tables.list().map((t) => [t.id, t])) };
+export async function readCatalog(p: ViewSources): Promise<Catalog> {
+  const [tablets, tables] = await Promise.all([allTablets(p), p.tables.list()]);
+  return { tablets, tables: new Map(tables.map((t) => [t.id, t])) };
 }
 
 export function tableName(c: Catalog, tableId: string): string {

@@ -11,7 +11,8 @@ import { ExcError } from '../errors.js';
 import { ALL_TABLETS, MAX_BINS, QUEUE_ID_RE } from '../meta/keys.js';
 import { locationSchema } from '../meta/tablet.js';
 import { describeTablet } from '../meta/views.js';
-import type { MetaStore } from '../meta/store.js';
+import type { MetaBackend } from '../meta/backend.js';
+import type { FoundWork } from './work-finder.js';
 import { mutationSchema, scanSchema } from '../meta/types.js';
 import type { RpcServer } from '../rpc/server.js';
 import { nameSchema } from '../names.js';
@@ -25,7 +26,7 @@ import type { WorkFinder } from './work-finder.js';
 
 /** What the routes need; present only while the manager is active. */
 export interface ActiveParts {
-  store: MetaStore;
+  store: MetaBackend;
   commits: CommitQueue;
   tables: Tables;
   live: LiveTservers;
@@ -45,7 +46,7 @@ export function registerManagerApi(
   parts: () => ActiveParts,
   status: () => Record<string, unknown>,
   /** Told each queue entry (`~cq` row) handed to a compactor (excompact_pickup_seconds). */
-  onPickup?: (store: MetaStore, entry: string) => void,
+  onPickup?: (work: FoundWork) => void,
 ): void {
   server.route('GET', '/status', {}, () => status());
 
@@ -63,9 +64,9 @@ export function registerManagerApi(
     async ({ body }) => ({ results: await parts().commits.submit({ ...body, validated: true }) }),
   );
 
-  server.route('POST', '/meta/row', { body: z.object({ row: z.string().min(1) }) }, ({ body }) => ({
+  server.route('POST', '/meta/row', { body: z.object({ row: z.string().min(1) }) }, async ({ body }) => ({
     row: body.row,
-    cols: Object.fromEntries(parts().store.row(body.row)),
+    cols: Object.fromEntries(await parts().store.row(body.row)),
   }));
 
   server.route('POST', '/tables', { body: createTableSchema }, async ({ body, query }) => {
@@ -75,7 +76,7 @@ export function registerManagerApi(
     return table;
   });
 
-  server.route('GET', '/tables', {}, () => ({ tables: parts().tables.list() }));
+  server.route('GET', '/tables', {}, async () => ({ tables: await parts().tables.list() }));
 
   server.route(
     'POST',
@@ -92,16 +93,18 @@ export function registerManagerApi(
     async ({ body, signal }) => {
       const p = parts();
       const work = await p.work.next(body.queueId, body.startBin % body.bins, body.bins, body.waitMs, signal);
-      if (work) onPickup?.(p.store, work.entry);
-      return { work };
+      if (!work) return { work };
+      onPickup?.(work);
+      const { queuedAt: _queuedAt, ...sent } = work;
+      return { work: sent };
     },
   );
 
-  server.route('GET', '/tables/:name', {}, ({ params }) => {
+  server.route('GET', '/tables/:name', {}, async ({ params }) => {
     const { name } = parseInput(tableNameParam, params, 'path');
     const p = parts();
-    const table = p.tables.get(name);
-    const tablets = p.tables.tablets(table.id).map(describeTablet);
+    const table = await p.tables.get(name);
+    const tablets = (await p.tables.tablets(table.id)).map(describeTablet);
     return { table, tablets };
   });
 
@@ -124,10 +127,10 @@ export function registerManagerApi(
     return p.tables.delete(name, p.unload, requestIdOf(query));
   });
 
-  server.route('GET', '/tservers', {}, () => {
+  server.route('GET', '/tservers', {}, async () => {
     const p = parts();
     const counts = new Map<string, number>();
-    for (const t of readTablets(p.store, ALL_TABLETS.start, ALL_TABLETS.end)) {
+    for (const t of await readTablets(p.store, ALL_TABLETS.start, ALL_TABLETS.end)) {
       if (t.loc) counts.set(t.loc.server, (counts.get(t.loc.server) ?? 0) + 1);
     }
     return {

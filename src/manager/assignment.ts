@@ -16,7 +16,7 @@ import { Coalesced } from '../coalesce.js';
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ALL_TABLETS } from '../meta/keys.js';
-import type { MetaStore } from '../meta/store.js';
+import type { MetaBackend } from '../meta/backend.js';
 import { COL_FUTURE, COL_LOC, locationValue, type Location, type TabletMeta } from '../meta/tablet.js';
 import type { Mutation } from '../meta/types.js';
 import type { PeerClients } from '../rpc/peers.js';
@@ -42,10 +42,11 @@ export class Assigner {
   readonly stats = { passes: 0, assigned: 0, cleared: 0 };
 
   constructor(
-    private readonly store: MetaStore,
+    private readonly store: MetaBackend,
     private readonly commits: CommitQueue,
     private readonly live: LiveTservers,
-    private readonly isOnline: (tableId: string) => boolean,
+    /** The ids of the tables whose tablets are to be hosted (not being deleted). */
+    private readonly onlineTables: () => Promise<Set<string>>,
     private readonly peers: PeerClients,
     private readonly log: Logger,
     private readonly options: AssignerOptions = {},
@@ -73,7 +74,10 @@ export class Assigner {
 
   private async pass(): Promise<void> {
     this.stats.passes++;
-    const tablets = readTablets(this.store, ALL_TABLETS.start, ALL_TABLETS.end);
+    const [tablets, online] = await Promise.all([
+      readTablets(this.store, ALL_TABLETS.start, ALL_TABLETS.end),
+      this.onlineTables(),
+    ]);
     const load = new Map<string, number>([...this.live.all.keys()].map((s) => [s, 0]));
     const unhosted: TabletMeta[] = [];
     const cleanups: { tablet: string; mutation: Mutation }[] = [];
@@ -97,7 +101,7 @@ export class Assigner {
         }
       }
       if (cleanup.deletes!.length > 0) cleanups.push({ tablet: tablet.row, mutation: cleanup });
-      if (!hosted && this.isOnline(tablet.tableId)) unhosted.push(tablet);
+      if (!hosted && online.has(tablet.tableId)) unhosted.push(tablet);
     }
 
     const assignments: { tablet: string; loc: Location; mutation: Mutation }[] = [];

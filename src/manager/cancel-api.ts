@@ -55,15 +55,15 @@ export function registerCancelApi(server: RpcServer, parts: () => CancelParts): 
     const p = parts();
     const { id } = parseInput(params, raw, 'path');
     const requestId = requestIdOf(query);
-    const repeat = answerOf<CancelAnswer>(p.store, requestId);
+    const repeat = await answerOf<CancelAnswer>(p.store, requestId);
     if (repeat !== undefined) return repeat;
-    const tablets = allTablets(p);
+    const tablets = await allTablets(p);
     const running = tablets.find((t) => t.reservations.has(id));
     if (running) return cancelRunning(p, running, id);
-    const record = p.store.row(userCompactionRow(id));
+    const record = await p.store.row(userCompactionRow(id));
     if (record.size > 0 || tablets.some((t) => t.userCompactions.has(id)))
       return cancelUserCompaction(p, id, tablets, record, requestId);
-    const parked = findParked(p, id);
+    const parked = await findParked(p, id);
     if (parked) return cancelParked(p, parked.tablet, parked.key, requestId);
     return endedAnswer(p, id);
   });
@@ -91,9 +91,9 @@ async function cancelUserCompaction(
   const info = parseUserCompactionRecord(record.get(COL_REQUEST));
   const holding = tablets.filter((t) => t.userCompactions.has(id));
   const table =
-    p.tables.getById(info?.tableId ?? holding[0]?.tableId ?? '')?.name ?? info?.table ?? 'unknown';
-  const answer = (rows: string[]): CancelAnswer => ({
-    cancelled: rows.length > 0 || cancelledTablets(p.store.row(userCompactionRow(id))).size > 0,
+    (await p.tables.getById(info?.tableId ?? holding[0]?.tableId ?? ''))?.name ?? info?.table ?? 'unknown';
+  const answer = async (rows: string[]): Promise<CancelAnswer> => ({
+    cancelled: rows.length > 0 || cancelledTablets(await p.store.row(userCompactionRow(id))).size > 0,
     userCompaction: { id, table, tablets: rows },
   });
   const now = Date.now();
@@ -108,13 +108,13 @@ async function cancelUserCompaction(
   const results = mutations.length === 0 ? [] : await p.commits.submit({ mutations });
   // With a request id, the tablets recorded under it (a repeat after a lost answer adds to the first).
   const rows = requestId
-    ? partsOf<string>(p.store, requestId)
+    ? await partsOf<string>(p.store, requestId)
     : holding.filter((_, i) => results[i]?.applied).map((t) => t.row);
   if (requestId) {
     const [written] = await p.commits.submit({
-      mutations: [{ conditions: [unanswered(requestId)], puts: [answerCell(requestId, answer(rows))] }],
+      mutations: [{ conditions: [unanswered(requestId)], puts: [answerCell(requestId, await answer(rows))] }],
     });
-    if (!written?.applied) return answerOf<CancelAnswer>(p.store, requestId) ?? answer(rows);
+    if (!written?.applied) return (await answerOf<CancelAnswer>(p.store, requestId)) ?? answer(rows);
   }
   p.log.info({ userCompaction: id, tablets: rows.length }, 'user compaction cancelled by an admin');
   for (const row of rows) p.notifyTservers({ tablet: row });
@@ -122,8 +122,11 @@ async function cancelUserCompaction(
 }
 
 /** The parked job `id` (its failure key, or the ECID of its last attempt). */
-function findParked(p: CancelParts, id: string): { tablet: TabletMeta; key: string } | undefined {
-  const catalog = readCatalog(p);
+async function findParked(
+  p: CancelParts,
+  id: string,
+): Promise<{ tablet: TabletMeta; key: string } | undefined> {
+  const catalog = await readCatalog(p);
   for (const t of catalog.tablets) {
     for (const [key, f] of t.failures) {
       if ((key === id || f.lastEcid === id) && isParked(f, maxAttempts(catalog, t.tableId)))
@@ -174,7 +177,7 @@ async function cancelParked(
     ],
   });
   if (!result?.applied) {
-    const repeat = answerOf<CancelAnswer>(p.store, requestId);
+    const repeat = await answerOf<CancelAnswer>(p.store, requestId);
     if (repeat !== undefined) return repeat;
     throw new ExcError('CONFLICT', `parked job ${key} changed while it was being cancelled; list it again`, {
       details: { id: key, tablet: t.row },
@@ -186,8 +189,8 @@ async function cancelParked(
 }
 
 /** A compaction that has ended: how (a repeat of a cancel whose answer was lost finds it so), or none. */
-function endedAnswer(p: CancelParts, id: string): CancelAnswer {
-  const outcome = parseOutcome(p.store.get(doneRow(id), COL_OUTCOME) ?? '');
+async function endedAnswer(p: CancelParts, id: string): Promise<CancelAnswer> {
+  const outcome = parseOutcome((await p.store.get(doneRow(id), COL_OUTCOME)) ?? '');
   if (!outcome) {
     throw new ExcError('NOT_FOUND', `no running compaction, user compaction or parked job ${id}`, {
       details: { id },

@@ -20,7 +20,7 @@ import { ExcError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ALL_TABLETS, TABLE_PREFIX } from '../meta/keys.js';
 import { TABLES_PREFIX } from '../meta/paths.js';
-import type { MetaStore } from '../meta/store.js';
+import { scanRows, type MetaBackend, type MetaReader } from '../meta/backend.js';
 import { tableConfigSchema, type TableConfig } from '../meta/table-config.js';
 import { parseTablet, type TabletMeta } from '../meta/tablet.js';
 import { listQueues } from '../queue/registry.js';
@@ -31,7 +31,7 @@ import { checkCluster, type CheckInput, type CheckReport, type NotCheckable } fr
 import type { GcObjectStore } from './gc.js';
 
 export interface CheckSources {
-  store: MetaStore;
+  store: MetaBackend;
   session: ZkSession;
   layout: ZkLayout;
   /** Undefined when the manager runs without an object store: the file checks are not checkable. */
@@ -49,7 +49,7 @@ type MetadataRead = Pick<
 
 export async function runCheck(sources: CheckSources): Promise<CheckReport> {
   const queues = await listQueues(sources.session, sources.layout);
-  const metadata = sources.store.snapshot(() => readMetadata(sources.store));
+  const metadata = await sources.store.snapshot((reader) => readMetadata(reader));
   const liveCompactors = await readCompactorNodes(sources.session, sources.layout);
   const objects = await listObjects(sources.objects);
   const temporaries = await listTemporaries(sources.objects);
@@ -72,26 +72,27 @@ export async function runCheck(sources: CheckSources): Promise<CheckReport> {
 }
 
 /** Everything the check needs of the metadata store; call inside one snapshot. */
-function readMetadata(store: MetaStore): MetadataRead {
+async function readMetadata(store: MetaReader): Promise<MetadataRead> {
   const malformed = new Map<string, string>();
   const tablets: TabletMeta[] = [];
-  for (const { row, cols } of store.scanRows({ start: ALL_TABLETS.start, end: ALL_TABLETS.end })) {
+  for await (const { row, cols } of scanRows(store, { start: ALL_TABLETS.start, end: ALL_TABLETS.end })) {
     try {
       tablets.push(parseTablet(row, cols));
     } catch (err) {
       malformed.set(row, (err as Error).message);
     }
   }
-  const queueEntries = [...store.scanRows({ prefix: '~cq:' })].map((r) => r.row);
+  const queueEntries: string[] = [];
+  for await (const r of scanRows(store, { prefix: '~cq:' })) queueEntries.push(r.row);
   const deletions = new Map<string, number>();
   const badMarks = new Map<string, string>();
-  for (const [file, mark] of readMarks(store)) {
+  for (const [file, mark] of await readMarks(store)) {
     const problem = markProblem(file, mark);
     if (problem === null) deletions.set(file, mark.at);
     else badMarks.set(file, problem);
   }
   const tableConfigs = new Map<string, TableConfig>();
-  for (const { row, cols } of store.scanRows({ prefix: TABLE_PREFIX })) {
+  for await (const { row, cols } of scanRows(store, { prefix: TABLE_PREFIX })) {
     const config = parseConfig(cols.get('config'));
     if (config.success) tableConfigs.set(row.slice(TABLE_PREFIX.length), config.data);
     else malformed.set(row, `config: ${config.error}`);

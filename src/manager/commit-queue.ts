@@ -14,7 +14,7 @@ import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Fence } from '../meta/tablet.js';
 import type { BatchWriter } from '../meta/writer.js';
-import { mutationSchema, type Mutation, type MutationResult } from '../meta/types.js';
+import { mutationSchema, type Cell, type Mutation, type MutationResult } from '../meta/types.js';
 import { parseInput } from '../validate.js';
 
 export interface Submission {
@@ -31,7 +31,7 @@ interface Pending extends Submission {
  * Called after each batch with the rows that applied mutations wrote (puts), and the rows that got a new
  * `loc` (a tablet just hosted) — to wake compactors waiting for work.
  */
-export type AppliedListener = (changes: { written: Set<string>; hosted: Set<string> }) => void;
+export type AppliedListener = (changes: { written: Set<string>; hosted: Set<string>; puts: Cell[] }) => void;
 
 const MAX_BATCH_MUTATIONS = 2_000;
 const MAX_IN_FLIGHT = 2;
@@ -148,12 +148,14 @@ export class CommitQueue {
     this.stats.mutations += results.length;
     const written = new Set<string>();
     const hosted = new Set<string>();
+    const puts: Cell[] = [];
     let offset = 0;
     for (const sub of accepted) {
       const mine = results.slice(offset, offset + sub.mutations.length);
       sub.mutations.forEach((m, i) => {
         if (!mine[i]?.applied) return;
         for (const p of m.puts ?? []) {
+          puts.push(p);
           written.add(p.row);
           if (p.col === 'loc') hosted.add(p.row);
         }
@@ -166,7 +168,7 @@ export class CommitQueue {
       // The callers have their results already; a listener that fails (one reading the store as it
       // closes during shutdown) must not become an unhandled rejection, nor keep the others from running.
       try {
-        listener({ written, hosted });
+        listener({ written, hosted, puts });
       } catch (err) {
         this.log.warn({ err: describeError(err) }, 'listener of applied mutations failed');
       }

@@ -22,7 +22,7 @@
  */
 import { DEL_PREFIX, delRow } from '../meta/keys.js';
 import { TABLES_PREFIX } from '../meta/paths.js';
-import type { MetaStore } from '../meta/store.js';
+import { scanRows, type MetaReader } from '../meta/backend.js';
 import { isValidName } from '../storage/names.js';
 import type { Condition, Mutation } from '../meta/types.js';
 
@@ -37,9 +37,9 @@ export interface DeletionMark {
 }
 
 /** Every deletion mark, by file. A row without `at` (never written so) counts as marked now. */
-export function readMarks(store: MetaStore): Map<string, DeletionMark> {
+export async function readMarks(store: MetaReader): Promise<Map<string, DeletionMark>> {
   const marks = new Map<string, DeletionMark>();
-  for (const { row, cols } of store.scanRows({ prefix: DEL_PREFIX })) {
+  for await (const { row, cols } of scanRows(store, { prefix: DEL_PREFIX })) {
     const atText = cols.get(COL_AT);
     const claim = cols.get(COL_CLAIM);
     marks.set(row.slice(DEL_PREFIX.length), {

@@ -36,7 +36,7 @@ import { DONE_PREFIX } from '../meta/outcomes.js';
 import { UCOMP_PREFIX } from '../meta/user-compactions.js';
 import { TABLES_PREFIX } from '../meta/paths.js';
 import { ulidTime } from '../ids.js';
-import type { MetaStore } from '../meta/store.js';
+import { scanRows, type MetaBackend } from '../meta/backend.js';
 import type { TemporaryInfo } from '../storage/object-store.js';
 import { ExcError, describeError } from '../errors.js';
 import type { Mutation } from '../meta/types.js';
@@ -118,7 +118,7 @@ export interface GcOptions {
    * The mutation that trims outcome rows, folding their counts into the durable totals (outcome-counts.ts);
    * default: just delete them.
    */
-  foldOutcomes?: (rows: readonly string[]) => Mutation;
+  foldOutcomes?: (rows: readonly string[]) => Promise<Mutation>;
   /** Files claimed, then deleted, per batch (default 100). */
   batchSize?: number;
   /** Deletes in flight at once (default 8). */
@@ -149,7 +149,7 @@ export class GarbageCollector {
   private readonly reportedBad = new Set<string>();
 
   constructor(
-    private readonly store: MetaStore,
+    private readonly store: MetaBackend,
     private readonly commits: CommitQueue,
     private readonly objects: GcObjectStore,
     private readonly options: GcOptions,
@@ -216,12 +216,12 @@ export class GarbageCollector {
     if (sweep && this.objects.sweepTemporaries) {
       // Temporary files are not objects: nothing names them, so they need no claim; the fence is checked
       // before the sweep, which removes only files no write has touched for a grace period.
-      this.checkFence(signal);
+      await this.checkFence(signal);
       const removed = await this.objects.sweepTemporaries(TABLES_PREFIX, this.options.graceMs);
       if (removed > 0) this.log.info({ removed }, 'removed temporary files of unfinished writes');
     }
-    const referenced = this.readReferences();
-    const marks = this.usableMarks(readMarks(this.store));
+    const referenced = await this.readReferences();
+    const marks = this.usableMarks(await readMarks(this.store));
     const deletions = new Map([...marks].map(([file, mark]) => [file, mark.at]));
     const plan = planGc({ now: Date.now(), graceMs: this.options.graceMs, referenced, deletions, objects });
     for (const file of plan.stillReferenced) {
@@ -236,11 +236,11 @@ export class GarbageCollector {
       await this.commits.submit({ mutations: claimed.map((file) => dropMutation(file, claim)) });
     }
     if (deleted > 0) this.log.info({ deleted }, 'garbage collected files');
-    this.checkFence(signal);
+    await this.checkFence(signal);
     const fold = this.options.foldOutcomes;
-    await this.trimRows(this.expiredOutcomes(DONE_PREFIX, this.options.outcomeMaxRows), fold);
-    await this.trimRows(this.expiredOutcomes(UCOMP_PREFIX, this.options.outcomeMaxRows));
-    await this.trimRows(expiredRequests(this.store, Date.now()));
+    await this.trimRows(await this.expiredOutcomes(DONE_PREFIX, this.options.outcomeMaxRows), fold);
+    await this.trimRows(await this.expiredOutcomes(UCOMP_PREFIX, this.options.outcomeMaxRows));
+    await this.trimRows(await expiredRequests(this.store, Date.now()));
     this.stats.cycles++;
     this.stats.lastCycleAt = Date.now();
   }
@@ -278,7 +278,7 @@ export class GarbageCollector {
     claim: string,
     signal: AbortSignal,
   ): Promise<string[]> {
-    this.checkFence(signal);
+    await this.checkFence(signal);
     const results = await this.commits.submit({
       mutations: files.map((file) =>
         claimMutation(file, marks.get(file), claim, objects?.get(file) ?? Date.now()),
@@ -299,7 +299,7 @@ export class GarbageCollector {
       while (!failed && next < files.length) {
         const file = files[next++]!;
         try {
-          this.checkFence(signal);
+          await this.checkFence(signal);
           // An abort stops the wait, not the request: the cycle must not outlive stop() by however long
           // the store takes to answer.
           await abortable(this.objects.delete(file), signal);
@@ -319,9 +319,9 @@ export class GarbageCollector {
    * Throws unless this collector may delete now: not stopped, and the store still held by its epoch. The
    * epoch is read from the file (one indexed read): the successor's takeover is the first thing it writes.
    */
-  private checkFence(signal: AbortSignal): void {
+  private async checkFence(signal: AbortSignal): Promise<void> {
     signal.throwIfAborted();
-    const held = this.store.storedEpoch();
+    const held = await this.store.storedEpoch();
     if (held === this.options.epoch) return;
     const err = new ExcError(
       'NOT_MANAGER',
@@ -337,13 +337,13 @@ export class GarbageCollector {
    * Outcome rows (or user compaction records) past their retention, and the oldest beyond `maxRows`
    * (ULIDs start with their time, so the old ones come first).
    */
-  private expiredOutcomes(prefix: string, maxRows?: number): string[] {
+  private async expiredOutcomes(prefix: string, maxRows?: number): Promise<string[]> {
     const retention = this.options.outcomeRetentionMs;
     if (retention === undefined && maxRows === undefined) return [];
     const cutoff = retention === undefined ? -Infinity : Date.now() - retention;
     const all: string[] = [];
     let old = 0;
-    for (const row of this.store.scanRows({ prefix })) {
+    for await (const row of scanRows(this.store, { prefix })) {
       if (ulidTime(row.row.slice(prefix.length)) < cutoff) old++;
       else if (maxRows === undefined) break;
       all.push(row.row);
@@ -353,10 +353,12 @@ export class GarbageCollector {
 
   private async trimRows(
     rows: string[],
-    mutation: (rows: readonly string[]) => Mutation = (batch) => ({ deleteRows: [...batch] }),
+    mutation: (rows: readonly string[]) => Mutation | Promise<Mutation> = (batch) => ({
+      deleteRows: [...batch],
+    }),
   ): Promise<void> {
     for (let i = 0; i < rows.length; i += 1_000) {
-      await this.commits.submit({ mutations: [mutation(rows.slice(i, i + 1_000))] });
+      await this.commits.submit({ mutations: [await mutation(rows.slice(i, i + 1_000))] });
     }
   }
 
@@ -370,9 +372,9 @@ export class GarbageCollector {
   }
 
   /** Everything any tablet references. One consistent read per page; see the module comment. */
-  private readReferences(): Set<string> {
+  private async readReferences(): Promise<Set<string>> {
     const referenced = new Set<string>();
-    for (const tablet of readTablets(this.store, ALL_TABLETS.start, ALL_TABLETS.end)) {
+    for (const tablet of await readTablets(this.store, ALL_TABLETS.start, ALL_TABLETS.end)) {
       for (const file of tablet.files.keys()) referenced.add(file);
       for (const r of tablet.reservations.values()) {
         referenced.add(r.output);

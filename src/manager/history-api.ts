@@ -12,7 +12,7 @@
 import { encodeTime } from 'ulid';
 import { z } from 'zod';
 import { DONE_PREFIX, parseOutcome, type HistoryAnswer, type HistoryEntry } from '../meta/outcomes.js';
-import type { MetaStore } from '../meta/store.js';
+import { scanAll, type MetaBackend } from '../meta/backend.js';
 import type { RpcServer } from '../rpc/server.js';
 import { nameSchema } from '../names.js';
 import type { Tables } from './tables.js';
@@ -40,12 +40,12 @@ const query = z.object({
 
 export function registerHistoryApi(
   server: RpcServer,
-  parts: () => { store: MetaStore; tables: Tables },
+  parts: () => { store: MetaBackend; tables: Tables },
 ): void {
-  server.route('GET', '/compactions/history', { query }, ({ query: q }) => {
+  server.route('GET', '/compactions/history', { query }, async ({ query: q }) => {
     const { store, tables } = parts();
-    const tableId = q.table === undefined ? undefined : tables.get(q.table).id; // UNKNOWN_TABLE if not
-    const names = new Map(tables.list().map((t) => [t.id, t.name]));
+    const tableId = q.table === undefined ? undefined : (await tables.get(q.table)).id; // UNKNOWN_TABLE if not
+    const names = new Map((await tables.list()).map((t) => [t.id, t.name]));
     const start = q.since === undefined ? DONE_PREFIX : `${DONE_PREFIX}${encodeTime(q.since, 10)}`;
     let committed = 0;
     // A Map: a reason is stored data, and a plain object would count `constructor` onto its prototype's.
@@ -54,7 +54,7 @@ export function registerHistoryApi(
     let older = false;
     // One pass over the rows since `since`, oldest first: counts over all of them, the newest `limit`
     // (before `before`) kept.
-    for (const cell of store.scanAll({ prefix: DONE_PREFIX, start })) {
+    for await (const cell of scanAll(store, { prefix: DONE_PREFIX, start })) {
       const o = parseOutcome(cell.value);
       if (!o) continue;
       const ecid = cell.row.slice(DONE_PREFIX.length);

@@ -60,6 +60,8 @@ export const MANAGER_LIFECYCLE: Lifecycle<ManagerState> = {
 export interface ManagerOptions extends ServerOptions {
   /** Directory of the metadata store (metadata.sqlite). */
   dataDir: string;
+  /** `postgres://…`: the metadata store on PostgreSQL instead. */
+  metaUrl?: string;
   /** For garbage collection; without it files are never deleted. */
   objectStore?: GcObjectStore;
   gcGraceMs: number;
@@ -258,6 +260,7 @@ export class Manager extends EventEmitter<Events> {
         session,
         layout: this.layout,
         dataDir: this.options.dataDir,
+        ...(this.options.metaUrl ? { metaUrl: this.options.metaUrl } : {}),
         objectStore: this.options.objectStore,
         gcGraceMs: this.options.gcGraceMs,
         gcIntervalMs: this.options.gcIntervalMs,

@@ -15,7 +15,7 @@
 import { Counter, type Registry } from 'prom-client';
 import { ulidTime } from '../ids.js';
 import { COL_OUTCOME, DONE_PREFIX, parseOutcome, type Outcome } from '../meta/outcomes.js';
-import type { MetaStore } from '../meta/store.js';
+import { scanAll, type MetaBackend, type MetaReader } from '../meta/backend.js';
 import type { Mutation } from '../meta/types.js';
 import type { CommitQueue } from './commit-queue.js';
 
@@ -37,8 +37,10 @@ export function parseKey(key: string): OutcomeKey {
   return { queueId, kind, outcome, reason };
 }
 
-function readFolded(store: MetaStore): { raw: string | undefined; counts: Record<string, number> } {
-  const raw = store.get(STATS_ROW, COL_COUNTS);
+async function readFolded(
+  store: MetaReader,
+): Promise<{ raw: string | undefined; counts: Record<string, number> }> {
+  const raw = await store.get(STATS_ROW, COL_COUNTS);
   if (raw === undefined) return { raw, counts: {} };
   try {
     const parsed = JSON.parse(raw) as unknown;
@@ -55,19 +57,20 @@ export class OutcomeCounts {
   private prunedAt = Date.now();
 
   constructor(
-    private readonly store: MetaStore,
+    private readonly store: MetaBackend,
     private readonly commits: CommitQueue,
     private readonly retentionMs: number,
   ) {}
 
   /** Reads the durable figures and starts counting what is applied from now on. */
-  start(): void {
+  async start(): Promise<void> {
     // Listening first: a row applied from here on is seen, by the read or by the listener (or both).
-    this.unlisten = this.commits.onApplied(({ written }) => {
-      for (const row of written) if (row.startsWith(DONE_PREFIX)) this.count(row, undefined);
+    this.unlisten = this.commits.onApplied(({ puts }) => {
+      for (const p of puts)
+        if (p.row.startsWith(DONE_PREFIX) && p.col === COL_OUTCOME) this.count(p.row, p.value);
     });
-    for (const [key, n] of Object.entries(readFolded(this.store).counts)) this.add(key, n);
-    for (const cell of this.store.scanAll({ prefix: DONE_PREFIX })) this.count(cell.row, cell.value);
+    for (const [key, n] of Object.entries((await readFolded(this.store)).counts)) this.add(key, n);
+    for await (const cell of scanAll(this.store, { prefix: DONE_PREFIX })) this.count(cell.row, cell.value);
   }
 
   stop(): void {
@@ -85,11 +88,11 @@ export class OutcomeCounts {
    * in one step, conditional on the totals being what was read (only the active manager's collector
    * writes them; a refused fold is simply tried again next cycle).
    */
-  foldMutation(rows: readonly string[]): Mutation {
-    const { raw, counts } = readFolded(this.store);
+  async foldMutation(rows: readonly string[]): Promise<Mutation> {
+    const { raw, counts } = await readFolded(this.store);
     const next = { ...counts };
     for (const row of rows) {
-      const o = parseOutcome(this.store.get(row, COL_OUTCOME) ?? '');
+      const o = parseOutcome((await this.store.get(row, COL_OUTCOME)) ?? '');
       if (o) next[keyOf(o)] = (next[keyOf(o)] ?? 0) + 1;
     }
     return {
@@ -103,10 +106,10 @@ export class OutcomeCounts {
     };
   }
 
-  private count(row: string, value: string | undefined): void {
+  private count(row: string, value: string): void {
     const ecid = row.slice(DONE_PREFIX.length);
     if (this.counted.has(ecid)) return;
-    const o = parseOutcome(value ?? this.store.get(row, COL_OUTCOME) ?? '');
+    const o = parseOutcome(value);
     if (!o) return;
     this.counted.add(ecid);
     this.add(keyOf(o), 1);

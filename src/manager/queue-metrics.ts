@@ -12,7 +12,6 @@
  */
 import { Gauge, Histogram, type Registry } from 'prom-client';
 import { SECONDS_BUCKETS } from '../metrics.js';
-import type { MetaStore } from '../meta/store.js';
 import type { TabletMeta } from '../meta/tablet.js';
 import { isParked } from '../meta/tablet.js';
 import { allTablets, type ViewSources } from './admin-views.js';
@@ -70,8 +69,8 @@ export function registerQueueMetrics(
       const p = sources();
       if (!p) return new Map<string, QueueFigures>();
       const names = await queueNames();
-      const configs = new Map(p.tables.list().map((t) => [t.id, t.config.maxAttempts]));
-      const byId = queueFigures(allTablets(p), (id) => configs.get(id) ?? 3, names.keys());
+      const configs = new Map((await p.tables.list()).map((t) => [t.id, t.config.maxAttempts]));
+      const byId = queueFigures(await allTablets(p), (id) => configs.get(id) ?? 3, names.keys());
       return new Map([...byId].map(([id, f]) => [names.get(id) ?? id, f]));
     })().finally(() => setTimeout(() => (last = undefined), 0));
     return last;
@@ -104,19 +103,14 @@ export function registerQueueMetrics(
 }
 
 /** `excompact_pickup_seconds`: told the `~cq` row handed to a compactor, observes how long it waited. */
-export function pickupMetric(registry: Registry): (store: MetaStore, entry: string) => void {
+export function pickupMetric(registry: Registry): (work: { queuedAt?: number }) => void {
   const histogram = new Histogram({
     name: 'excompact_pickup_seconds',
     help: 'Age of a queue entry when the manager hands it to a compactor (time from queued to picked up)',
     buckets: SECONDS_BUCKETS,
     registers: [registry],
   });
-  return (store, entry) => {
-    try {
-      const at = (JSON.parse(store.get(entry, 'tablet') ?? '{}') as { at?: unknown }).at;
-      if (typeof at === 'number') histogram.observe(Math.max(0, Date.now() - at) / 1000);
-    } catch {
-      // A malformed entry is the check's business (admin check), not the metric's.
-    }
+  return ({ queuedAt }) => {
+    if (queuedAt !== undefined) histogram.observe(Math.max(0, Date.now() - queuedAt) / 1000);
   };
 }

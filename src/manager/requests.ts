@@ -20,7 +20,7 @@
  */
 import { z } from 'zod';
 import { ulidTime } from '../ids.js';
-import type { MetaStore } from '../meta/store.js';
+import { scanRows, type MetaReader } from '../meta/backend.js';
 import type { Cell, Condition } from '../meta/types.js';
 import { parseInput } from '../validate.js';
 
@@ -44,9 +44,9 @@ export function requestIdOf(query: unknown): string | undefined {
 }
 
 /** The answer recorded for `id`, when a call with this id was applied already. */
-export function answerOf<T>(store: MetaStore, id: string | undefined): T | undefined {
+export async function answerOf<T>(store: MetaReader, id: string | undefined): Promise<T | undefined> {
   if (id === undefined) return undefined;
-  const text = store.get(requestRow(id), COL_ANSWER);
+  const text = await store.get(requestRow(id), COL_ANSWER);
   return text === undefined ? undefined : (JSON.parse(text) as T);
 }
 
@@ -61,8 +61,8 @@ export function answerCell(id: string, answer: unknown): Cell {
 }
 
 /** What a change in several steps recorded it set out to do. */
-export function intentOf<T>(store: MetaStore, id: string): T | undefined {
-  const text = store.get(requestRow(id), COL_INTENT);
+export async function intentOf<T>(store: MetaReader, id: string): Promise<T | undefined> {
+  const text = await store.get(requestRow(id), COL_INTENT);
   return text === undefined ? undefined : (JSON.parse(text) as T);
 }
 
@@ -79,19 +79,19 @@ export function partCell(id: string, key: string, item: unknown): Cell {
 }
 
 /** The items recorded with {@link partCell}, in key order. */
-export function partsOf<T>(store: MetaStore, id: string): T[] {
+export async function partsOf<T>(store: MetaReader, id: string): Promise<T[]> {
   const out: T[] = [];
-  for (const [col, value] of store.row(requestRow(id))) {
+  for (const [col, value] of await store.row(requestRow(id))) {
     if (col.startsWith(COL_PART)) out.push(JSON.parse(value) as T);
   }
   return out;
 }
 
 /** Request rows older than the retention, oldest first (their ids begin with their time). */
-export function expiredRequests(store: MetaStore, now: number): string[] {
+export async function expiredRequests(store: MetaReader, now: number): Promise<string[]> {
   const cutoff = now - REQUEST_RETENTION_MS;
   const old: string[] = [];
-  for (const row of store.scanRows({ prefix: REQUEST_PREFIX })) {
+  for await (const row of scanRows(store, { prefix: REQUEST_PREFIX })) {
     if (ulidTime(row.row.slice(REQUEST_PREFIX.length)) >= cutoff) break;
     old.push(row.row);
   }

@@ -28,7 +28,7 @@ import {
   tableRow,
   tabletRow,
 } from '../meta/keys.js';
-import type { MetaStore } from '../meta/store.js';
+import { scanRows, type MetaBackend, type MetaReader } from '../meta/backend.js';
 import { tableConfigSchema, type TableConfig, type TableConfigInput } from '../meta/table-config.js';
 import {
   COL_FUTURE,
@@ -67,14 +67,14 @@ export type QueueCheck = (names: string[]) => Promise<void>;
 
 export class Tables {
   constructor(
-    private readonly store: MetaStore,
+    private readonly store: MetaBackend,
     private readonly commits: CommitQueue,
     private readonly checkQueues: QueueCheck,
     private readonly log: Logger,
   ) {}
 
   async create(request: CreateTableRequest, requestId?: string): Promise<TableInfo> {
-    const answered = answerOf<TableInfo>(this.store, requestId);
+    const answered = await answerOf<TableInfo>(this.store, requestId);
     if (answered) return answered;
     const req = parseInput(createTableSchema, request, 'body');
     checkEntityName('table', req.name, 'body.name');
@@ -83,7 +83,7 @@ export class Tables {
     await this.checkQueues(config.queues.map((q) => q.queue));
 
     for (let attempt = 0; attempt < 20; attempt++) {
-      const counterText = this.store.get(INSTANCE_ROW, COUNTER_COL);
+      const counterText = await this.store.get(INSTANCE_ROW, COUNTER_COL);
       const counter = Number(counterText ?? '1');
       const id = formatId(counter);
       const now = Date.now();
@@ -118,7 +118,7 @@ export class Tables {
         return info;
       }
       const failed = (result?.failed.index ?? -1) - (requestId ? 1 : 0);
-      if (failed === -1) return answerOf<TableInfo>(this.store, requestId)!;
+      if (failed === -1) return (await answerOf<TableInfo>(this.store, requestId))!;
       if (failed === 1) {
         throw new ExcError('ALREADY_EXISTS', `table ${JSON.stringify(req.name)} already exists`, {
           details: { table: req.name },
@@ -132,23 +132,23 @@ export class Tables {
     );
   }
 
-  list(): TableInfo[] {
+  async list(): Promise<TableInfo[]> {
     const out: TableInfo[] = [];
-    for (const { row, cols } of this.store.scanRows({ prefix: TABLE_PREFIX })) {
+    for await (const { row, cols } of scanRows(this.store, { prefix: TABLE_PREFIX })) {
       out.push(toTableInfo(row.slice(TABLE_PREFIX.length), cols));
     }
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   /** A table by name; UNKNOWN_TABLE (404) naming it otherwise. */
-  get(name: string): TableInfo {
-    const id = this.idOf(name);
-    return toTableInfo(id, this.store.row(tableRow(id)));
+  async get(name: string): Promise<TableInfo> {
+    const id = await this.idOf(name);
+    return toTableInfo(id, await this.store.row(tableRow(id)));
   }
 
-  private idOf(name: string): string {
+  private async idOf(name: string): Promise<string> {
     checkEntityName('table', name);
-    const id = this.store.get(tableNameRow(name), 'id');
+    const id = await this.store.get(tableNameRow(name), 'id');
     if (!id)
       throw new ExcError('UNKNOWN_TABLE', `no table named ${JSON.stringify(name)}`, {
         details: { table: name },
@@ -156,13 +156,13 @@ export class Tables {
     return id;
   }
 
-  getById(id: string): TableInfo | undefined {
-    const cols = this.store.row(tableRow(id));
+  async getById(id: string): Promise<TableInfo | undefined> {
+    const cols = await this.store.row(tableRow(id));
     return cols.size === 0 ? undefined : toTableInfo(id, cols);
   }
 
   /** The tablets of a table, in row order. */
-  tablets(tableId: string): TabletMeta[] {
+  tablets(tableId: string): Promise<TabletMeta[]> {
     const { start, end } = tableRange(tableId);
     return readTablets(this.store, start, end);
   }
@@ -170,12 +170,12 @@ export class Tables {
   /** Merges `changes` into the table's config, validates the result and stores it. */
   async configure(name: string, changes: TableConfigInput, requestId?: string): Promise<TableInfo> {
     for (let attempt = 0; attempt < 20; attempt++) {
-      const answered = answerOf<TableInfo>(this.store, requestId);
+      const answered = await answerOf<TableInfo>(this.store, requestId);
       if (answered) return answered;
       // The condition must name the config the merge started from, read with it: a change committed
       // while the queues are checked makes this attempt fail and merge again, instead of being overwritten.
-      const id = this.idOf(name);
-      const cols = this.store.row(tableRow(id));
+      const id = await this.idOf(name);
+      const cols = await this.store.row(tableRow(id));
       const table = toTableInfo(id, cols);
       const oldText = cols.get('config');
       if (table.state !== 'online') throw new ExcError('CONFLICT', `table ${name} is being deleted`);
@@ -208,8 +208,8 @@ export class Tables {
   }
 
   /** Tables whose queue routes name `queue`. */
-  routingTo(queue: string): TableInfo[] {
-    return this.list().filter((t) => t.config.queues.some((r) => r.queue === queue));
+  async routingTo(queue: string): Promise<TableInfo[]> {
+    return (await this.list()).filter((t) => t.config.queues.some((r) => r.queue === queue));
   }
 
   /**
@@ -221,9 +221,9 @@ export class Tables {
     unload: (server: string, tablet: string) => Promise<void>,
     requestId?: string,
   ): Promise<TableInfo> {
-    const answered = answerOf<TableInfo>(this.store, requestId);
+    const answered = await answerOf<TableInfo>(this.store, requestId);
     if (answered) return answered;
-    const table = this.get(name);
+    const table = await this.get(name);
     if (table.state === 'online') {
       const [marked] = await this.commits.submit({
         mutations: [
@@ -243,7 +243,7 @@ export class Tables {
 
   /** Completes deletions interrupted by a manager failure. */
   async resumeDeletes(unload: (server: string, tablet: string) => Promise<void>): Promise<void> {
-    for (const table of this.list()) {
+    for (const table of await this.list()) {
       if (table.state === 'deleting') {
         this.log.info({ table: table.name, tableId: table.id }, 'resuming deletion');
         await this.finishDelete(table.id, unload);
@@ -260,7 +260,7 @@ export class Tables {
     // 1. Take every tablet away from its server (one submission for all of them).
     const hosted: TabletMeta[] = [];
     const takeAways: Mutation[] = [];
-    for (const tablet of this.tablets(tableId)) {
+    for (const tablet of await this.tablets(tableId)) {
       const mutation: Mutation = { conditions: [], deletes: [] };
       for (const [col, loc] of [
         [COL_LOC, tablet.loc],
@@ -285,7 +285,7 @@ export class Tables {
     //    change them any more, so what we read is what we delete.
     const now = String(Date.now());
     const removals: Mutation[] = [];
-    for (const tablet of this.tablets(tableId)) {
+    for (const tablet of await this.tablets(tableId)) {
       if (tablet.loc || tablet.future) {
         throw new ExcError('CONFLICT', `tablet ${tablet.row} was assigned during deletion; retry the delete`);
       }
@@ -298,7 +298,7 @@ export class Tables {
     }
     if (removals.length > 0) await this.commits.submit({ mutations: removals });
     // 3. The table itself.
-    const name = this.store.get(tableRow(tableId), 'name');
+    const name = await this.store.get(tableRow(tableId), 'name');
     await this.commits.submit({
       mutations: [{ deleteRows: [tableRow(tableId), ...(name ? [tableNameRow(name)] : [])], puts: answer }],
     });
@@ -306,8 +306,10 @@ export class Tables {
 }
 
 /** All tablets with rows in [start, end). */
-export function readTablets(store: MetaStore, start: string, end: string): TabletMeta[] {
-  return [...store.scanRows({ start, end })].map(({ row, cols }) => parseTablet(row, cols));
+export async function readTablets(store: MetaReader, start: string, end: string): Promise<TabletMeta[]> {
+  const out: TabletMeta[] = [];
+  for await (const { row, cols } of scanRows(store, { start, end })) out.push(parseTablet(row, cols));
+  return out;
 }
 
 function toTableInfo(id: string, cols: Map<string, string>): TableInfo {

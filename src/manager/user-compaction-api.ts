@@ -8,7 +8,7 @@
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { DONE_PREFIX, parseOutcome, type Outcome } from '../meta/outcomes.js';
-import type { MetaStore } from '../meta/store.js';
+import { scanAll, type MetaReader } from '../meta/backend.js';
 import { parseTablet, type TabletMeta } from '../meta/tablet.js';
 import {
   cancelledTablets,
@@ -28,35 +28,37 @@ import type { ViewSources } from './admin-views.js';
 const params = z.object({ id: z.string().regex(/^[0-9A-Z]{26}$/, 'expected a user compaction id') });
 
 export function registerUserCompactionApi(server: RpcServer, parts: () => ViewSources): void {
-  server.route('GET', '/user-compactions/:id', {}, ({ params: raw }) => {
+  server.route('GET', '/user-compactions/:id', {}, async ({ params: raw }) => {
     const p = parts();
     const { id } = parseInput(params, raw, 'path');
     return userCompactionStatus(p, id);
   });
 }
 
-export function userCompactionStatus(p: ViewSources, id: string): UserCompactionStatus {
+export async function userCompactionStatus(p: ViewSources, id: string): Promise<UserCompactionStatus> {
   const { store } = p;
-  const cells = store.row(userCompactionRow(id));
+  const cells = await store.row(userCompactionRow(id));
   const record = parseUserCompactionRecord(cells.get(COL_REQUEST));
   const cancelled = cancelledTablets(cells);
   let rows: string[];
   let table: string;
   if (record) {
     rows = record.tablets;
-    table = p.tables.getById(record.tableId)?.name ?? record.table;
+    table = (await p.tables.getById(record.tableId))?.name ?? record.table;
   } else {
     // Requested before records were kept: the tablets still holding the request are all there is.
-    const holding = allTablets(p).filter((t) => t.userCompactions.has(id));
+    const holding = (await allTablets(p)).filter((t) => t.userCompactions.has(id));
     if (holding.length === 0)
       throw new ExcError('NOT_FOUND', `no user compaction ${id} (or it ended too long ago)`, {
         details: { id },
       });
     rows = holding.map((t) => t.row);
-    table = p.tables.getById(holding[0]!.tableId)?.name ?? holding[0]!.tableId;
+    table = (await p.tables.getById(holding[0]!.tableId))?.name ?? holding[0]!.tableId;
   }
-  const outcomes = outcomesOf(store, id);
-  const tablets = rows.map((row) => tabletStatus(store, row, id, outcomes.get(row), cancelled.has(row)));
+  const outcomes = await outcomesOf(store, id);
+  const tablets = await Promise.all(
+    rows.map((row) => tabletStatus(store, row, id, outcomes.get(row), cancelled.has(row))),
+  );
   return {
     id,
     table,
@@ -75,9 +77,10 @@ interface TabletOutcomes {
 }
 
 /** The outcomes of the jobs that name `id`, by tablet (scanned from the request's time: ecids are later). */
-function outcomesOf(store: MetaStore, id: string): Map<string, TabletOutcomes> {
+async function outcomesOf(store: MetaReader, id: string): Promise<Map<string, TabletOutcomes>> {
   const byTablet = new Map<string, TabletOutcomes>();
-  for (const cell of store.scanAll({ prefix: DONE_PREFIX, start: `${DONE_PREFIX}${id.slice(0, 10)}` })) {
+  const start = `${DONE_PREFIX}${id.slice(0, 10)}`;
+  for await (const cell of scanAll(store, { prefix: DONE_PREFIX, start })) {
     const o = parseOutcome(cell.value);
     if (!o?.userCompactionIds?.includes(id)) continue;
     const entry = byTablet.get(o.tablet) ?? { failed: 0 };
@@ -91,19 +94,19 @@ function outcomesOf(store: MetaStore, id: string): Map<string, TabletOutcomes> {
   return byTablet;
 }
 
-function tabletStatus(
-  store: MetaStore,
+async function tabletStatus(
+  store: MetaReader,
   row: string,
   id: string,
   outcomes: TabletOutcomes | undefined,
   cancelled: boolean,
-): TabletCompactionStatus {
+): Promise<TabletCompactionStatus> {
   const base = {
     tablet: row,
     failedAttempts: outcomes?.failed ?? 0,
     ...(outcomes?.lastError === undefined ? {} : { lastError: outcomes.lastError }),
   };
-  const cols = store.row(row);
+  const cols = await store.row(row);
   const t: TabletMeta | undefined = cols.size === 0 ? undefined : parseTablet(row, cols);
   if (t?.userCompactions.has(id)) {
     for (const [ecid, r] of t.reservations) {

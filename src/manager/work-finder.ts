@@ -9,7 +9,7 @@
  * queue wakes one waiting compactor of that queue, which scans again. An idle compactor therefore sends
  * one request per `waitMs` and learns of new work within a round trip.
  */
-import type { MetaStore } from '../meta/store.js';
+import type { MetaBackend } from '../meta/backend.js';
 import { parseQueueRow, queueEntryTablet, queuePrefix, QUEUE_ID_RE } from '../meta/keys.js';
 import { COL_LOC, QUEUED_PREFIX, locationSchema, type Location } from '../meta/tablet.js';
 import type { CommitQueue } from './commit-queue.js';
@@ -17,6 +17,8 @@ import type { CommitQueue } from './commit-queue.js';
 export interface FoundWork {
   /** The `~cq` row. */
   entry: string;
+  /** When the entry was queued, if it says (for excompact_pickup_seconds; not sent to compactors). */
+  queuedAt?: number;
   tablet: string;
   priority: number;
   location: Location;
@@ -34,12 +36,12 @@ export class WorkFinder {
   readonly stats = { requests: 0, found: 0, waits: 0, wakeups: 0 };
 
   constructor(
-    private readonly store: MetaStore,
+    private readonly store: MetaBackend,
     commits: CommitQueue,
   ) {
     commits.onApplied(({ written, hosted }) => {
       this.onWritten(written);
-      this.onHosted(hosted);
+      void this.onHosted(hosted).catch(() => undefined); // a missed wake-up: the waiter's timeout covers it
     });
   }
 
@@ -51,14 +53,14 @@ export class WorkFinder {
     signal: AbortSignal,
   ): Promise<FoundWork | null> {
     this.stats.requests++;
-    const found = this.scan(queueId, startBin, bins);
+    const found = await this.scan(queueId, startBin, bins);
     if (found || waitMs <= 0) {
       if (found) this.stats.found++;
       return found;
     }
     this.stats.waits++;
     await this.wait(queueId, waitMs, signal);
-    const after = this.scan(queueId, startBin, bins);
+    const after = await this.scan(queueId, startBin, bins);
     if (after) this.stats.found++;
     return after;
   }
@@ -68,25 +70,33 @@ export class WorkFinder {
     return Object.fromEntries([...this.waiters].map(([q, w]) => [q, w.size]));
   }
 
-  private scan(queueId: string, startBin: number, bins: number): FoundWork | null {
+  private async scan(queueId: string, startBin: number, bins: number): Promise<FoundWork | null> {
     // An idle queue is the common case: one query says so, instead of one per bin.
-    if (this.store.scan({ prefix: queuePrefix(queueId), limit: 1 }).cells.length === 0) return null;
+    if ((await this.store.scan({ prefix: queuePrefix(queueId), limit: 1 })).cells.length === 0) return null;
     for (let i = 0; i < bins; i++) {
       const bin = (startBin + i) % bins;
       // Skip entries whose tablet is not hosted right now (its next host rewrites them when it loads it),
       // but look at only the first few of a bin: after a tablet server dies a bin can hold many such
       // entries, and a request must stay cheap. Other bins, and the next request, get their turn.
-      const { cells } = this.store.scan({ prefix: queuePrefix(queueId, bin), limit: MAX_ENTRIES_PER_BIN });
-      for (const cell of cells) {
-        const entry = parseQueueRow(cell.row);
+      const { cells } = await this.store.scan({
+        prefix: queuePrefix(queueId, bin),
+        limit: MAX_ENTRIES_PER_BIN,
+      });
+      // The locations of the entries' tablets, read together (one round trip's wait, not one per entry).
+      const entries = cells.map((cell) => ({ cell, entry: parseQueueRow(cell.row) }));
+      const locations = await Promise.all(
+        entries.map(({ entry }) => this.store.get(queueEntryTablet(entry), COL_LOC)),
+      );
+      for (const [i, { cell, entry }] of entries.entries()) {
         const tablet = queueEntryTablet(entry);
-        const loc = this.store.get(tablet, COL_LOC);
+        const loc = locations[i];
         if (!loc) continue;
         return {
           entry: cell.row,
           tablet,
           priority: entry.priority,
           location: locationSchema.parse(JSON.parse(loc)),
+          queuedAt: queuedAt(cell.value),
         };
       }
     }
@@ -119,11 +129,11 @@ export class WorkFinder {
    * A tablet that was just (re)hosted may have entries that compactors skipped while it was not: wake a
    * waiter for each queue it has work in.
    */
-  private onHosted(tablets: Set<string>): void {
+  private async onHosted(tablets: Set<string>): Promise<void> {
     if (tablets.size === 0 || this.waiters.size === 0) return;
     const perQueue = new Map<string, number>();
     for (const tablet of tablets) {
-      for (const col of this.store.row(tablet).keys()) {
+      for (const col of (await this.store.row(tablet)).keys()) {
         if (col.startsWith(QUEUED_PREFIX)) {
           const queueId = col.slice(QUEUED_PREFIX.length);
           perQueue.set(queueId, (perQueue.get(queueId) ?? 0) + 1);
@@ -155,5 +165,14 @@ export class WorkFinder {
         waiter.wake();
       }
     }
+  }
+}
+
+function queuedAt(value: string): number | undefined {
+  try {
+    const at = (JSON.parse(value) as { at?: unknown }).at;
+    return typeof at === 'number' ? at : undefined;
+  } catch {
+    return undefined; // a malformed entry is the check's business (admin check), not the metric's
   }
 }

@@ -1,17 +1,25 @@
 /**
  * Who applies batches of validated mutations to the metadata store: the manager's group commit hands
- * them to a {@link BatchWriter}. {@link WorkerWriter} (what the manager runs) applies them on a writer
- * thread; {@link InlineWriter} applies them on the caller's thread (tools and tests).
+ * them to a {@link BatchWriter}. {@link WorkerWriter} (what the manager runs on SQLite) applies them on a
+ * writer thread; {@link BackendWriter} through an asynchronous backend (PostgreSQL, where the database
+ * serializes writers); {@link InlineWriter} on the caller's thread (tools and tests).
  */
 import { Worker } from 'node:worker_threads';
 import { ExcError, isErrorCode } from '../errors.js';
 import { backoffDelay, sleep } from '../retry.js';
+import type { MetaBackend } from './backend.js';
 import type { MetaStore } from './store.js';
 import type { Mutation, MutationResult } from './types.js';
 
+export interface TakeOverOptions {
+  /** Told of each refusal while another process holds the store's lock (the takeover keeps trying). */
+  onLocked?: (err: ExcError) => void;
+  signal?: AbortSignal;
+}
+
 export interface BatchWriter {
   /** Takes the store over for a new manager epoch (fencing older holders); resolves with the epoch. */
-  takeOver(): Promise<number>;
+  takeOver(options?: TakeOverOptions): Promise<number>;
   /** Applies validated mutations in one transaction. */
   apply(mutations: Mutation[]): Promise<MutationResult[]>;
   close(): Promise<void>;
@@ -97,18 +105,12 @@ export class WorkerWriter implements BatchWriter {
    * (until close or `signal`): giving up would leave the cluster with no manager at all. `onLocked`
    * hears of each refusal.
    */
-  async takeOver(
-    options: { onLocked?: (err: ExcError) => void; signal?: AbortSignal } = {},
-  ): Promise<number> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return (await this.send({ type: 'takeOver' })).epoch!;
-      } catch (err) {
-        if (!(err instanceof ExcError && err.code === 'UNAVAILABLE') || this.closing) throw err;
-        options.onLocked?.(err);
-        await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 1_000 }), options.signal);
-      }
-    }
+  takeOver(options: TakeOverOptions = {}): Promise<number> {
+    return untilTaken(
+      async () => (await this.send({ type: 'takeOver' })).epoch!,
+      options,
+      () => this.closing,
+    );
   }
 
   async apply(mutations: Mutation[]): Promise<MutationResult[]> {
@@ -119,5 +121,52 @@ export class WorkerWriter implements BatchWriter {
     this.closing = true;
     await this.send({ type: 'close' }).catch(() => undefined);
     await this.worker.terminate();
+  }
+}
+
+/**
+ * Applies batches through an asynchronous backend (PostgreSQL): the database serializes the writers, so
+ * the manager's group commit needs no thread of its own. The backend is closed by its owner.
+ */
+export class BackendWriter implements BatchWriter {
+  private closing = false;
+
+  constructor(private readonly backend: MetaBackend) {}
+
+  takeOver(options: TakeOverOptions = {}): Promise<number> {
+    return untilTaken(
+      () => this.backend.takeOver(),
+      options,
+      () => this.closing,
+    );
+  }
+
+  apply(mutations: Mutation[]): Promise<MutationResult[]> {
+    return this.backend.applyBatch(mutations, { validated: true });
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+  }
+}
+
+/**
+ * Takes a store over. While the store cannot be reached or another process holds its lock — a manager
+ * paused in the middle of a write keeps SQLite's lock until it resumes — this waits, trying again, for as
+ * long as it takes (until closed or `signal`): giving up would leave the cluster with no manager at all.
+ */
+async function untilTaken(
+  take: () => Promise<number>,
+  options: TakeOverOptions,
+  closing: () => boolean,
+): Promise<number> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await take();
+    } catch (err) {
+      if (!(err instanceof ExcError && err.code === 'UNAVAILABLE') || closing()) throw err;
+      options.onLocked?.(err);
+      await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 1_000 }), options.signal);
+    }
   }
 }

@@ -6,7 +6,7 @@
  * The reservation and queue-entry invariants are also checked mid-scenario, when a compactor has just died
  * or work is waiting: once a scenario is over there are no reservations or entries left to check.
  */
-import { describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { ExcClient } from '../../src/client/client.js';
 import { silentLogger } from '../../src/log.js';
 import type { MetaClient } from '../../src/meta/client.js';
@@ -19,6 +19,7 @@ import {
   checkNoDeadReservations,
   checkQueueEntriesHaveWork,
   useCluster,
+  usePostgres,
   useProcesses,
   useS3,
   useZooKeeper,
@@ -59,11 +60,23 @@ function rows(prefix: string, n: number, valueBytes = 100) {
   }));
 }
 
-describe('cluster scenarios', () => {
+// Every scenario with the metadata store on each backend: SQLite (the default) and PostgreSQL.
+describe.each(['sqlite', 'postgres'] as const)('cluster scenarios, metadata on %s', (backend) => {
   const zk = useZooKeeper();
   const s3 = useS3();
+  const pg = backend === 'postgres' ? usePostgres() : undefined;
   const procs = useProcesses();
-  const cluster = useCluster(zk, procs, { env: () => ({ ...s3().env, EXC_GC_GRACE_MS: String(GRACE_MS) }) });
+  let metaUrl: string | undefined;
+  beforeEach(async () => {
+    metaUrl = pg ? await pg().freshDatabase() : undefined;
+  });
+  const cluster = useCluster(zk, procs, {
+    env: () => ({
+      ...s3().env,
+      EXC_GC_GRACE_MS: String(GRACE_MS),
+      ...(metaUrl ? { EXC_META: metaUrl } : {}),
+    }),
+  });
 
   async function start(options: { tservers?: number; splits?: string } = {}): Promise<Env> {
     const c = cluster();

@@ -8,6 +8,7 @@ import { silentLogger } from '../../src/log.js';
 import { CommitQueue } from '../../src/manager/commit-queue.js';
 import { GarbageCollector } from '../../src/manager/gc.js';
 import { delRow } from '../../src/meta/keys.js';
+import { SqliteBackend } from '../../src/meta/sqlite-backend.js';
 import { MetaStore } from '../../src/meta/store.js';
 import { InlineWriter } from '../../src/meta/writer.js';
 import { MemoryObjectStore } from '../../src/storage/memory.js';
@@ -38,7 +39,7 @@ describe('gc sweep interval', () => {
     const commits = new CommitQueue(new InlineWriter(store), () => true, silentLogger());
     const objects = new CountingStore();
     const gc = new GarbageCollector(
-      store,
+      new SqliteBackend(store),
       commits,
       objects,
       { graceMs: 0, intervalMs: 60_000, sweepIntervalMs: 3_600_000, epoch },

@@ -6,6 +6,7 @@ import { silentLogger } from '../../src/log.js';
 import { CommitQueue } from '../../src/manager/commit-queue.js';
 import { Tables } from '../../src/manager/tables.js';
 import { ALL_TABLETS, DEL_PREFIX, queueRow } from '../../src/meta/keys.js';
+import { SqliteBackend } from '../../src/meta/sqlite-backend.js';
 import { MetaStore } from '../../src/meta/store.js';
 import { COL_LOC, fileCol, locationValue, queuedCol } from '../../src/meta/tablet.js';
 import { InlineWriter } from '../../src/meta/writer.js';
@@ -23,7 +24,7 @@ describe('tables', () => {
     store = new MetaStore({ path: `${dir.path}/meta.sqlite` });
     const commits = new CommitQueue(new InlineWriter(store), () => true, silentLogger());
     checkQueues = async () => undefined;
-    tables = new Tables(store, commits, () => checkQueues(), silentLogger());
+    tables = new Tables(new SqliteBackend(store), commits, () => checkQueues(), silentLogger());
   });
   afterEach(() => {
     store.close();
@@ -42,13 +43,13 @@ describe('tables', () => {
     await tables.configure('t', { ttlMs: 60_000 });
     release();
     await slow;
-    expect(tables.get('t').config).toMatchObject({ versions: 5, ttlMs: 60_000 });
+    expect((await tables.get('t')).config).toMatchObject({ versions: 5, ttlMs: 60_000 });
   });
 
   it('delete - takes the tablets from their server, removes them with their queue entries, records their files', async () => {
     const doomed = await tables.create({ name: 'doomed', splits: ['m'] });
     const kept = await tables.create({ name: 'kept' });
-    const tablets = [...tables.tablets(doomed.id), ...tables.tablets(kept.id)];
+    const tablets = [...(await tables.tablets(doomed.id)), ...(await tables.tablets(kept.id))];
     for (const t of tablets) {
       const entry = queueRow({ queueId: 'q000', bin: 0, priority: 1, tableId: t.tableId, endRow: t.endRow });
       store.mutate({
@@ -76,11 +77,12 @@ describe('tables', () => {
     });
 
     expect(unloaded).toEqual([['ts1', hostedRow]]);
-    expect(tables.list().map((t) => t.name)).toEqual(['kept']);
+    expect((await tables.list()).map((t) => t.name)).toEqual(['kept']);
     const rows = (request: Parameters<MetaStore['scanRows']>[0]) =>
       [...store.scanRows(request)].map((r) => r.row);
-    expect(rows(ALL_TABLETS)).toEqual(tables.tablets(kept.id).map((t) => t.row));
-    expect(rows({ prefix: '~cq:' })).toEqual(tables.tablets(kept.id).map((t) => t.queued.get('q000')));
+    const keptTablets = await tables.tablets(kept.id);
+    expect(rows(ALL_TABLETS)).toEqual(keptTablets.map((t) => t.row));
+    expect(rows({ prefix: '~cq:' })).toEqual(keptTablets.map((t) => t.queued.get('q000')));
     const doomedFiles = tablets
       .filter((t) => t.tableId === doomed.id)
       .map((t) => `${DEL_PREFIX}tables/${t.tableId}/${t.row}.rf`);

@@ -6,6 +6,7 @@ import { silentLogger } from '../../src/log.js';
 import { CommitQueue } from '../../src/manager/commit-queue.js';
 import { WorkFinder } from '../../src/manager/work-finder.js';
 import { queueRow, tabletRow } from '../../src/meta/keys.js';
+import { SqliteBackend } from '../../src/meta/sqlite-backend.js';
 import { MetaStore } from '../../src/meta/store.js';
 import { COL_LOC, locationValue } from '../../src/meta/tablet.js';
 import { InlineWriter } from '../../src/meta/writer.js';
@@ -25,7 +26,7 @@ describe('work finder', () => {
     dir = tempDir('work');
     store = new MetaStore({ path: `${dir.path}/meta.sqlite` });
     commits = new CommitQueue(new InlineWriter(store), () => true, silentLogger());
-    work = new WorkFinder(store, commits);
+    work = new WorkFinder(new SqliteBackend(store), commits);
   });
   afterEach(() => {
     store.close();
@@ -57,6 +58,7 @@ describe('work finder', () => {
       tablet: hosted.tablet,
       priority: 5,
       location: LOCATION,
+      queuedAt: 0,
     });
     expect(await work.next('q001', 0, BINS, 0, never)).toBeNull();
   });
