@@ -14,6 +14,7 @@ import { ExcClient } from '../src/client/client.js';
 import { silentLogger } from '../src/log.js';
 import { retry } from '../src/retry.js';
 import { MetaClient } from '../src/meta/client.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/meta/embedded-postgres.js';
 import { ZkLayout, ZkSession, digestAuthFromSecret, ensureLayout } from '../src/zk/index.js';
 import { startZooKeeperEnsemble, type ZooKeeperEnsemble } from '../test/support/ensemble.js';
 import { FaultProxy } from '../test/support/fault-proxy.js';
@@ -70,6 +71,8 @@ export interface ChaosClusterOptions {
   gcGraceMs: number;
   queues: { name: string; bins: number; compactors: number }[];
   tservers: number;
+  /** Where the managers keep the metadata store (default SQLite in the run directory). */
+  meta?: 'sqlite' | 'postgres';
   log: ChaosLog;
 }
 
@@ -88,6 +91,8 @@ export class ChaosCluster {
   readonly procs: ProcessGroup;
   ensemble!: ZooKeeperEnsemble;
   s3!: TestS3;
+  /** The metadata store's database, with `meta: 'postgres'`. */
+  postgres?: { server: EmbeddedPostgres; url: string };
   proxy!: FaultProxy;
   session!: ZkSession;
   meta!: MetaClient;
@@ -112,6 +117,7 @@ export class ChaosCluster {
       EXC_SECRET: this.secret,
       EXC_ZK_SESSION_TIMEOUT_MS: String(this.options.sessionTimeoutMs),
       EXC_DATA_DIR: join(this.options.dir, 'manager'),
+      ...(this.postgres ? { EXC_META: this.postgres.url } : {}),
       ...this.s3.env,
       EXC_S3_ENDPOINT: this.proxy.endpoint,
       EXC_GC_GRACE_MS: String(this.options.gcGraceMs),
@@ -128,12 +134,18 @@ export class ChaosCluster {
     const { dir } = this.options;
     this.ensemble = await startZooKeeperEnsemble({ dir: join(dir, 'zk') });
     this.s3 = await startTestS3({ dir: join(dir, 's3') });
+    if (this.options.meta === 'postgres') {
+      // Not among the faults: the database is the store's durability, like the SQLite file's disk.
+      const server = await startEmbeddedPostgres({ dir: join(dir, 'postgres'), durable: false });
+      this.postgres = { server, url: await server.database('chaos') };
+    }
     this.proxy = await FaultProxy.start(Number(new URL(this.s3.endpoint).port));
     this.proxy.record = false;
     this.log.event('cluster', {
       zk: this.ensemble.connectString,
       s3: this.s3.endpoint,
       proxy: this.proxy.endpoint,
+      meta: this.postgres ? this.postgres.url : 'sqlite',
     });
 
     await this.connectClient();
@@ -342,6 +354,7 @@ export class ChaosCluster {
     await this.session?.close().catch(() => undefined);
     await this.proxy?.stop().catch(() => undefined);
     await this.s3?.stop().catch(() => undefined);
+    await this.postgres?.server.stop().catch(() => undefined);
     await this.ensemble?.stop().catch(() => undefined);
   }
 }

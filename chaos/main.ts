@@ -53,6 +53,7 @@ const program = new Command('chaos')
     int('--until-compactions', 1),
   )
   .option('--no-zk-faults', 'no ZooKeeper faults (server kills, processes cut off from it)')
+  .option('--meta <store>', "the managers' metadata store: sqlite or postgres (a local server)", 'sqlite')
   .option('--dir <dir>', 'run directory (default: a new temporary one, removed when the run passes)')
   .option('--keep', 'keep the run directory even when the run passes')
   .addHelpText(
@@ -72,10 +73,15 @@ const flags = program.opts<{
   minCompactions: number;
   untilCompactions?: number;
   zkFaults: boolean;
+  meta: string;
   dir?: string;
   keep?: boolean;
 }>();
 
+if (flags.meta !== 'sqlite' && flags.meta !== 'postgres') {
+  process.stderr.write(`chaos: --meta must be sqlite or postgres, not ${flags.meta}\n`);
+  process.exit(1);
+}
 const dir = flags.dir ? resolve(flags.dir) : mkdtempSync(join(tmpdir(), 'exc-chaos-'));
 mkdirSync(dir, { recursive: true });
 const log = new ChaosLog(join(dir, 'chaos.jsonl'));
@@ -102,7 +108,7 @@ const schedule = makeSchedule(rng.fork('faults'), {
 });
 writeFileSync(join(dir, 'schedule.json'), `${JSON.stringify(schedule, null, 1)}\n`);
 log.say(
-  `chaos: seed ${flags.seed}, ${flags.seconds}s, ${schedule.length} faults scheduled; run directory ${dir}`,
+  `chaos: seed ${flags.seed}, ${flags.seconds}s, ${schedule.length} faults scheduled, metadata on ${flags.meta}; run directory ${dir}`,
 );
 
 const cluster = new ChaosCluster({
@@ -114,6 +120,7 @@ const cluster = new ChaosCluster({
     { name: 'large', bins: 2, compactors: 3 },
   ],
   tservers: 3,
+  meta: flags.meta === 'postgres' ? 'postgres' : 'sqlite',
   log,
 });
 const injector = new FaultInjector(cluster, log, rng.fork('injection'), flags.sessionMs, {

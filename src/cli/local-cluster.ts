@@ -37,6 +37,7 @@ export interface LocalFlags {
   dataDir: string;
   zkPort?: number;
   s3?: boolean;
+  postgres?: boolean;
   tservers: number;
   compactors: number;
   workload: boolean;
@@ -103,8 +104,22 @@ export async function runLocal(flags: LocalFlags, cmd: Command): Promise<void> {
     say(`  object store  ${storeEnv.EXC_STORE}`);
   }
 
+  // Metadata store.
+  let metaUrl = process.env.EXC_META;
+  if (flags.postgres && !metaUrl) {
+    const { startEmbeddedPostgres } = await import('../meta/embedded-postgres.js');
+    const pg = await startEmbeddedPostgres({ dir: join(dataDir, 'postgres') });
+    // Stopped last: the manager writes until it stops.
+    stops.unshift(() => pg.stop());
+    metaUrl = await pg.database('excompact');
+  }
+  say(
+    `  metadata      ${metaUrl ? `${metaUrl}${process.env.EXC_META ? ' (EXC_META)' : ' (embedded PostgreSQL)'}` : `SQLite in ${join(dataDir, 'manager')}`}`,
+  );
+
   const env: Record<string, string | undefined> = {
     EXC_ZK: zkConnect,
+    ...(metaUrl ? { EXC_META: metaUrl } : {}),
     EXC_ZK_ROOT: base.zkRoot,
     EXC_SECRET: secret,
     EXC_DATA_DIR: join(dataDir, 'manager'),

@@ -28,6 +28,10 @@ export function registerLocal(program: Command): void {
       intOption('--zk-port', 1, 65535),
     )
     .option('--s3', 'keep tablet files in S3: EXC_STORE/EXC_S3_* when set, else an embedded S3 server')
+    .option(
+      '--postgres',
+      "keep the manager's metadata in PostgreSQL: EXC_META when set, else a local server (Debian's package)",
+    )
     .option('--tservers <n>', 'tablet servers', intOption('--tservers', 1, 16), 2)
     .option('--compactors <n>', 'compactors per queue', intOption('--compactors', 1, 16), 2)
     .option('--no-workload', 'do not ingest demo data')
@@ -45,7 +49,7 @@ export function registerLocal(program: Command): void {
     )
     .addHelpText(
       'after',
-      '\nExamples:\n  npm start\n  npm start -- --s3\n  excompact local --data-dir /tmp/exc --tservers 3 --compactors 1\n',
+      '\nExamples:\n  npm start\n  npm start -- --s3\n  npm start -- --postgres\n  excompact local --data-dir /tmp/exc --tservers 3 --compactors 1\n',
     )
     .action(
       action(async (flags: LocalFlags, cmd: Command) => {

@@ -66,7 +66,16 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   }
   const owner = serverUser();
   mkdirSync(options.dir, { recursive: true });
-  if (owner) chownSync(options.dir, owner.uid, owner.gid);
+  if (owner) {
+    chownSync(options.dir, owner.uid, owner.gid);
+    const probe = spawnSync(...asServerUser(owner, 'test', ['-x', options.dir]));
+    if (probe.status !== 0) {
+      throw new ExcError(
+        'SETUP_MISSING',
+        `PostgreSQL runs as the postgres user, which cannot reach ${options.dir}: make its parent directories searchable by others (chmod o+x) or choose another data directory`,
+      );
+    }
+  }
   const dataDir = join(options.dir, 'data');
   const logFile = join(options.dir, 'postgres.log');
   if (!existsSync(join(dataDir, 'PG_VERSION'))) {

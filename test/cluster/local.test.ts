@@ -1,7 +1,10 @@
 /**
  * `npm start` (`excompact local`): the whole local cluster starts, compacts the demo workload across both
- * queues, prints its summary, and stops cleanly; a killed supervisor leaves nothing behind.
+ * queues, prints its summary, and stops cleanly; a killed supervisor leaves nothing behind. With
+ * `--postgres`, the metadata lives in an embedded PostgreSQL, stopped with the rest.
  */
+import { chmodSync } from 'node:fs';
+import { createConnection } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { fourLetterWord, freePort } from '../../src/zk/embedded.js';
 import { useProcesses, waitFor, type ManagedProcess } from '../support/index.js';
@@ -12,6 +15,17 @@ async function zkAnswers(port: number): Promise<boolean> {
     (answer) => answer === 'imok',
     () => false,
   );
+}
+
+async function portAnswers(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
 }
 
 async function httpAnswers(url: string): Promise<boolean> {
@@ -31,6 +45,7 @@ describe('npm start (excompact local)', () => {
     managerUrl: string;
   }> {
     const dir = freshDir();
+    chmodSync(dir, 0o755); // PostgreSQL (--postgres) runs as the postgres user and must reach its files
     const zkPort = await freePort();
     const proc = await procs.start(
       'local',
@@ -68,6 +83,18 @@ describe('npm start (excompact local)', () => {
     expect(await zkAnswers(zkPort)).toBe(false);
     expect(await httpAnswers(managerUrl)).toBe(false);
     expect(await httpAnswers(monitorUrl)).toBe(false);
+  });
+
+  it('--postgres keeps the metadata in an embedded PostgreSQL; compactions happen; Ctrl-C stops it too', async () => {
+    const { proc, zkPort } = await startLocal(['--postgres']);
+    const metaLine = proc.lines.map((l) => l.msg ?? '').find((m) => m.includes('metadata '))!;
+    expect(metaLine).toMatch(/postgres:\/\/excompact@127\.0\.0\.1:\d+\/excompact \(embedded PostgreSQL\)/);
+    const pgPort = Number(/127\.0\.0\.1:(\d+)/.exec(metaLine)![1]);
+    await proc.waitForLog((l) => /^small +\d+ +\d+ +[1-9]\d* +(?:-|\d+\.\d) +2$/.test(l.msg ?? ''), 60_000);
+    proc.signal('SIGINT');
+    expect(await proc.waitExit(60_000)).toEqual({ code: 0, signal: null });
+    expect(await zkAnswers(zkPort)).toBe(false);
+    expect(await portAnswers(pgPort)).toBe(false);
   });
 
   it('--s3 keeps the files in an embedded S3 server; a SIGKILLed supervisor leaves no process behind', async () => {
