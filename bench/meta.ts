@@ -1,18 +1,26 @@
 /**
  * bench/meta: the metadata store through the manager.
  *
- *   npx tsx bench/meta.ts [--seconds 5] [--clients 8] [--entries 1000000]
+ *   npx tsx bench/meta.ts [--seconds 5] [--clients 8] [--entries 1000000] [--meta sqlite|postgres]
+ *
+ * `--meta postgres` runs the manager on PostgreSQL (a local server from Debian's package, durable: fsync
+ * on, as in production) instead of SQLite; the figures are the same, so the two compare.
  *
  * 1. Conditional mutations per second through the manager's HTTP API from `--clients` concurrent clients
- *    (each a real conditional mutation: "absent" condition + put, one SQLite transaction per group
+ *    (each a real conditional mutation: "absent" condition + put, one store transaction per group
  *    commit), beside an authenticated no-op round trip (GET /v1/ping) from as many clients, same run.
  * 2. First-entry lookup in one queue bin holding `--entries` entries: p50/p99 in the store itself, and
  *    through the manager's work-finding endpoint (HTTP, what an idle compactor calls).
  */
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { formatId, queuePrefix, queueRow, tabletRow } from '../src/meta/keys.js';
-import { MetaStore } from '../src/meta/store.js';
+import type { MetaBackend } from '../src/meta/backend.js';
+import { startEmbeddedPostgres } from '../src/meta/embedded-postgres.js';
+import { PostgresBackend } from '../src/meta/postgres.js';
+import { SqliteBackend } from '../src/meta/sqlite-backend.js';
 import { COL_LOC } from '../src/meta/tablet.js';
 import { fmt, percentile, printRows, startBenchCluster, throughput } from './lib.js';
 
@@ -21,19 +29,31 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '5' },
     clients: { type: 'string', default: '8' },
     entries: { type: 'string', default: '1000000' },
+    meta: { type: 'string', default: 'sqlite' },
   },
 });
+if (values.meta !== 'sqlite' && values.meta !== 'postgres')
+  throw new Error('--meta must be sqlite or postgres');
 const seconds = Number(values.seconds);
 const clients = Number(values.clients);
 const entries = Number(values.entries);
 
-const cluster = await startBenchCluster();
+const pgDir = values.meta === 'postgres' ? mkdtempSync(join(tmpdir(), 'exc-bench-pg-')) : undefined;
+if (pgDir) chmodSync(pgDir, 0o755); // the server runs as the postgres user
+const pg = pgDir ? await startEmbeddedPostgres({ dir: pgDir }) : undefined;
+const metaUrl = pg ? await pg.database('bench') : undefined;
+const cluster = await startBenchCluster(metaUrl ? { env: { EXC_META: metaUrl } } : {});
+/** The manager's store, opened by this process to load the queue and to read it beside the manager. */
+const openStore = async (): Promise<MetaBackend> =>
+  metaUrl
+    ? PostgresBackend.open({ url: metaUrl })
+    : SqliteBackend.open({ path: join(cluster.env.EXC_DATA_DIR!, 'metadata.sqlite') });
 try {
   // A bin with `entries` queued entries, written straight into the manager's store before it starts;
   // the highest-priority one (added below) belongs to a hosted tablet (the work finder returns only those).
   const queueId = 'bnch';
   {
-    const store = new MetaStore({ path: join(cluster.env.EXC_DATA_DIR!, 'metadata.sqlite') });
+    const store = await openStore();
     const started = Date.now();
     const batch = 20_000;
     for (let i = 0; i < entries; i += batch) {
@@ -46,9 +66,9 @@ try {
           value: '{}',
         });
       }
-      store.applyBatch([{ puts }]);
+      await store.applyBatch([{ puts }]);
     }
-    store.close();
+    await store.close();
     process.stdout.write(
       `loaded ${fmt(entries)} queue entries into one bin in ${fmt((Date.now() - started) / 1000, 1)} s\n`,
     );
@@ -90,16 +110,23 @@ try {
   const status = await http.get<{ commits: { batches: number; mutations: number } }>('/v1/status');
 
   // 2. First entry of the big bin: in the store (a second reader of the same SQLite file), and via HTTP.
-  const reader = new MetaStore({ path: join(cluster.env.EXC_DATA_DIR!, 'metadata.sqlite') });
+  const reader = await openStore();
   const storeTimes: number[] = [];
-  for (let i = 0; i < 20_000; i++) {
+  for (let i = 0; i < (metaUrl ? 5_000 : 20_000); i++) {
     const t = process.hrtime.bigint();
-    const { cells } = reader.scan({ prefix: queuePrefix(queueId, 0), limit: 1 });
+    const { cells } = await reader.scan({ prefix: queuePrefix(queueId, 0), limit: 1 });
     storeTimes.push(Number(process.hrtime.bigint() - t) / 1e6);
     if (cells[0]?.row.endsWith(`:${table.id}:<`) !== true)
       throw new Error('the lookup did not return the highest-priority entry');
   }
-  reader.close();
+  // The store's own no-op: a read of a cell that does not exist (a round trip to PostgreSQL).
+  const storeNoop: number[] = [];
+  for (let i = 0; i < storeTimes.length; i++) {
+    const t = process.hrtime.bigint();
+    await reader.get('~bench-none', 'x');
+    storeNoop.push(Number(process.hrtime.bigint() - t) / 1e6);
+  }
+  await reader.close();
   const httpTimes: number[] = [];
   for (let i = 0; i < 3_000; i++) {
     const t = process.hrtime.bigint();
@@ -119,7 +146,7 @@ try {
   }
 
   printRows(
-    `bench/meta — ${clients} concurrent clients, ${seconds} s per figure, ${fmt(entries)} entries in one bin`,
+    `bench/meta — metadata on ${values.meta}, ${clients} concurrent clients, ${seconds} s per figure, ${fmt(entries)} entries in one bin`,
     [
       {
         figure: 'conditional mutations / s (HTTP, manager)',
@@ -135,6 +162,8 @@ try {
       {
         figure: 'first entry of the bin, store: p50 / p99',
         value: `${fmt(percentile(storeTimes, 50), 3)} / ${fmt(percentile(storeTimes, 99), 3)} ms`,
+        baseline: `read of a missing cell: ${fmt(percentile(storeNoop, 50), 3)} / ${fmt(percentile(storeNoop, 99), 3)} ms`,
+        ratio: `${fmt(percentile(storeTimes, 99) / percentile(storeNoop, 99), 2)}×`,
         target: 'p99 < 5 ms',
       },
       {
@@ -148,4 +177,6 @@ try {
   );
 } finally {
   await cluster.stop();
+  await pg?.stop();
+  if (pgDir) rmSync(pgDir, { recursive: true, force: true });
 }

@@ -72,7 +72,8 @@ export class WorkFinder {
 
   private async scan(queueId: string, startBin: number, bins: number): Promise<FoundWork | null> {
     // An idle queue is the common case: one query says so, instead of one per bin.
-    if ((await this.store.scan({ prefix: queuePrefix(queueId), limit: 1 })).cells.length === 0) return null;
+    if (bins > 1 && (await this.store.scan({ prefix: queuePrefix(queueId), limit: 1 })).cells.length === 0)
+      return null;
     for (let i = 0; i < bins; i++) {
       const bin = (startBin + i) % bins;
       // Skip entries whose tablet is not hosted right now (its next host rewrites them when it loads it),
@@ -82,11 +83,13 @@ export class WorkFinder {
         prefix: queuePrefix(queueId, bin),
         limit: MAX_ENTRIES_PER_BIN,
       });
-      // The locations of the entries' tablets, read together (one round trip's wait, not one per entry).
+      // The first entry's tablet is almost always hosted: its location alone, then (when it is not) the
+      // others' together — one round trip's wait either way, on a store across the network.
       const entries = cells.map((cell) => ({ cell, entry: parseQueueRow(cell.row) }));
-      const locations = await Promise.all(
-        entries.map(({ entry }) => this.store.get(queueEntryTablet(entry), COL_LOC)),
-      );
+      const locationOf = ({ entry }: (typeof entries)[number]) =>
+        this.store.get(queueEntryTablet(entry), COL_LOC);
+      const first = entries.length > 0 ? await locationOf(entries[0]!) : undefined;
+      const locations = first ? [first] : [first, ...(await Promise.all(entries.slice(1).map(locationOf)))];
       for (const [i, { cell, entry }] of entries.entries()) {
         const tablet = queueEntryTablet(entry);
         const loc = locations[i];
