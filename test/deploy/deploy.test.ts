@@ -82,6 +82,7 @@ describe('metrics and deploy/', () => {
     const s = await c.startWithTable({ table: 't', queue: 'small', splits: ['m'] });
     await createQueue(await c.session(), c.layout, 'large', 2);
     const compactor = await c.startCompactor('small');
+    const [manager, tserver] = [await c.managerUrl(), `http://${s.tserver.server}`];
     for (let b = 0; b < 6; b++) {
       await s.client.ingest(
         't',
@@ -92,7 +93,6 @@ describe('metrics and deploy/', () => {
         })),
       );
     }
-    const [manager, tserver] = [await c.managerUrl(), `http://${s.tserver.server}`];
     // A compaction committed: the compactor counted it, with its duration and input size.
     const done = await waitFor(async () => {
       const m = await scrape(compactor.status);
@@ -104,8 +104,14 @@ describe('metrics and deploy/', () => {
     expect(sample(done.text, 'excompact_compactions_total', { queue: 'small', outcome: 'failed' })).toBe(0);
 
     // A compactor killed in the middle of a job: the tablet server times how long until its work is back.
+    // The first compactor drains the queue first, and the slow one starts after the ingest, so the job it
+    // is killed in is the large one (seconds at its throughput), not a leftover that ends before the kill.
+    await waitFor(async () => {
+      const m = (await scrape(manager)).text;
+      const jobs = (state: string): number => sample(m, 'excompact_queue_jobs', { queue: 'small', state }) ?? -1;
+      return jobs('queued') === 0 && jobs('running') === 0;
+    }, 'the small queue drained');
     await compactor.terminate();
-    const slow = await c.startCompactor('small', { name: 'slow', args: ['--throughput', '50000'] });
     for (let b = 0; b < 3; b++) {
       await s.client.ingest(
         't',
@@ -116,6 +122,7 @@ describe('metrics and deploy/', () => {
         })),
       );
     }
+    const slow = await c.startCompactor('small', { name: 'slow', args: ['--throughput', '50000'] });
     await waitFor(async () => {
       const m = await scrape(slow.status);
       return (sample(m.text, 'excompact_compactor_running_jobs', {}) ?? 0) > 0;
