@@ -4,12 +4,25 @@
  */
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { RpcClient } from '../../src/rpc/client.js';
 import type { Images } from './images.js';
 import { ComposeTestError, log, run, say, waitFor, type RunOptions } from './run.js';
 
 export const PROJECT = 'excompact-composetest';
 /** The loopback ports docker-compose.host.yml gives its fixed services. */
-export const FIXED_PORTS = { zookeeper: 31181, s3: 31970, manager: 31100, 'manager-standby': 31101 };
+export const FIXED_PORTS = {
+  zookeeper: 31181,
+  s3: 31970,
+  postgres: 31543,
+  manager: 31100,
+  'manager-standby': 31101,
+};
+const POSTGRES_PASSWORD = 'compose-test-postgres-0123456789';
+/** The instance secret the test gives the cluster (the compose file's EXC_SECRET). */
+const SECRET = 'compose-test-secret-0123456789abcdef';
+
+/** Where the managers keep the metadata: SQLite on their shared volume, or the `postgres` profile's server. */
+export type MetadataStore = 'sqlite' | 'postgres';
 
 export interface Container {
   id: string;
@@ -28,13 +41,23 @@ export class Cluster {
     private readonly root: string,
     private readonly composeCmd: [string, ...string[]],
     images: Images,
+    readonly metadata: MetadataStore,
   ) {
     this.env = {
       ...process.env,
       EXC_IMAGE: images.excompact,
       EXC_ZOOKEEPER_IMAGE: images.zookeeper,
       EXC_S3_IMAGE: images.s3,
+      EXC_POSTGRES_IMAGE: images.postgres,
       COMPOSE_PROJECT_NAME: PROJECT,
+      EXC_SECRET: SECRET,
+      // What the compose file's comment tells an operator to put in .env for the profile.
+      COMPOSE_PROFILES: metadata === 'postgres' ? 'postgres' : '',
+      EXC_POSTGRES_PASSWORD: POSTGRES_PASSWORD,
+      EXC_META:
+        metadata === 'postgres'
+          ? `postgres://excompact:${POSTGRES_PASSWORD}@127.0.0.1:${FIXED_PORTS.postgres}/excompact`
+          : '',
     };
   }
 
@@ -58,6 +81,7 @@ export class Cluster {
   /** Refuses to start when a port the project needs is taken (a leftover, or another program). */
   async checkPorts(): Promise<void> {
     for (const [service, port] of Object.entries(FIXED_PORTS)) {
+      if (service === 'postgres' && this.metadata !== 'postgres') continue;
       const free = await new Promise<boolean>((resolve) => {
         const server = createServer();
         server.once('error', () => resolve(false));
@@ -101,6 +125,11 @@ export class Cluster {
 
   async running(service: string): Promise<Container[]> {
     return (await this.containers(service)).filter((c) => c.status === 'running');
+  }
+
+  /** A client of a process's HTTP API (on the host network), signing with the cluster's secret. */
+  rpc(baseUrl: string): RpcClient {
+    return new RpcClient({ baseUrl, secret: SECRET, timeoutMs: 10_000, attempts: 1 });
   }
 
   /** `docker exec` (with `stdin`, `-i`: the input goes to the command). */
@@ -168,7 +197,9 @@ export class Cluster {
 
   /** The last lines of every service's log, into the test log (for a failure). */
   async dumpLogs(): Promise<void> {
-    const { stdout } = await this.compose(['logs', '--no-color', '--tail', '40'], { allowFailure: true });
+    const { stdout } = await this.compose(['logs', '--no-color', '--timestamps', '--tail', '3000'], {
+      allowFailure: true,
+    });
     log(`--- compose logs ---\n${stdout}`);
     const state = await this.containers();
     log(

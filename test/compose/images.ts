@@ -6,6 +6,7 @@
  *   and CA bundle — the local stand-in for node:20-bookworm-slim;
  * - zookeeper: Debian's zookeeper package on the base (images/zookeeper);
  * - s3: s3rver on the base (images/s3rver), standing in for the compose file's S3 server;
+ * - postgres: Debian's postgresql package on the base (images/postgres), for the `postgres` profile;
  * - excompact: the project image; by default the runtime stage with this machine's dist/ and production
  *   node_modules (images/excompact), with `full` the repository's own Dockerfile built from source.
  */
@@ -29,6 +30,7 @@ export interface Images {
   base: string;
   zookeeper: string;
   s3: string;
+  postgres: string;
   excompact: string;
 }
 
@@ -201,6 +203,13 @@ export async function buildImages(root: string, full: boolean): Promise<Images> 
     await dockerBuild(zookeeper, zkDir, base);
   }
 
+  const pgDir = at('test/compose/images/postgres');
+  const postgres = new Hasher().text(base).path(pgDir).tag('postgres');
+  if (!(await exists(postgres))) {
+    say(`building ${postgres} (Debian's postgresql package)`);
+    await dockerBuild(postgres, pgDir, base);
+  }
+
   const lock = JSON.parse(readFileSync(at('package-lock.json'), 'utf8')) as {
     packages: Record<string, { version: string }>;
   };
@@ -291,7 +300,7 @@ export async function buildImages(root: string, full: boolean): Promise<Images> 
       })((dir) => dockerBuild(excompact, dir, base));
     }
   }
-  const images = { base, zookeeper, s3, excompact };
+  const images = { base, zookeeper, s3, postgres, excompact };
   await removeStale(Object.values(images));
   return images;
 }

@@ -1,7 +1,8 @@
 /**
  * `npm run test:compose`: builds the images (from Debian's mirror and npm alone, cached by content hash),
  * starts a Docker daemon when none is running, runs the shipped docker-compose.yml with
- * docker-compose.host.yml through the scenario of scenario.ts, and leaves nothing behind: `down -v`, and
+ * docker-compose.host.yml through the scenario of scenario.ts — as shipped, then with the `postgres`
+ * profile holding the metadata — and leaves nothing behind: `down -v`, and
  * the daemon stopped when the test started it — on success, failure or Ctrl-C.
  *
  *   npm run test:compose                            # build what is missing, run the scenario
@@ -9,6 +10,7 @@
  *   npm run test:compose -- --full-build            # the project image from the repository's Dockerfile
  *   npm run test:compose -- --build-only
  *   npm run test:compose -- --keep                  # leave the cluster up (when the daemon was running)
+ *   npm run test:compose -- --only-sqlite            # one of the two runs (also --only-postgres)
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,7 +25,16 @@ import { ComposeTestError, say, setLogFile } from './run.js';
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const flags = new Set(process.argv.slice(2));
 for (const flag of flags)
-  if (!['--skip-if-unavailable', '--full-build', '--build-only', '--keep'].includes(flag)) {
+  if (
+    ![
+      '--skip-if-unavailable',
+      '--full-build',
+      '--build-only',
+      '--keep',
+      '--only-sqlite',
+      '--only-postgres',
+    ].includes(flag)
+  ) {
     process.stderr.write(`unknown option ${flag}\n`);
     process.exit(1);
   }
@@ -61,13 +72,23 @@ async function main(): Promise<number> {
     const built = Date.now();
     say(`images ready in ${seconds(built - t0)}: ${Object.values(images).join(', ')}`);
     if (flags.has('--build-only')) return 0;
-    cluster = new Cluster(root, compose, images);
-    await runScenario(cluster);
-    await cluster.down();
-    await cluster.assertNothingLeft();
-    cluster = undefined;
+    // Once as shipped (SQLite on the managers' shared volume), once with the `postgres` profile.
+    const took: string[] = [];
+    const runs = (['sqlite', 'postgres'] as const).filter(
+      (m) => !flags.has(`--only-${m === 'sqlite' ? 'postgres' : 'sqlite'}`),
+    );
+    for (const metadata of runs) {
+      const start = Date.now();
+      say(`--- the scenario with the metadata on ${metadata} ---`);
+      cluster = new Cluster(root, compose, images, metadata);
+      await runScenario(cluster);
+      await cluster.down();
+      await cluster.assertNothingLeft();
+      cluster = undefined;
+      took.push(`${metadata} ${seconds(Date.now() - start)}`);
+    }
     const done = Date.now();
-    say(`PASS in ${seconds(done - t0)} (images ${seconds(built - t0)}, scenario ${seconds(done - built)})`);
+    say(`PASS in ${seconds(done - t0)} (images ${seconds(built - t0)}, scenarios ${took.join(', ')})`);
     return 0;
   } catch (err) {
     if (err instanceof ComposeTestError && err.code === 'UNAVAILABLE' && flags.has('--skip-if-unavailable')) {

@@ -11,8 +11,10 @@
  *  5. `docker kill` the active manager's container: the standby becomes active and serves.
  *  6. admin queue delete large: its compactor containers exit 0 and stay stopped (no restart loop).
  *  7. A scan through `compose run --rm admin` returns exactly what was written.
+ *  8. With the `postgres` profile: the metadata is in the database, and the managers' volume holds no
+ *     SQLite store.
  */
-import type { Cluster, Container } from './cluster.js';
+import { FIXED_PORTS, type Cluster, type Container } from './cluster.js';
 import { ComposeTestError, run, say, sleep, waitFor } from './run.js';
 
 interface Compactor {
@@ -20,6 +22,11 @@ interface Compactor {
   queue: string;
   /** The compactor's status URL: http://<host>:<port>. */
   status: string | null;
+}
+/** What a compactor's signed GET /v1/status says (the fields the scenario reads). */
+interface CompactorStatus {
+  compactor: string | null;
+  jobs: { ecid: string; tablet: string }[];
 }
 interface History {
   outcomes: {
@@ -57,22 +64,32 @@ const history = (cluster: Cluster) =>
   cluster.admin<History>(['compactions', 'history', '--since', '1h', '--table', 'demo', '--limit', '1000']);
 
 export async function runScenario(cluster: Cluster): Promise<void> {
+  written.clear();
+  const postgres = cluster.metadata === 'postgres';
   await cluster.compose(['down', '-v', '--remove-orphans', '--timeout', '5'], { allowFailure: true });
   await cluster.checkPorts();
 
   say(
-    '1. up -d: zookeeper, s3, manager, manager-standby, tserver x2, compactor-small x2, compactor-large x2, init',
+    `1. up -d: zookeeper, s3, ${postgres ? 'postgres, ' : ''}manager, manager-standby, tserver x2, ` +
+      'compactor-small x2, compactor-large x2, init',
   );
   await cluster.compose(['up', '-d'], { timeoutMs: 300_000 });
   const pools = { 'compactor-small': 2, 'compactor-large': 2 };
   await cluster.waitHealthy(
-    { zookeeper: 1, s3: 1, manager: 1, 'manager-standby': 1, tserver: 2, ...pools },
+    {
+      zookeeper: 1,
+      s3: 1,
+      ...(postgres ? { postgres: 1 } : {}),
+      manager: 1,
+      'manager-standby': 1,
+      tserver: 2,
+      ...pools,
+    },
     120_000,
   );
   say('   every health check passes');
 
   say('2. ingest through compose run --rm admin');
-  const compactorsBefore = await cluster.admin<Compactor[]>(['compactors', 'list', '--queue', 'small']);
   const ports = new Map<number, Container>();
   for (const c of await cluster.running('compactor-small')) ports.set(await cluster.portOf(c), c);
   // Compactions start while the ingest runs (a tablet's third file makes a job): look for one at once.
@@ -83,35 +100,45 @@ export async function runScenario(cluster: Cluster): Promise<void> {
   ingested.catch(() => undefined); // awaited below; a failure meanwhile must not go unhandled
 
   say('3. docker kill a compactor container in the middle of a job');
-  // Each compactor's /metrics (host network, no signature needed) says whether it runs a job right now.
+  // Each compactor's /metrics (host network, no signature needed) says whether it runs a job right now;
+  // its signed /v1/status says which job, under which node: the job is followed by its ECID, since a
+  // compactor that lost its session under load registers again under another node.
   const victim = await waitFor(
     'a compactor running a job',
     60_000,
     async () => {
       for (const [port, container] of ports) {
         const metrics = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text());
-        if (/^excompact_compactor_running_jobs(\{[^}]*\})? [1-9]/m.test(metrics)) return { port, container };
+        if (!/^excompact_compactor_running_jobs(\{[^}]*\})? [1-9]/m.test(metrics)) continue;
+        const status = await cluster.rpc(`http://127.0.0.1:${port}`).get<CompactorStatus>('/v1/status');
+        const job = status.jobs[0];
+        if (job && status.compactor) return { port, container, job, path: status.compactor };
       }
       return undefined;
     },
     100,
   );
   await run('docker', ['kill', victim.container.id]);
-  const victimPath = compactorsBefore.find((c) => c.status?.endsWith(`:${victim.port}`))?.path;
-  if (!victimPath) throw new ComposeTestError('SCENARIO', `no compactor listed at port ${victim.port}`);
-  say(`   killed ${victim.container.name} while it ran a job`);
+  say(`   killed ${victim.container.name} while it ran ${victim.job.ecid} on tablet ${victim.job.tablet}`);
   await ingested;
   say(`   ${written.size} rows written`);
   const reclaimed = await waitFor(
-    'its job cancelled, and committed by another compactor',
+    'its job cancelled, and the tablet committed by another compactor',
     90_000,
     async () => {
       const h = await history(cluster);
-      const cancelled = h.outcomes.find((o) => o.compactor === victimPath && o.outcome === 'cancelled');
+      if (h.outcomes.some((o) => o.ecid === victim.job.ecid && o.outcome === 'committed'))
+        throw new ComposeTestError(
+          'SCENARIO',
+          `${victim.job.ecid} committed: the kill landed after the job ended (slow the compactor down)`,
+        );
+      const cancelled = h.outcomes.find((o) => o.ecid === victim.job.ecid && o.outcome === 'cancelled');
+      if (cancelled && cancelled.compactor !== victim.path)
+        throw new ComposeTestError('SCENARIO', `${cancelled.ecid} was held by ${cancelled.compactor}`);
       const redone =
         cancelled &&
         h.outcomes.find(
-          (o) => o.tablet === cancelled.tablet && o.outcome === 'committed' && o.compactor !== victimPath,
+          (o) => o.tablet === cancelled.tablet && o.outcome === 'committed' && o.compactor !== victim.path,
         );
       return redone ? { cancelled, redone, committed: h.counts.committed } : undefined;
     },
@@ -197,6 +224,34 @@ export async function runScenario(cluster: Cluster): Promise<void> {
     );
   const final = await history(cluster);
   say(`   ${scanned.length} rows equal; ${final.counts.committed} compactions committed in all`);
+  if (postgres) await checkMetadataInPostgres(cluster, standby);
+}
+
+/** With the `postgres` profile the metadata is in the database, and the managers' volume holds none. */
+async function checkMetadataInPostgres(cluster: Cluster, manager: Container): Promise<void> {
+  say("8. the metadata is in PostgreSQL, not on the managers' volume");
+  const [db] = await cluster.running('postgres');
+  if (!db) throw new ComposeTestError('SCENARIO', 'no postgres container is running');
+  // Through the server's Unix socket, which trusts local users (the image's pg_hba.conf).
+  const sql = 'SELECT count(*) FROM cells';
+  const psql = [
+    'psql',
+    '-p',
+    String(FIXED_PORTS.postgres),
+    '-U',
+    'excompact',
+    '-d',
+    'excompact',
+    '-tAc',
+    sql,
+  ];
+  const { stdout } = await cluster.exec(db, psql);
+  const cells = Number(stdout.trim());
+  if (!(cells > 0)) throw new ComposeTestError('SCENARIO', `the cells table holds ${stdout.trim()} rows`);
+  const { stdout: files } = await cluster.exec(manager, ['ls', '-A', '/var/lib/excompact']);
+  if (/metadata\.sqlite/.test(files))
+    throw new ComposeTestError('SCENARIO', `a SQLite store on the managers' volume: ${files.trim()}`);
+  say(`   ${cells} metadata cells in the database; the managers' volume holds no SQLite store`);
 }
 
 async function managerState(cluster: Cluster, manager: Container): Promise<string> {

@@ -135,6 +135,29 @@ describe('docker compose', () => {
     );
   });
 
+  it('the postgres profile adds a database that EXC_META can name; without it the managers use SQLite', () => {
+    const db = services.postgres!;
+    expect(db.profiles).toEqual(['postgres']);
+    expect(db.image).toMatch(/^\$\{EXC_POSTGRES_IMAGE:-postgres:[\w.-]+\}$/);
+    // Nothing else is in the profile, and nothing depends on the database (a manager retries until it
+    // answers): without the profile every other service starts as before.
+    for (const [name, s] of Object.entries(services)) {
+      if (name !== 'postgres') expect(s.profiles ?? [], name).not.toContain('postgres');
+      expect(Object.keys(s.depends_on ?? {}), name).not.toContain('postgres');
+    }
+    for (const name of ['manager', 'manager-standby'])
+      expect(services[name]!.environment?.EXC_META, name).toBe('${EXC_META:-}');
+    // The .env the file's header suggests names the profile's database with its user and password.
+    const header = readFileSync(root('docker-compose.yml'), 'utf8');
+    const url = /^#\s+EXC_META=(\S+)$/m.exec(header)?.[1];
+    const password = /^#\s+EXC_POSTGRES_PASSWORD=(\S+)$/m.exec(header)?.[1];
+    expect(/^#\s+COMPOSE_PROFILES=postgres$/m.test(header)).toBe(true);
+    const env = db.environment!;
+    expect(env.POSTGRES_PASSWORD).toMatch(/^\$\{EXC_POSTGRES_PASSWORD:-.+\}$/);
+    expect(url).toBe(`postgres://${env.POSTGRES_USER}:${password}@postgres:5432/${env.POSTGRES_DB}`);
+    expect(() => SETTINGS.metaUrl.schema.parse(url)).not.toThrow();
+  });
+
   it('every long-running service has a health check, on the port it listens on', () => {
     for (const [name, s] of Object.entries(services)) {
       if (s.restart === 'no' || s.profiles?.includes('tools')) continue;
@@ -211,10 +234,10 @@ describe('docker compose', () => {
       for (const key of Object.keys(s.environment ?? {}))
         expect(allowedEnv.has(key), `${name}: ${key}`).toBe(true);
       const changed = Object.keys(s).filter((k) => !['network_mode', 'environment'].includes(k));
-      if (name === 's3') expect(changed.sort()).toEqual(['command', 'healthcheck']);
+      if (name === 's3' || name === 'postgres') expect(changed.sort()).toEqual(['command', 'healthcheck']);
       else if (name === 'compactor-small') {
         expect(changed).toEqual(['command']);
-        expect(s.command).toEqual([...services[name]!.command!, '--throughput', '262144']);
+        expect(s.command).toEqual([...services[name]!.command!, '--throughput', '8192']);
       } else expect(changed, name).toEqual([]);
     }
   });
