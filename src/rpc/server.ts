@@ -19,6 +19,7 @@ import { ExcError, toExcError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { RequestVerifier, rpcKey } from './auth.js';
 import { parseInput } from '../validate.js';
+import { answerClientError } from './client-error.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
@@ -171,6 +172,7 @@ export class RpcServer {
         ),
       );
     });
+    server.on('clientError', answerClientError);
     server.keepAliveTimeout = 65_000;
     server.requestTimeout = 120_000;
     this.server = server;

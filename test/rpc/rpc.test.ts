@@ -1,3 +1,5 @@
+import { STATUS_CODES } from 'node:http';
+import { connect } from 'node:net';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -212,5 +214,35 @@ describe('rpc', () => {
     const err = (await client.post('/v1/apply', { n: 1 }).catch((e: unknown) => e)) as ExcError;
     expect(err.code).toBe('UNAVAILABLE');
     expect(err.message).toContain(`127.0.0.1:${port}`);
+  });
+
+  /** Sends raw bytes on a new connection; resolves with everything the server answered before closing. */
+  function rawBytes(bytes: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const socket = connect(Number(new URL(base).port), '127.0.0.1', () => socket.write(bytes));
+      const chunks: Buffer[] = [];
+      socket.on('data', (c: Buffer) => chunks.push(c));
+      socket.on('error', reject);
+      socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    });
+  }
+
+  it('malformed HTTP - answered with the JSON error body and a stable code, and the server goes on', async () => {
+    for (const [bytes, status, message] of [
+      ['GARBAGE\r\n\r\n', 400, /malformed HTTP request \(HPE_/],
+      ['GET /v1/ping HTTP/1.1\r\nbad header line\r\n\r\n', 400, /malformed HTTP request/],
+      [`GET /v1/ping HTTP/1.1\r\nx-big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, /headers too large/],
+    ] as const) {
+      const answer = await rawBytes(bytes);
+      const [head = '', body = ''] = answer.split('\r\n\r\n');
+      expect(head.split('\r\n')[0]).toBe(`HTTP/1.1 ${status} ${STATUS_CODES[status]}`);
+      expect(head).toMatch(/content-type: application\/json/);
+      const parsed = JSON.parse(body) as { error: { code: string; message: string } };
+      expect(parsed.error.code).toBe('BAD_REQUEST');
+      expect(parsed.error.message).toMatch(message);
+    }
+    // Still serving.
+    const client = new RpcClient({ baseUrl: base, secret: SECRET });
+    expect(await client.get('/v1/ping')).toEqual({});
   });
 });
