@@ -21,7 +21,14 @@ import {
   userCompactionRow,
   type UserCompactionRecord,
 } from '../meta/user-compactions.js';
-import { createQueue, deleteQueue, listQueues, resolveQueue, type QueueInfo } from '../queue/registry.js';
+import {
+  createQueue,
+  deleteQueue,
+  listQueues,
+  removeQueueNode,
+  resolveQueue,
+  type QueueInfo,
+} from '../queue/registry.js';
 import type { RpcServer } from '../rpc/server.js';
 import { validateFilters } from '../storage/index.js';
 import { nameSchema } from '../names.js';
@@ -155,6 +162,8 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
       let queue: QueueInfo;
       if (intent && named?.id !== intent.queue.id) {
         queue = intent.queue;
+        // The name went; its node may not have (a queue of many compactors is deleted in steps).
+        await removeQueueNode(p.session, p.layout, queue.id);
       } else {
         queue = await resolveQueue(p.session, p.layout, name);
         const routing = await p.tables.routingTo(name);

@@ -128,9 +128,20 @@ export async function createQueue(
 }
 
 /**
- * Deletes a queue's name and node in one multi (its compactors see the node go and exit). The node's live
- * compactor children are ephemeral; a node with children cannot be deleted, so they are removed first
- * within the same multi.
+ * Compactor nodes deleted in the same multi as the queue's name. ZooKeeper refuses a request over its
+ * 1 MiB packet limit (jute.maxbuffer) by dropping the connection, and a compactor's delete takes about
+ * 100 bytes of it: a queue with more compactors than this is deleted in steps (below).
+ */
+export const ONE_MULTI_MAX_COMPACTORS = 2_000;
+
+/**
+ * Deletes a queue's name and node. Its compactors see their node go and, finding the queue gone, exit.
+ *
+ * Up to {@link ONE_MULTI_MAX_COMPACTORS} compactors, one multi does it all: the name, every compactor's
+ * node (a node with children cannot be deleted) and the queue's node. With more, the multi removes the
+ * name only, and {@link removeQueueNode} then deletes the compactors' nodes and the queue's: from the
+ * name's removal on, tablet servers and compactors that look the queue up find it gone, so a compactor
+ * whose node is deleted exits instead of registering again.
  */
 export async function deleteQueue(
   session: ZkSession,
@@ -147,32 +158,75 @@ export async function deleteQueue(
         details: { queue: name },
       });
     const settings = await readQueueSettings(session, layout, id).catch(() => ({ bins: 0 }));
-    const children = await session.children(layout.queueNode(id)).catch((err: unknown) => {
-      if (isZkCode(err, 'ZK_NO_NODE')) return [];
-      throw err;
-    });
+    const children = await childrenOf(session, layout.queueNode(id));
     const rest = new Map(map);
     rest.delete(name);
+    const inOne = children.length <= ONE_MULTI_MAX_COMPACTORS;
     try {
       await session.multi([
         { op: 'set', path: layout.queues, data: queueMapJson(rest), version },
-        ...children.map((c) => ({
-          op: 'delete' as const,
-          path: `${layout.queueNode(id)}/${c}`,
-          version: -1,
-        })),
-        { op: 'delete', path: layout.queueNode(id), version: -1 },
+        ...(inOne
+          ? [
+              ...children.map((c) => ({
+                op: 'delete' as const,
+                path: `${layout.queueNode(id)}/${c}`,
+                version: -1,
+              })),
+              { op: 'delete' as const, path: layout.queueNode(id), version: -1 },
+            ]
+          : []),
       ]);
-      log?.info({ queue: name, queueId: id }, 'queue deleted');
-      return { name, id, bins: settings.bins };
     } catch (err) {
       // The map changed, or a compactor joined or left between listing and deleting: try again.
       if (isZkCode(err, 'ZK_BAD_VERSION') || isZkCode(err, 'ZK_NOT_EMPTY') || isZkCode(err, 'ZK_NO_NODE'))
         continue;
       throw err;
     }
+    if (!inOne) await removeQueueNode(session, layout, id);
+    log?.info({ queue: name, queueId: id, compactors: children.length }, 'queue deleted');
+    return { name, id, bins: settings.bins };
   }
   throw new ExcError('CONFLICT', `could not delete queue ${name}: too many concurrent changes`);
+}
+
+/**
+ * Deletes the node of a queue whose name is already gone, with its compactors' nodes, a hundred at a time.
+ * Idempotent: what is already gone is fine, so a deletion cut short (the manager died) is finished by
+ * calling it again. A compactor that registered between the listing and the queue node's delete (it read
+ * the name before it went) is found by the next listing.
+ */
+export async function removeQueueNode(session: ZkSession, layout: ZkLayout, id: string): Promise<void> {
+  const node = layout.queueNode(id);
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const children = await childrenOf(session, node);
+    for (let i = 0; i < children.length; i += 100) {
+      await Promise.all(
+        children.slice(i, i + 100).map((c) => ignoreNoNode(session.delete(`${node}/${c}`, -1))),
+      );
+    }
+    try {
+      await ignoreNoNode(session.delete(node, -1));
+      return;
+    } catch (err) {
+      if (!isZkCode(err, 'ZK_NOT_EMPTY')) throw err;
+    }
+  }
+  throw new ExcError('CONFLICT', `could not delete queue node ${node}: compactors keep registering`);
+}
+
+async function childrenOf(session: ZkSession, node: string): Promise<string[]> {
+  return session.children(node).catch((err: unknown) => {
+    if (isZkCode(err, 'ZK_NO_NODE')) return [];
+    throw err;
+  });
+}
+
+async function ignoreNoNode(op: Promise<unknown>): Promise<void> {
+  try {
+    await op;
+  } catch (err) {
+    if (!isZkCode(err, 'ZK_NO_NODE')) throw err;
+  }
 }
 
 /** The request that created a queue's node, if it recorded one. */

@@ -83,3 +83,27 @@ export function transactionOf(
   }
   return tx;
 }
+
+/**
+ * ZooKeeper's request limit (jute.maxbuffer, 1 MiB less one byte by default), less room for headers. A
+ * request over it is not refused with an error: the server drops the connection.
+ */
+export const MAX_MULTI_BYTES = 1_000_000;
+
+/** About what a multi takes on the wire: each operation's header, path, data and ACL. */
+export function multiBytes(ops: readonly ZkOp[]): number {
+  let bytes = 0;
+  for (const op of ops) {
+    bytes += 24 + Buffer.byteLength(op.path);
+    if (op.op === 'create' || op.op === 'set') bytes += toBuffer(op.data)?.length ?? 0;
+    if (op.op === 'create') bytes += 64; // the ACL
+  }
+  return bytes;
+}
+
+/** A multi as error messages name it: its first operations and how many more. */
+export function multiLabel(ops: readonly ZkOp[]): string {
+  const shown = ops.slice(0, 3).map((o) => `${o.op} ${o.path}`);
+  if (ops.length > shown.length) shown.push(`… ${ops.length - shown.length} more`);
+  return shown.join(', ');
+}

@@ -19,7 +19,17 @@ import type zookeeper from 'node-zookeeper-client';
 import { ExcError } from '../errors.js';
 import { withTimeout } from '../retry.js';
 import { ZkConnection } from './connection.js';
-import { eventType, firstFailedOp, toBuffer, toStat, transactionOf, CREATE_MODES } from './convert.js';
+import {
+  eventType,
+  firstFailedOp,
+  multiBytes,
+  multiLabel,
+  toBuffer,
+  toStat,
+  transactionOf,
+  CREATE_MODES,
+  MAX_MULTI_BYTES,
+} from './convert.js';
 import { fromZkError, isZkCode } from './errors.js';
 import type { ZkCreateMode, ZkOp, ZkSessionOptions, ZkStat, ZkWatcher } from './types.js';
 
@@ -102,8 +112,14 @@ export class ZkSession extends ZkConnection {
    * unknown: read back before deciding.
    */
   async multi(ops: ZkOp[]): Promise<void> {
+    const label = multiLabel(ops);
+    const bytes = multiBytes(ops);
+    if (bytes > MAX_MULTI_BYTES)
+      throw new ExcError(
+        'BAD_REQUEST',
+        `zookeeper multi of ${ops.length} operations (about ${bytes} bytes) exceeds the server's request limit (${MAX_MULTI_BYTES} bytes): ${label}`,
+      );
     const tx = transactionOf(this.client.transaction(), ops, this.acl);
-    const label = ops.map((o) => `${o.op} ${o.path}`).join(', ');
     const commit = (): Promise<void> =>
       new Promise<void>((resolve, reject) => {
         tx.commit((err: unknown, results: unknown) => {
