@@ -120,16 +120,18 @@ describe('compactor', () => {
   it('kill -9 mid-job - its reservation is cancelled, then another compactor does the job; the scan is exact', async () => {
     const s = await setup(cluster());
     const tablet = s.tablets[0]!.tablet;
-    const slow = await cluster().startCompactor('q', { name: 'slow', args: ['--throughput', '20000'] });
+    // Slow enough that the job is still running when the kill lands, however loaded the machine: the heir
+    // starts only after the kill (a process start can take seconds here, and once outlasted the job).
+    const slow = await cluster().startCompactor('q', { name: 'slow', args: ['--throughput', '4000'] });
     await oneJob(s, 300);
     const doomed = await slow.waitForLog((l) => l.msg === 'compaction started');
     // The reservation the compactor holds as it dies.
     expect((await readTablet(s.meta, tablet)).reservations.get(doomed.ecid as string)).toMatchObject({
       compactor: slow.compactor,
     });
-    const heir = await cluster().startCompactor('q', { name: 'heir' });
 
     slow.kill();
+    const heir = await cluster().startCompactor('q', { name: 'heir' });
     const isCancel = (l: LogLine) => l.msg === 'reservation cancelled' && l.ecid === doomed.ecid;
     const cancel = await s.tserver.waitForLog(isCancel, cluster().sessionTimeoutMs + 10_000);
     expect(cancel).toMatchObject({ tablet, reason: 'compactor-gone', compactor: slow.compactor });
