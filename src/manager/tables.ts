@@ -34,6 +34,7 @@ import {
   COL_FUTURE,
   COL_LOC,
   COL_PREV,
+  ingestRow,
   locationValue,
   parseTablet,
   prevValue,
@@ -292,7 +293,7 @@ export class Tables {
       const doomed = [...tablet.files.keys(), ...[...tablet.reservations.values()].map((r) => r.output)];
       removals.push({
         conditions: [{ op: 'absent', row: tablet.row, col: COL_LOC }],
-        deleteRows: [tablet.row, ...tablet.queued.values()],
+        deleteRows: [tablet.row, ingestRow(tablet.row), ...tablet.queued.values()],
         puts: doomed.map((file) => ({ row: delRow(file), col: 'at', value: now })),
       });
     }

@@ -12,12 +12,16 @@
  *   progress:<ecid> JSON progress of a reservation, as last reported by its compactor (throttled)
  *   failed:<key>    JSON { inputs, attempts, lastError, parked }: failures of a job over a set of files
  *   queued:<qid>    the ~cq row this tablet currently has in queue <qid> (to move or delete it atomically)
- *   ingest:<id>     time an ingest request with this id was applied (a retried request is not applied
- *                   twice); dropped after {@link INGEST_DEDUPE_MS}
  *   ver             the number of changes its hosting tablet servers made to it: every change is
  *                   conditional on it, so none is decided from an out-of-date copy
  *
  * Every tablet mutation of a tablet server is conditional on `loc` naming it and its session.
+ *
+ * Beside it, the row `~ingest:<tablet row>` holds, per column `<id>`, when an ingest request with that id
+ * was applied (a retried request is not applied twice), for {@link INGEST_DEDUPE_MS}. Not in the tablet's
+ * row: a busy tablet remembers thousands of them, and everything that reads tablets (the manager's
+ * assignment pass, the collector, admin views) would parse them every time. The tablet server reads both
+ * rows when it loads a tablet and sees the ids as `ingest:<id>` columns of the tablet.
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
@@ -50,7 +54,16 @@ export const compactCol = (id: string): string => `${COMPACT_PREFIX}${id}`;
 export const failedCol = (key: string): string => `${FAILED_PREFIX}${key}`;
 export const progressCol = (ecid: string): string => `${PROGRESS_PREFIX}${ecid}`;
 export const queuedCol = (queueId: string): string => `${QUEUED_PREFIX}${queueId}`;
-export const ingestCol = (requestId: string): string => `${INGEST_PREFIX}${requestId}`;
+/** The row of a tablet's applied ingest request ids (columns: the ids; values: when). */
+export const INGEST_ROW_PREFIX = '~ingest:';
+export const ingestRow = (tabletRow: string): string => `${INGEST_ROW_PREFIX}${tabletRow}`;
+
+/** A tablet's row with its ingest ids as the tablet server sees it: `ingest:<id>` columns added. */
+export function withIngests(cols: Map<string, string>, ingests: Map<string, string>): Map<string, string> {
+  const out = new Map(cols);
+  for (const [id, at] of ingests) out.set(`${INGEST_PREFIX}${id}`, at);
+  return out;
+}
 
 export const locationSchema = z.object({
   server: z.string().min(1),

@@ -14,7 +14,7 @@
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { newFileName } from '../meta/paths.js';
-import { fileCol, INGEST_DEDUPE_MS, ingestCol, type TabletMeta } from '../meta/tablet.js';
+import { fileCol, INGEST_DEDUPE_MS, ingestRow, type TabletMeta } from '../meta/tablet.js';
 import {
   compareKeys,
   intersectRanges,
@@ -139,13 +139,14 @@ export class DataPath {
       const expired = [...tablet.meta.ingests]
         .filter(([, at]) => now - at > INGEST_DEDUPE_MS)
         .map(([id]) => id);
+      const ids = ingestRow(tablet.row);
       return this.hosting.change(tablet, {
-        conditions: requestId ? [{ op: 'absent', row: tablet.row, col: ingestCol(requestId) }] : [],
+        conditions: requestId ? [{ op: 'absent', row: ids, col: requestId }] : [],
         puts: [
           { row: tablet.row, col: fileCol(name), value: JSON.stringify(file) },
-          ...(requestId ? [{ row: tablet.row, col: ingestCol(requestId), value: String(now) }] : []),
+          ...(requestId ? [{ row: ids, col: requestId, value: String(now) }] : []),
         ],
-        deletes: expired.map((id) => ({ row: tablet.row, col: ingestCol(id) })),
+        deletes: expired.map((id) => ({ row: ids, col: id })),
         apply: (meta) => {
           meta.files.set(name, file);
           if (requestId) meta.ingests.set(requestId, now);

@@ -24,7 +24,6 @@ import type { Mutation, MutationResult } from '../meta/types.js';
 import type { PlannedJob } from '../queue/planner.js';
 import type { QueueResolver } from '../queue/resolver.js';
 import { notApplied } from '../rpc/client.js';
-import { backoffDelay, sleep } from '../retry.js';
 import type { CompactorWatch } from './compactor-watch.js';
 import { HostedTablet, planTablet } from './hosted-tablet.js';
 import {
@@ -38,6 +37,7 @@ import {
 
 export type { TabletChange } from './tablet-change.js';
 import type { TableConfigs } from './table-configs.js';
+import { readTabletRow } from './tablet-row.js';
 
 export interface HostingDeps {
   me: Location;
@@ -373,17 +373,8 @@ export class Hosting {
     return planTablet(meta, settings.config);
   }
 
-  /** A tablet's row from the store, retried while the manager does not answer. */
-  private async readRow(row: string): Promise<Map<string, string>> {
-    const deadline = Date.now() + (this.deps.resyncForMs ?? 30_000);
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.deps.meta.row(row);
-      } catch (err) {
-        if (Date.now() > deadline) throw err;
-        await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 2_000 }));
-      }
-    }
+  private readRow(row: string): Promise<Map<string, string>> {
+    return readTabletRow(this.deps.meta, row, this.deps.resyncForMs ?? 30_000);
   }
 
   private async mutate(mutations: Mutation[]) {

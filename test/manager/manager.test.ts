@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ExcError } from '../../src/errors.js';
+import { INGEST_ROW_PREFIX, ingestRow } from '../../src/meta/tablet.js';
 import type { TableInfo, TabletView } from '../../src/meta/views.js';
 import { createQueue } from '../../src/queue/registry.js';
 import { useCluster, useProcesses, useZooKeeper } from '../support/index.js';
@@ -66,10 +67,15 @@ describe('manager', () => {
     expect(shown.tablets).toHaveLength(2);
     expect(shown.tablets[1]!.prevEndRowHex).toBe(Buffer.from('m').toString('hex'));
 
+    // The ingest ids a tablet server recorded for each tablet, in their own rows.
+    await meta.mutate(
+      shown.tablets.map((t) => ({ puts: [{ row: ingestRow(t.tablet), col: 'batch-1', value: '1' }] })),
+    );
     await meta.call('DELETE', '/v1/tables/events');
     expect((await meta.call<{ tables: TableInfo[] }>('GET', '/v1/tables')).tables).toEqual([]);
     const cells = [];
     for await (const c of meta.scanAll({ start: '0000', end: '~' })) cells.push(c);
+    for await (const c of meta.scanAll({ prefix: INGEST_ROW_PREFIX })) cells.push(c);
     expect(cells).toEqual([]);
   });
 
