@@ -161,7 +161,7 @@ export const SETTINGS = {
     'EXC_OUTCOME_MAX_ROWS',
     int(1_000, 10_000_000),
     200_000,
-    'At most this many compaction outcomes are kept (the oldest go first); their counts are kept for ever.',
+    'At most this many compaction outcomes are kept (the oldest go first; checked at each sweep of the garbage collector, EXC_GC_SWEEP_INTERVAL_MS); their counts are kept for ever.',
   ),
   compactorLinkGraceMs: setting(
     'EXC_COMPACTOR_LINK_GRACE_MS',

@@ -132,3 +132,32 @@ describe('garbage collection - compaction outcomes', () => {
     expect(rows).toEqual([doneRow(recent)]);
   });
 });
+
+describe('garbage collection - the outcome row limit', () => {
+  const zk = useZooKeeper();
+  const procs = useProcesses();
+  const cluster = useCluster(zk, procs, {
+    env: { EXC_OUTCOME_MAX_ROWS: '1000', EXC_GC_INTERVAL_MS: '200', EXC_GC_SWEEP_INTERVAL_MS: '3600000' },
+  });
+
+  it('trims the oldest rows beyond the limit at a sweep, and does not count the rows every cycle', async () => {
+    await cluster().startManager();
+    const meta = await cluster().meta();
+    const base = Date.now() - 60_000;
+    const ecids = Array.from({ length: 1_005 }, (_, i) => makeUlid(base + i));
+    await meta.mutate(ecids.map((ecid) => ({ puts: [{ row: doneRow(ecid), col: 'outcome', value: '{}' }] })));
+    const rows = async (): Promise<string[]> => {
+      const out = [];
+      for await (const c of meta.scanAll({ prefix: DONE_PREFIX })) out.push(c.row);
+      return out;
+    };
+    const cycles = async () =>
+      (await meta.call<{ gc: { cycles: number } | null }>('GET', '/v1/status')).gc?.cycles ?? 0;
+    const before = await cycles();
+    await expect.poll(cycles, { timeout: 20_000 }).toBeGreaterThanOrEqual(before + 2);
+    expect(await rows()).toHaveLength(1_005);
+
+    await meta.call('POST', '/v1/gc/run');
+    expect(await rows()).toEqual(ecids.slice(5).map(doneRow));
+  });
+});
