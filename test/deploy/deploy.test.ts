@@ -108,7 +108,8 @@ describe('metrics and deploy/', () => {
     // is killed in is the large one (seconds at its throughput), not a leftover that ends before the kill.
     await waitFor(async () => {
       const m = (await scrape(manager)).text;
-      const jobs = (state: string): number => sample(m, 'excompact_queue_jobs', { queue: 'small', state }) ?? -1;
+      const jobs = (state: string): number =>
+        sample(m, 'excompact_queue_jobs', { queue: 'small', state }) ?? -1;
       return jobs('queued') === 0 && jobs('running') === 0;
     }, 'the small queue drained');
     await compactor.terminate();
