@@ -143,6 +143,10 @@ describe('garbage collection - the outcome row limit', () => {
   it('trims the oldest rows beyond the limit at a sweep, and does not count the rows every cycle', async () => {
     await cluster().startManager();
     const meta = await cluster().meta();
+    const cycles = async () =>
+      (await meta.call<{ gc: { cycles: number } | null }>('GET', '/v1/status')).gc?.cycles ?? 0;
+    // The first cycle after the manager starts is a sweep: past it, the next sweep is an hour away.
+    await expect.poll(cycles, { timeout: 20_000 }).toBeGreaterThanOrEqual(1);
     const base = Date.now() - 60_000;
     const ecids = Array.from({ length: 1_005 }, (_, i) => makeUlid(base + i));
     await meta.mutate(ecids.map((ecid) => ({ puts: [{ row: doneRow(ecid), col: 'outcome', value: '{}' }] })));
@@ -151,8 +155,6 @@ describe('garbage collection - the outcome row limit', () => {
       for await (const c of meta.scanAll({ prefix: DONE_PREFIX })) out.push(c.row);
       return out;
     };
-    const cycles = async () =>
-      (await meta.call<{ gc: { cycles: number } | null }>('GET', '/v1/status')).gc?.cycles ?? 0;
     const before = await cycles();
     await expect.poll(cycles, { timeout: 20_000 }).toBeGreaterThanOrEqual(before + 2);
     expect(await rows()).toHaveLength(1_005);
