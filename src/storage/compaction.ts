@@ -6,12 +6,22 @@
  * failure or an abort leaves nothing there. When nothing survives the stack no file is written at all.
  */
 import { ExcError } from '../errors.js';
-import type { Entry } from './key.js';
+import { compareBytes, type Entry, type Key } from './key.js';
 import { BLOCK_ENTRY_OPS } from './order.js';
 import { checkName } from './names.js';
 import type { ObjectStore } from './object-store.js';
 import type { RowRange } from './range.js';
+import {
+  composeParts,
+  DEFAULT_CHECKPOINT_BYTES,
+  DEFAULT_CHECKPOINT_MS,
+  writeParts,
+  type Checkpoint,
+  type CheckpointOptions,
+  type PartRef,
+} from './parts.js';
 import { plainEntry } from './rfile/block-entry.js';
+import { decodeEncoderState, decodeKeyRecord } from './rfile/encoder-state.js';
 import { RFileReader } from './rfile/reader.js';
 import { RFileEncoder, type Compression, type FileSummary } from './rfile/writer.js';
 import type { MergeStats } from './iterators/merge.js';
@@ -31,6 +41,10 @@ export interface CompactionResult extends CompactionProgress {
   /** True when nothing survived the stack; then no output file exists. */
   empty: boolean;
   output: FileSummary | null;
+  /** Bytes of the output that a checkpoint this run resumed from already held (0: not resumed). */
+  resumedBytes: number;
+  /** The parts the output was composed of (checkpointed runs): garbage once the output is committed. */
+  parts: PartRef[];
 }
 
 export interface CompactFilesArgs {
@@ -43,7 +57,12 @@ export interface CompactFilesArgs {
   /** Default 1000. */
   progressEveryMs?: number;
   blockSize?: number;
+  indexBlockSize?: number;
   compression?: Compression;
+  /** Write the output as checkpointed parts (parts.ts) rather than in one stream. */
+  checkpoints?: CheckpointOptions;
+  /** Go on from this checkpoint of an earlier attempt at the same job (same inputs and settings). */
+  resume?: Checkpoint;
 }
 
 /**
@@ -57,12 +76,18 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
   checkInputs(inputs, output);
   signal?.throwIfAborted();
 
+  const resume = args.resume ? decodeEncoderState(args.resume.state) : undefined;
+  if (resume && resume.offset !== args.resume?.bytes)
+    throw new ExcError('BAD_REQUEST', `checkpoint of ${output}: its state and its parts disagree`);
   const readers = await Promise.all(inputs.map((name) => RFileReader.open(store, name, { signal })));
   const stats: MergeStats = { entriesRead: 0 };
   const encoder = new RFileEncoder(output, {
     blockSize: args.blockSize,
+    indexBlockSize: args.indexBlockSize,
     compression: args.compression,
+    ...(resume ? { resume } : {}),
   });
+  const resumedBytes = resume?.offset ?? 0;
   const progress = (): CompactionProgress => ({
     entriesRead: stats.entriesRead,
     entriesWritten: encoder.entries,
@@ -70,26 +95,44 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
     bytesWritten: encoder.offset,
   });
 
+  // Resumed: each input from the first cell after the checkpoint's last key. The stack decides cell by
+  // cell, so the cells after it come out exactly as they would have.
+  const after = resume ? decodeKeyRecord(resume.lastKey) : undefined;
   const merged = iteratorStackBatches(
-    readers.map((r) => r.scanBatches({}, { signal })),
+    readers.map((r) =>
+      after
+        ? cellsAfter(r.scanBatches({ startRow: after.row }, { signal }), after)
+        : r.scanBatches({}, { signal }),
+    ),
     settings,
     { stats, signal, ops: BLOCK_ENTRY_OPS },
   );
   const batches = withProgress(merged, progress, args.onProgress, args.progressEveryMs ?? 1_000);
   try {
-    // Look at the first batch before creating anything: an empty result writes no file.
+    // Look at the first batch before creating anything: an empty result writes no file. (A checkpoint is
+    // taken only before an entry, so a resumed run always has one.)
     let first = await batches.next();
     while (!first.done && first.value.length === 0) first = await batches.next();
-    if (first.done) {
+    if (first.done && !resume) {
       args.onProgress?.(progress());
-      return { ...progress(), empty: true, output: null };
+      return { ...progress(), empty: true, output: null, resumedBytes, parts: [] };
     }
-    const { size } = await store.write(output, encoder.encode(prepend(first.value, batches), signal), {
-      signal,
-    });
+    const rest = first.done ? batches : prepend(first.value, batches);
+    let size: number;
+    let parts: PartRef[] = [];
+    if (args.checkpoints || args.resume) {
+      const checkpoints = args.checkpoints ?? {
+        everyBytes: DEFAULT_CHECKPOINT_BYTES,
+        everyMs: DEFAULT_CHECKPOINT_MS,
+      };
+      ({ parts } = await writeParts(store, output, encoder, rest, checkpoints, args.resume, signal));
+      size = await composeParts(store, output, parts, signal);
+    } else {
+      ({ size } = await store.write(output, encoder.encode(rest, signal), { signal }));
+    }
     const summary = encoder.summary(size);
     args.onProgress?.(progress());
-    return { ...progress(), empty: false, output: summary };
+    return { ...progress(), empty: false, output: summary, resumedBytes, parts };
   } finally {
     // Releases the input streams even if the store failed before it read the body.
     await batches.return(undefined);
@@ -151,6 +194,27 @@ async function* withProgress(
     }
     yield batch;
   }
+}
+
+/** The batches' entries whose cell comes after `last`'s (the sources are sorted). */
+async function* cellsAfter<T extends Entry>(batches: AsyncGenerator<T[]>, last: Key): AsyncGenerator<T[]> {
+  let skipping = true;
+  for await (let batch of batches) {
+    if (skipping) {
+      let i = 0;
+      while (i < batch.length && compareCells(batch[i]!.key, last) <= 0) i++;
+      if (i === batch.length) continue;
+      batch = batch.slice(i);
+      skipping = false;
+    }
+    yield batch;
+  }
+}
+
+function compareCells(a: Key, b: Key): number {
+  return (
+    compareBytes(a.row, b.row) || compareBytes(a.family, b.family) || compareBytes(a.qualifier, b.qualifier)
+  );
 }
 
 async function* prepend<T>(first: T, rest: AsyncIterator<T>): AsyncGenerator<T> {

@@ -5,6 +5,7 @@
  * - object-store.ts (+ local.ts, s3.ts, memory.ts): where files live, behind one small interface;
  * - rfile/: the sorted file format (grammar in rfile/codec.ts), its streaming writer and reader;
  * - iterators/: k-way merge and the compaction iterator stack (rules in iterators/stack.ts);
+ * - parts.ts: checkpointed output (a compaction's file as finished parts, resumable);
  * - compaction.ts: compactFiles and scanFiles, the entry points the compactor and tablet server use.
  */
 export * from './key.js';
@@ -35,6 +36,15 @@ export {
   type Compression,
 } from './rfile/compression.js';
 export { RFileReader, type ScanOptions } from './rfile/reader.js';
+export {
+  DEFAULT_CHECKPOINT_BYTES,
+  DEFAULT_CHECKPOINT_MS,
+  isPartName,
+  partName,
+  type Checkpoint,
+  type CheckpointOptions,
+  type PartRef,
+} from './parts.js';
 export { FORMAT_VERSION, MAGIC } from './rfile/codec.js';
 export { BlockEntry, plainEntry } from './rfile/block-entry.js';
 export { BLOCK_ENTRY_OPS, ENTRY_OPS, entryOrder, sameEntryCell, type EntryOps } from './order.js';

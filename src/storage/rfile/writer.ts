@@ -7,7 +7,7 @@
  */
 import { ExcError } from '../../errors.js';
 import { batchesOf, type BatchSource, type EntrySource } from '../batches.js';
-import { formatKey, isValidTimestamp, type Entry, type Key } from '../key.js';
+import { formatKey, isValidTimestamp, sameCell, type Entry, type Key } from '../key.js';
 import type { ObjectStore } from '../object-store.js';
 import { entryOrder } from '../order.js';
 import { BlockEntry } from './block-entry.js';
@@ -20,7 +20,6 @@ import {
   encodeKeyRecord,
   entrySize,
   indexRecordSize,
-  KIND_DATA,
   KIND_INDEX,
   MAX_BLOCK_BYTES,
   writeBlockHeader,
@@ -28,9 +27,17 @@ import {
   writeIndexRecord,
   type EncodedIndexRecord,
 } from './codec.js';
+import { decodeKeyRecord, type EncoderState } from './encoder-state.js';
+import { copyKey, dataHeader, grow, positive } from './encoder-util.js';
+
+export { copyKey } from './encoder-util.js';
 import { codecOf, compressSync, deflateBlock, DEFAULT_COMPRESSION, type Compression } from './compression.js';
 
 export type { Compression } from './compression.js';
+export type { EncoderState } from './encoder-state.js';
+
+/** What {@link RFileEncoder.encodeMarked} yields: bytes of the file, and the checkpoints asked for. */
+export type EncodedChunk = Buffer | EncoderState;
 
 export interface RFileWriteOptions {
   /** Target uncompressed size of a data block. Default 64 KiB. A single larger entry gets a block of its own. */
@@ -43,6 +50,8 @@ export interface RFileWriteOptions {
    */
   compression?: Compression;
   signal?: AbortSignal;
+  /** Go on from a checkpoint (encoder-state.ts): the file's first `resume.offset` bytes exist elsewhere. */
+  resume?: EncoderState;
 }
 
 export interface FileSummary {
@@ -93,6 +102,7 @@ interface PendingBlock {
   done: Promise<{ chunks: Buffer[]; length: number }>;
   count: number;
   lastKey: Buffer;
+  boundary: boolean;
 }
 
 /** Turns sorted entries into the bytes of one file. Single use. */
@@ -115,8 +125,12 @@ export class RFileEncoder {
   private readonly root: EncodedIndexRecord[] = [];
 
   private readonly pending: PendingBlock[] = [];
-  private out: Buffer[] = [];
+  private out: EncodedChunk[] = [];
   private placedDataBlocks = 0;
+  private placedEntries = 0;
+  /** Offset from which the next block placed that ends a cell is followed by a checkpoint. */
+  private cutAt = Infinity;
+  private cutEvery = Infinity;
 
   /** Entries accepted so far. */
   entries = 0;
@@ -135,10 +149,45 @@ export class RFileEncoder {
     // are, should not cost two 64 KiB allocations.
     this.block = Buffer.allocUnsafe(Math.min(BLOCK_HEADER_SIZE + this.blockSize, FIRST_BUFFER));
     this.index = Buffer.allocUnsafe(FIRST_BUFFER);
+    if (options.resume) this.restore(options.resume);
+  }
+
+  private restore(s: EncoderState): void {
+    this.offset = s.offset;
+    this.entries = this.placedEntries = s.entries;
+    this.sealedDataBlocks = this.placedDataBlocks = s.blocks;
+    this.firstKey = decodeKeyRecord(s.firstKey);
+    // Only its key matters: the next entry is in a later cell, so the order check never reaches values.
+    this.last = { key: decodeKeyRecord(s.lastKey), value: Buffer.alloc(0) };
+    this.index = Buffer.allocUnsafe(BLOCK_HEADER_SIZE + Math.max(s.index.length, this.indexBlockSize) + 1024);
+    this.indexPos = BLOCK_HEADER_SIZE + s.index.copy(this.index, BLOCK_HEADER_SIZE);
+    this.indexCount = s.indexCount;
+    this.indexLastKey = s.indexLastKey;
+    this.root.push(...s.root);
+  }
+
+  /**
+   * Asks for a checkpoint: the first data block placed that ends a cell and ends at or after byte `offset`
+   * of the file is followed, in {@link encodeMarked}'s output, by the encoder's state right after it.
+   * A checkpoint never changes the file's bytes.
+   */
+  requestCheckpoint(offset = 0): void {
+    this.cutAt = offset;
+  }
+
+  /** Asks for a checkpoint about every `bytes` bytes of the file ({@link requestCheckpoint}). */
+  checkpointEvery(bytes: number): void {
+    this.cutEvery = bytes;
+    this.cutAt = this.offset + bytes;
   }
 
   /** The file's bytes, as the batches are consumed. */
   async *encode(batches: BatchSource, signal?: AbortSignal): AsyncGenerator<Buffer> {
+    for await (const chunk of this.encodeMarked(batches, signal)) if (Buffer.isBuffer(chunk)) yield chunk;
+  }
+
+  /** {@link encode}, with the checkpoints asked for ({@link requestCheckpoint}) where they fall. */
+  async *encodeMarked(batches: BatchSource, signal?: AbortSignal): AsyncGenerator<EncodedChunk> {
     for await (const batch of batches) {
       signal?.throwIfAborted();
       for (let i = 0; i < batch.length; i++) this.add(batch[i]!);
@@ -146,7 +195,8 @@ export class RFileEncoder {
       if (this.out.length > 0) yield* this.takeOutput();
     }
     signal?.throwIfAborted();
-    if (this.count > 0) this.sealDataBlock();
+    this.cutAt = Infinity;
+    if (this.count > 0) this.sealDataBlock(false);
     while (this.pending.length > 0) await this.placeOldestPending();
     if (this.indexCount > 0) this.sealIndexBlock();
     const footer = encodeFooter({
@@ -194,7 +244,8 @@ export class RFileEncoder {
         `writing ${this.file}: entry ${formatKey(e.key)} is larger than ${MAX_BLOCK_BYTES} bytes`,
       );
     }
-    if (this.count > 0 && this.pos - BLOCK_HEADER_SIZE + size > this.blockSize) this.sealDataBlock();
+    if (this.count > 0 && this.pos - BLOCK_HEADER_SIZE + size > this.blockSize)
+      this.sealDataBlock(!sameCell(this.last!.key, e.key));
     if (this.pos + size > this.block.length) this.block = grow(this.block, this.pos, this.pos + size);
     if (isBlockEntry) {
       // Same format version: the encoded bytes are the encoding.
@@ -226,7 +277,8 @@ export class RFileEncoder {
     }
   }
 
-  private sealDataBlock(): void {
+  /** `boundary`: the block's last entry ends a cell (a checkpoint may follow it). */
+  private sealDataBlock(boundary: boolean): void {
     const rawLength = this.pos - BLOCK_HEADER_SIZE;
     const number = this.sealedDataBlocks++;
     const count = this.count;
@@ -235,7 +287,15 @@ export class RFileEncoder {
     const payload = block.subarray(BLOCK_HEADER_SIZE, this.pos);
     let reusable = false;
     if (this.codec === CODEC_NONE) {
-      this.placeStoredBlock(block.subarray(0, this.pos), payload, number, rawLength, count, lastKey);
+      this.placeStoredBlock(
+        block.subarray(0, this.pos),
+        payload,
+        number,
+        rawLength,
+        count,
+        lastKey,
+        boundary,
+      );
     } else if (this.codec === CODEC_DEFLATE) {
       const done = deflateBlock(payload).then((compressed) => {
         const header = Buffer.allocUnsafe(BLOCK_HEADER_SIZE);
@@ -247,17 +307,31 @@ export class RFileEncoder {
       });
       // Awaited in order by placeOldestPending; until then a failure must not be an unhandled rejection.
       done.catch(() => undefined);
-      this.pending.push({ done, count, lastKey });
+      this.pending.push({ done, count, lastKey, boundary });
     } else {
       const compressed = compressSync(this.codec, payload);
       if (compressed.length < rawLength) {
         // The compressed bytes are a new Buffer: the block buffer can take the next block.
         const header = Buffer.allocUnsafe(BLOCK_HEADER_SIZE);
         writeBlockHeader(header, 0, dataHeader(this.codec, number, compressed, rawLength, count));
-        this.placeDataBlock([header, compressed], BLOCK_HEADER_SIZE + compressed.length, count, lastKey);
+        this.placeDataBlock(
+          [header, compressed],
+          BLOCK_HEADER_SIZE + compressed.length,
+          count,
+          lastKey,
+          boundary,
+        );
         reusable = true;
       } else {
-        this.placeStoredBlock(block.subarray(0, this.pos), payload, number, rawLength, count, lastKey);
+        this.placeStoredBlock(
+          block.subarray(0, this.pos),
+          payload,
+          number,
+          rawLength,
+          count,
+          lastKey,
+          boundary,
+        );
       }
     }
     // A block handed out as is belongs to the output now; the next block needs a buffer of its own.
@@ -276,23 +350,31 @@ export class RFileEncoder {
     rawLength: number,
     count: number,
     lastKey: Buffer,
+    boundary: boolean,
   ): void {
     writeBlockHeader(block, 0, dataHeader(CODEC_NONE, number, payload, rawLength, count));
-    this.placeDataBlock([block], block.length, count, lastKey);
+    this.placeDataBlock([block], block.length, count, lastKey, boundary);
   }
 
   private async placeOldestPending(): Promise<void> {
     const p = this.pending.shift()!;
     const { chunks, length } = await p.done;
-    this.placeDataBlock(chunks, length, p.count, p.lastKey);
+    this.placeDataBlock(chunks, length, p.count, p.lastKey, p.boundary);
   }
 
   /** Gives a finished data block its offset and its record in the current index block. */
-  private placeDataBlock(chunks: Buffer[], length: number, count: number, lastKey: Buffer): void {
+  private placeDataBlock(
+    chunks: Buffer[],
+    length: number,
+    count: number,
+    lastKey: Buffer,
+    boundary: boolean,
+  ): void {
     const record = { offset: this.offset, length, count, lastKey };
     this.out.push(...chunks);
     this.offset += length;
     this.placedDataBlocks++;
+    this.placedEntries += count;
     const size = indexRecordSize(record);
     if (this.indexPos + size > this.index.length)
       this.index = grow(this.index, this.indexPos, this.indexPos + size);
@@ -300,6 +382,22 @@ export class RFileEncoder {
     this.indexCount++;
     this.indexLastKey = lastKey;
     if (this.indexPos - BLOCK_HEADER_SIZE >= this.indexBlockSize) this.sealIndexBlock();
+    // Blocks sealed after this one (pending deflates, the block being filled) hold only entries of later
+    // cells: a run resumed from here rebuilds them from the inputs, byte for byte.
+    if (boundary && this.offset >= this.cutAt && this.firstKey) {
+      this.cutAt = this.offset + this.cutEvery;
+      this.out.push({
+        offset: this.offset,
+        entries: this.placedEntries,
+        blocks: this.placedDataBlocks,
+        firstKey: encodeKeyRecord(this.firstKey),
+        lastKey,
+        index: Buffer.from(this.index.subarray(BLOCK_HEADER_SIZE, this.indexPos)),
+        indexCount: this.indexCount,
+        indexLastKey: this.indexLastKey,
+        root: [...this.root],
+      });
+    }
   }
 
   private sealIndexBlock(): void {
@@ -326,45 +424,9 @@ export class RFileEncoder {
     this.indexCount = 0;
   }
 
-  private takeOutput(): Buffer[] {
+  private takeOutput(): EncodedChunk[] {
     const out = this.out;
     this.out = [];
     return out;
   }
-}
-
-function dataHeader(codec: number, number: number, stored: Buffer, rawLength: number, count: number) {
-  return {
-    kind: KIND_DATA,
-    codec,
-    number,
-    storedLength: stored.length,
-    rawLength,
-    count,
-    payloadCrc: crc32(stored),
-  };
-}
-
-function positive(n: number, what: string): number {
-  if (!Number.isSafeInteger(n) || n < 1 || n > MAX_BLOCK_BYTES) {
-    throw new ExcError('BAD_REQUEST', `${what} must be an integer in [1, ${MAX_BLOCK_BYTES}], got ${n}`);
-  }
-  return n;
-}
-
-function grow(buf: Buffer, used: number, needed: number): Buffer {
-  const bigger = Buffer.allocUnsafe(Math.max(needed, buf.length * 2));
-  buf.copy(bigger, 0, 0, used);
-  return bigger;
-}
-
-/** A key that owns its bytes (does not keep a whole block alive). */
-export function copyKey(k: Key): Key {
-  return {
-    row: Buffer.from(k.row),
-    family: Buffer.from(k.family),
-    qualifier: Buffer.from(k.qualifier),
-    timestamp: k.timestamp,
-    deleted: k.deleted,
-  };
 }

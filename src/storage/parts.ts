@@ -1,0 +1,141 @@
+/**
+ * Checkpointed output: a compaction's file written as a sequence of finished parts, so that a compactor
+ * that dies keeps what it wrote and the next one goes on from the last checkpoint (DESIGN.md, "Resume").
+ *
+ * Each part is an object of its own, written atomically by the store (a part exists complete or not at
+ * all), named after the attempt's output: `<output>.part<NNNNN>`. Every output name is fresh (a ULID) for
+ * each reservation, so an attempt only ever writes names no other attempt writes: a zombie (an attempt
+ * whose job was resumed by someone else) can write parts nobody reads, never the new owner's.
+ *
+ * A part ends only at a checkpoint of the encoder (writer.ts: right after a data block that ends a cell),
+ * and only once it holds `everyBytes` or has been open for `everyMs`: the metadata store sees one write
+ * per checkpoint, whatever the block size. The checkpoint — the parts so far, the bytes in them and the
+ * encoder's state — is handed to `onCheckpoint` once its last part is durable. The file is the parts
+ * concatenated; {@link composeParts} writes it under its name when the compaction ends.
+ */
+import { ExcError } from '../errors.js';
+import type { BatchSource } from './batches.js';
+import type { ObjectStore } from './object-store.js';
+import { encodeEncoderState } from './rfile/encoder-state.js';
+import type { EncoderState, RFileEncoder } from './rfile/writer.js';
+
+export interface PartRef {
+  name: string;
+  size: number;
+}
+
+/** A checkpoint of a compaction's output: what a resumed attempt starts from. */
+export interface Checkpoint {
+  /** The parts holding the file's first `bytes` bytes, in order. */
+  parts: PartRef[];
+  bytes: number;
+  /** The encoder's state after those bytes (encoder-state.ts). */
+  state: string;
+}
+
+export interface CheckpointOptions {
+  /** End a part (and checkpoint) once it holds this many bytes. */
+  everyBytes: number;
+  /** … or once it has been open this long. */
+  everyMs: number;
+  /** Called with each checkpoint once its parts are durable. */
+  onCheckpoint?: (cp: Checkpoint) => void;
+}
+
+/** 64 MB or 30 s, whichever comes first. */
+export const DEFAULT_CHECKPOINT_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_CHECKPOINT_MS = 30_000;
+
+export function partName(output: string, n: number): string {
+  return `${output}.part${String(n).padStart(5, '0')}`;
+}
+
+/** Whether `name` is a part of a checkpointed output (the collector treats it as any other leftover). */
+export const isPartName = (name: string): boolean => /\.part\d{5,}$/.test(name);
+
+/**
+ * Writes the encoder's output as parts after those of `resume` (if any), checkpointing as it goes.
+ * Resolves the parts of the whole file and its size.
+ */
+export async function writeParts(
+  store: ObjectStore,
+  output: string,
+  encoder: RFileEncoder,
+  batches: BatchSource,
+  options: CheckpointOptions,
+  resume: Checkpoint | undefined,
+  signal?: AbortSignal,
+): Promise<{ parts: PartRef[]; size: number }> {
+  const parts = [...(resume?.parts ?? [])];
+  let written = resume?.bytes ?? 0;
+  const chunks = encoder.encodeMarked(batches, signal)[Symbol.asyncIterator]();
+  let finished = false;
+  encoder.checkpointEvery(options.everyBytes);
+  try {
+    while (!finished) {
+      const name = partName(output, parts.length);
+      const opened = Date.now();
+      let size = 0;
+      let cut: EncoderState | undefined;
+      const body = async function* (): AsyncGenerator<Buffer> {
+        for (;;) {
+          const r = await chunks.next();
+          if (r.done) {
+            finished = true;
+            return;
+          }
+          if (!Buffer.isBuffer(r.value)) {
+            cut = r.value;
+            return;
+          }
+          size += r.value.length;
+          yield r.value;
+          if (size >= options.everyBytes || Date.now() - opened >= options.everyMs)
+            encoder.requestCheckpoint();
+        }
+      };
+      const stored = await store.write(name, body(), { signal });
+      if (stored.size !== size) {
+        throw new ExcError('INTERNAL', `part ${name}: the store wrote ${stored.size} bytes of ${size}`);
+      }
+      parts.push({ name, size });
+      written += size;
+      if (cut) {
+        if (cut.offset !== written) {
+          throw new ExcError(
+            'INTERNAL',
+            `checkpoint of ${output} at ${cut.offset} bytes, parts hold ${written}`,
+          );
+        }
+        options.onCheckpoint?.({ parts: [...parts], bytes: written, state: encodeEncoderState(cut) });
+      }
+    }
+  } finally {
+    await chunks.return?.(undefined);
+  }
+  return { parts, size: written };
+}
+
+/** Writes `output` as the concatenation of `parts` (atomic, like every write). */
+export async function composeParts(
+  store: ObjectStore,
+  output: string,
+  parts: readonly PartRef[],
+  signal?: AbortSignal,
+): Promise<number> {
+  const body = async function* (): AsyncGenerator<Buffer> {
+    for (const part of parts) {
+      let got = 0;
+      for await (const chunk of store.readStream(part.name, { signal })) {
+        got += chunk.length;
+        yield chunk;
+      }
+      if (got !== part.size) {
+        throw new ExcError('CORRUPT_FILE', `part ${part.name} is ${got} bytes, not ${part.size}`, {
+          details: { file: part.name },
+        });
+      }
+    }
+  };
+  return (await store.write(output, body(), { signal })).size;
+}

@@ -1,0 +1,116 @@
+/**
+ * The state of an RFile encoder at a checkpoint: everything it needs to go on writing a file whose first
+ * `offset` bytes are already durable elsewhere (the parts of a checkpointed compaction, ../parts.ts), and
+ * produce the very bytes it would have produced without stopping.
+ *
+ * A checkpoint is only ever taken right after a data block was placed whose last entry ends a cell (the
+ * next entry is in another row, family or qualifier) and with no other block sealed yet: the encoder then
+ * holds no entry of its own, and what follows is exactly the entries of the cells after that last key.
+ *
+ * Grammar (JSON, so it can be read in the metadata store; binary fields base64 of the RFile encodings of
+ * codec.ts):
+ *
+ *   State := { "v": 1, "offset": int, "entries": int, "blocks": int,
+ *              "firstKey": KeyRecord, "lastKey": KeyRecord,
+ *              "index": bytes, "indexCount": int, "indexLastKey": KeyRecord | null,
+ *              "root": [ [offset, length, count, KeyRecord] ... ] }
+ *     offset      bytes of the file written so far (data blocks and sealed index blocks)
+ *     entries     entries in them; blocks: data blocks in them (the next one is numbered `blocks`)
+ *     firstKey    the file's first key; lastKey: the last key written (it ends a cell)
+ *     index       the payload of the index block being filled (IndexRecord*), indexCount records
+ *     root        the records of the index blocks already sealed
+ */
+import { z } from 'zod';
+import { ExcError } from '../../errors.js';
+import type { Key } from '../key.js';
+import { ByteReader, readKeyRecord, type EncodedIndexRecord } from './codec.js';
+
+export interface EncoderState {
+  offset: number;
+  entries: number;
+  blocks: number;
+  /** Encoded (KeyRecord) first key of the file. */
+  firstKey: Buffer;
+  /** Encoded (KeyRecord) last key written: it ends a cell. */
+  lastKey: Buffer;
+  /** Payload of the index block being filled. */
+  index: Buffer;
+  indexCount: number;
+  /** Encoded last key of the index block being filled (null when it is empty). */
+  indexLastKey: Buffer | null;
+  root: EncodedIndexRecord[];
+}
+
+const int = z.number().int().nonnegative();
+const b64 = z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/);
+const stateSchema = z.object({
+  v: z.literal(1),
+  offset: int,
+  entries: int,
+  blocks: int,
+  firstKey: b64,
+  lastKey: b64,
+  index: b64,
+  indexCount: int,
+  indexLastKey: b64.nullable(),
+  root: z.array(z.tuple([int, int, int, b64])),
+});
+
+export function encodeEncoderState(s: EncoderState): string {
+  return JSON.stringify({
+    v: 1,
+    offset: s.offset,
+    entries: s.entries,
+    blocks: s.blocks,
+    firstKey: s.firstKey.toString('base64'),
+    lastKey: s.lastKey.toString('base64'),
+    index: s.index.toString('base64'),
+    indexCount: s.indexCount,
+    indexLastKey: s.indexLastKey?.toString('base64') ?? null,
+    root: s.root.map((r) => [r.offset, r.length, r.count, r.lastKey.toString('base64')]),
+  });
+}
+
+/** BAD_REQUEST when `text` is not a state this version wrote. */
+export function decodeEncoderState(text: string): EncoderState {
+  let parsed: z.infer<typeof stateSchema>;
+  try {
+    parsed = stateSchema.parse(JSON.parse(text));
+  } catch (err) {
+    throw new ExcError('BAD_REQUEST', `malformed checkpoint state: ${(err as Error).message.slice(0, 200)}`);
+  }
+  return {
+    offset: parsed.offset,
+    entries: parsed.entries,
+    blocks: parsed.blocks,
+    firstKey: keyRecord(parsed.firstKey),
+    lastKey: keyRecord(parsed.lastKey),
+    index: Buffer.from(parsed.index, 'base64'),
+    indexCount: parsed.indexCount,
+    indexLastKey: parsed.indexLastKey === null ? null : Buffer.from(parsed.indexLastKey, 'base64'),
+    root: parsed.root.map(([offset, length, count, key]) => ({
+      offset,
+      length,
+      count,
+      lastKey: Buffer.from(key, 'base64'),
+    })),
+  };
+}
+
+/** Decodes a KeyRecord (FormatError when malformed). */
+export function decodeKeyRecord(buf: Buffer): Key {
+  const r = new ByteReader(buf);
+  const key = readKeyRecord(r);
+  if (r.remaining !== 0) throw new ExcError('BAD_REQUEST', 'malformed checkpoint state: trailing key bytes');
+  return key;
+}
+
+function keyRecord(text: string): Buffer {
+  const buf = Buffer.from(text, 'base64');
+  try {
+    decodeKeyRecord(buf);
+  } catch (err) {
+    throw new ExcError('BAD_REQUEST', `malformed checkpoint state: ${(err as Error).message}`);
+  }
+  return buf;
+}
