@@ -181,6 +181,18 @@ export const SETTINGS = {
     300_000,
     'A tablet server cancels a reservation whose compactor reported no progress for this long (0: never).',
   ),
+  checkpointBytes: setting(
+    'EXC_CHECKPOINT_BYTES',
+    int(1, 2 ** 40),
+    64 * 1024 * 1024,
+    'Compactions with at least this much input write their output as checkpointed parts, one about every this many bytes, and tablet servers record a checkpoint at most every this many bytes of output: a compactor that dies loses no more than this (the next one resumes).',
+  ),
+  checkpointMs: setting(
+    'EXC_CHECKPOINT_MS',
+    int(100, 86_400_000),
+    30_000,
+    'A checkpointed compaction also checkpoints after this long, and tablet servers record a checkpoint at least this long after the last one (whichever of bytes or time comes first).',
+  ),
   rpcTimeoutMs: setting('EXC_RPC_TIMEOUT_MS', int(10, 600_000), 10_000, 'Timeout of one outgoing RPC.'),
   managerFailoverMs: setting(
     'EXC_MANAGER_FAILOVER_MS',

@@ -159,3 +159,41 @@ export function rpcTiming(registry: Registry): (route: string, seconds: number) 
   });
   return (route, seconds) => histogram.observe({ route }, seconds);
 }
+
+/**
+ * Checkpoints and resumes of a compactor's jobs (DESIGN.md, "Resume"): jobs that went on from an earlier
+ * attempt's checkpoint, the output bytes they did not have to write again, and checkpoints taken.
+ */
+export function resumeMetrics(
+  registry: Registry,
+  queue: string,
+): { resumed: (bytes: number) => void; checkpointed: () => void } {
+  const resumed = new Counter({
+    name: 'excompact_compactions_resumed_total',
+    help: "Compactions this compactor resumed from an earlier attempt's checkpoint, by queue",
+    labelNames: ['queue'],
+    registers: [registry],
+  });
+  const kept = new Counter({
+    name: 'excompact_compaction_resumed_bytes_total',
+    help: 'Output bytes that resumed compactions took from checkpoints instead of writing again, by queue',
+    labelNames: ['queue'],
+    registers: [registry],
+  });
+  const checkpoints = new Counter({
+    name: 'excompact_compaction_checkpoints_total',
+    help: 'Checkpoints taken by this compactor (parts made durable and reported), by queue',
+    labelNames: ['queue'],
+    registers: [registry],
+  });
+  resumed.inc({ queue }, 0);
+  kept.inc({ queue }, 0);
+  checkpoints.inc({ queue }, 0);
+  return {
+    resumed: (bytes) => {
+      resumed.inc({ queue });
+      kept.inc({ queue }, bytes);
+    },
+    checkpointed: () => checkpoints.inc({ queue }),
+  };
+}

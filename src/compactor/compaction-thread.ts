@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ExcError, type ErrorCode, type ErrorDetails } from '../errors.js';
 import type {
+  Checkpoint,
   CompactFilesArgs,
   CompactionProgress,
   CompactionResult,
@@ -26,6 +27,7 @@ const STOP_GRACE_MS = 2_000;
 
 type Message =
   | { type: 'progress'; progress: CompactionProgress }
+  | { type: 'checkpoint'; checkpoint: Checkpoint }
   | { type: 'done'; result: CompactionResult }
   | { type: 'failed'; error: { code: ErrorCode; message: string; details: ErrorDetails } };
 
@@ -68,6 +70,11 @@ export function compactInThread(store: StoreSettings, args: CompactFilesArgs): P
       progressEveryMs: args.progressEveryMs,
       blockSize: args.blockSize,
       compression: args.compression,
+      ...(args.resume ? { resume: args.resume } : {}),
+      // The callback stays here: the thread posts each checkpoint back.
+      ...(args.checkpoints
+        ? { checkpoints: { everyBytes: args.checkpoints.everyBytes, everyMs: args.checkpoints.everyMs } }
+        : {}),
     },
   };
   const worker = startWorker(input);
@@ -99,6 +106,7 @@ export function compactInThread(store: StoreSettings, args: CompactFilesArgs): P
     signal?.addEventListener('abort', onAbort, { once: true });
     worker.on('message', (m: Message) => {
       if (m.type === 'progress') onProgress?.(m.progress);
+      else if (m.type === 'checkpoint') args.checkpoints?.onCheckpoint?.(m.checkpoint);
       else if (m.type === 'done') settle(() => resolve(m.result));
       else
         settle(() =>

@@ -2,7 +2,8 @@
  * A worker thread that runs one compaction (compaction-thread.ts starts it): it opens the object store
  * from its settings, runs compactFiles, and posts progress, then the result or the error.
  *
- * Messages: in, `{ type: 'abort', reason }`; out, `{ type: 'progress', progress }`, then exactly one
+ * Messages: in, `{ type: 'abort', reason }`; out, `{ type: 'progress', progress }` and
+ * `{ type: 'checkpoint', checkpoint }` (checkpointed output, storage/parts.ts), then exactly one
  * `{ type: 'done', result }` or `{ type: 'failed', error: { code, message, details } }`.
  */
 import { parentPort, workerData } from 'node:worker_threads';
@@ -34,6 +35,14 @@ try {
     store,
     signal: abort.signal,
     onProgress: (progress) => port.postMessage({ type: 'progress', progress }),
+    ...(input.args.checkpoints
+      ? {
+          checkpoints: {
+            ...input.args.checkpoints,
+            onCheckpoint: (checkpoint) => port.postMessage({ type: 'checkpoint', checkpoint }),
+          },
+        }
+      : {}),
   });
   port.postMessage({ type: 'done', result });
 } catch (err) {

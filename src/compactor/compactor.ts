@@ -22,7 +22,14 @@ import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { MetaClient } from '../meta/client.js';
-import { compactionMetrics, counterOf, createRegistry, gaugeOf, zkSessionGauge } from '../metrics.js';
+import {
+  compactionMetrics,
+  counterOf,
+  createRegistry,
+  gaugeOf,
+  resumeMetrics,
+  zkSessionGauge,
+} from '../metrics.js';
 import { advertisedAddress } from '../net.js';
 import { PeerClients } from '../rpc/peers.js';
 import {
@@ -35,7 +42,13 @@ import {
 } from '../process.js';
 import type { RpcServer } from '../rpc/server.js';
 import { backoffDelay, retry, sleep, withTimeout } from '../retry.js';
-import type { CompactFilesArgs, CompactionResult, ObjectStore } from '../storage/index.js';
+import {
+  DEFAULT_CHECKPOINT_BYTES,
+  DEFAULT_CHECKPOINT_MS,
+  type CompactFilesArgs,
+  type CompactionResult,
+  type ObjectStore,
+} from '../storage/index.js';
 import { ZkLayout, type ZkSession } from '../zk/index.js';
 import { runJob, type JobOutcome, type RunningJob } from './job-runner.js';
 import { findWork, reserve } from './find-work.js';
@@ -75,6 +88,9 @@ export interface CompactorOptions extends ServerOptions {
   graceMs: number;
   /** Progress reports to the tablet server at most this often (default 2 s). */
   progressEveryMs: number;
+  /** Jobs with this much input checkpoint their output about this often (EXC_CHECKPOINT_*). */
+  checkpointBytes?: number;
+  checkpointMs?: number;
   /** Exit code when the queue is deleted (EXC_QUEUE_GONE_EXIT_CODE; default {@link EXIT_QUEUE_DELETED}). */
   queueGoneExitCode?: number;
 }
@@ -118,6 +134,7 @@ export class Compactor extends EventEmitter<Events> {
   private statusUrl: string | undefined;
   private readonly registry = createRegistry('compactor');
   private readonly ended: ReturnType<typeof compactionMetrics>;
+  private readonly resumes: ReturnType<typeof resumeMetrics>;
 
   constructor(private readonly options: CompactorOptions) {
     super();
@@ -151,6 +168,7 @@ export class Compactor extends EventEmitter<Events> {
     gaugeOf(this.registry, 'excompact_compactor_running_jobs', 'Jobs running now', () => this.running.size);
     zkSessionGauge(this.registry, () => this.generation?.session);
     this.ended = compactionMetrics(this.registry, options.queue);
+    this.resumes = resumeMetrics(this.registry, options.queue);
     this.server.route('GET', '/status', {}, () => this.status());
   }
 
@@ -330,6 +348,11 @@ export class Compactor extends EventEmitter<Events> {
             sessionLive: () => this.generation === generation && !generation.abort.signal.aborted,
             links: generation.links,
             compact: this.options.compact,
+            checkpoint: {
+              bytes: this.options.checkpointBytes ?? DEFAULT_CHECKPOINT_BYTES,
+              ms: this.options.checkpointMs ?? DEFAULT_CHECKPOINT_MS,
+            },
+            resumes: this.resumes,
           },
           job,
           found.server,

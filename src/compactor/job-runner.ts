@@ -10,6 +10,11 @@
  * - A job that fails (a corrupt input, the object store past its retries) is reported with the error; its
  *   output, if any, is left for the garbage collector.
  * - A job stopped for shutdown is released, so another compactor can take it at once.
+ * - A job with at least `checkpoint.bytes` of input, or one resumed, writes its output as checkpointed
+ *   parts (storage/parts.ts); each checkpoint rides on the progress reports until one carrying it is
+ *   answered, and the tablet server records it in the reservation. A job reserved with a checkpoint goes
+ *   on from it. Once committed, the parts are garbage and are deleted here (the collector sweeps whatever
+ *   a crash leaves); nothing else ever deletes a part a checkpoint may name.
  */
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -22,6 +27,7 @@ import {
   type CompactFilesArgs,
   type CompactionProgress,
   type CompactionResult,
+  type Checkpoint,
   type ObjectStore,
 } from '../storage/index.js';
 import type { ReservedJob } from '../queue/protocol.js';
@@ -56,6 +62,9 @@ export interface JobRunnerDeps {
   links: Links;
   /** Runs a compaction: compactFiles in this thread by default, or on a worker thread (compaction-thread.ts). */
   compact?: (args: CompactFilesArgs) => Promise<CompactionResult>;
+  /** Checkpoint jobs with at least `bytes` of input, about every `bytes` of output or `ms`. */
+  checkpoint?: { bytes: number; ms: number };
+  resumes?: { resumed: (bytes: number) => void; checkpointed: () => void };
 }
 
 export async function runJob(
@@ -103,10 +112,18 @@ async function runLinked(
     },
   };
   onStart(running);
+  const inputBytes = job.inputs.reduce((s, i) => s + i.size, 0);
+  if (job.checkpoint) {
+    deps.resumes?.resumed(job.checkpoint.bytes);
+    log.info(
+      { resumedBytes: job.checkpoint.bytes, parts: job.checkpoint.parts.length },
+      'compaction resumed from a checkpoint',
+    );
+  }
   log.info(
     {
       inputs: job.inputs.length,
-      bytes: job.inputs.reduce((s, i) => s + i.size, 0),
+      bytes: inputBytes,
       attempt: job.attempt,
       // Whether the merge runs on a worker thread (--concurrency > 1) or on this one.
       thread: deps.compact !== undefined,
@@ -118,10 +135,20 @@ async function runLinked(
   // Reports go out on a timer, not only when the merge advances: a slow read (a throttled or struggling
   // store) must not delay learning that the reservation was cancelled. The tablet server counts only
   // reports whose figures advanced as progress, so a stuck job is still detected.
+  // The latest checkpoint goes with every report until one carrying it was answered.
+  let checkpoint: Checkpoint | undefined;
   const sendProgress = (): void => {
+    const sent = checkpoint;
     deps.peers
       .get(running.server)
-      .post('/v1/progress', { ...owned, progress: running.progress }, { attempts: 1, timeoutMs: 5_000 })
+      .post(
+        '/v1/progress',
+        { ...owned, progress: running.progress, ...(sent ? { checkpoint: sent } : {}) },
+        { attempts: 1, timeoutMs: 5_000 },
+      )
+      .then(() => {
+        if (checkpoint === sent) checkpoint = undefined;
+      })
       .catch((err: unknown) => {
         if (err instanceof ExcError && err.code === 'RESERVATION_GONE') running.stop('cancelled');
         // The tablet moved (its server died or handed it over): report to its new host from now on.
@@ -143,6 +170,18 @@ async function runLinked(
     running.progress = p;
   };
 
+  const checkpointing =
+    deps.checkpoint && (job.checkpoint || inputBytes >= deps.checkpoint.bytes)
+      ? {
+          everyBytes: deps.checkpoint.bytes,
+          everyMs: deps.checkpoint.ms,
+          onCheckpoint: (cp: Checkpoint) => {
+            checkpoint = cp;
+            deps.resumes?.checkpointed();
+            log.debug({ bytes: cp.bytes, parts: cp.parts.length }, 'checkpoint taken');
+          },
+        }
+      : undefined;
   let result: CompactionResult;
   try {
     result = await (deps.compact ?? compactFiles)({
@@ -154,6 +193,8 @@ async function runLinked(
       signal: abort.signal,
       onProgress: reportProgress,
       progressEveryMs: Math.min(1_000, deps.progressEveryMs),
+      ...(checkpointing ? { checkpoints: checkpointing } : {}),
+      ...(job.checkpoint ? { resume: job.checkpoint } : {}),
     });
   } catch (err) {
     clearInterval(ticker);
@@ -213,9 +254,18 @@ async function commit(
     try {
       await deps.peers.get(running.server).post('/v1/commit', body, { attempts: 1, timeoutMs: 30_000 });
       log.info(
-        { entriesRead: result.entriesRead, entriesWritten: result.entriesWritten, empty: result.empty },
+        {
+          entriesRead: result.entriesRead,
+          entriesWritten: result.entriesWritten,
+          empty: result.empty,
+          size: result.output?.size ?? 0,
+          // What this attempt wrote itself: all of it, unless it went on from a checkpoint.
+          bytesWritten: result.bytesWritten - result.resumedBytes,
+          resumedBytes: result.resumedBytes,
+        },
         'compaction committed',
       );
+      await deleteParts(deps.store, result, log);
       return 'committed';
     } catch (err) {
       const code = err instanceof ExcError ? err.code : undefined;
@@ -226,6 +276,7 @@ async function commit(
           (await committedInStore(deps.meta, job.tablet, job, output).catch(() => false))
         ) {
           log.info('compaction committed (confirmed from the metadata store after a lost answer)');
+          await deleteParts(deps.store, result, log);
           return 'committed';
         }
         log.info(
@@ -269,6 +320,23 @@ async function commit(
     )
     .catch((e: unknown) => log.warn({ err: describeError(e) }, 'could not report the failed commit'));
   return 'failed';
+}
+
+/**
+ * After the commit, the parts the output was composed of are garbage: the reservation naming them is gone.
+ * Best effort — the collector's sweep deletes what is left.
+ */
+async function deleteParts(store: ObjectStore, result: CompactionResult, log: Logger): Promise<void> {
+  for (const part of result.parts) {
+    await store
+      .delete(part.name)
+      .catch((err: unknown) =>
+        log.debug(
+          { part: part.name, err: describeError(err) },
+          'could not delete a part; the collector will',
+        ),
+      );
+  }
 }
 
 /** Whether the metadata store shows the job committed: its inputs replaced by its output. */

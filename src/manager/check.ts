@@ -28,7 +28,7 @@
 import { parseQueueRow, queueEntryTablet } from '../meta/keys.js';
 import type { CheckReport as GenericCheckReport, ProblemList, Severity } from '../meta/check-view.js';
 import type { TableConfig } from '../meta/table-config.js';
-import type { TabletMeta } from '../meta/tablet.js';
+import { checkpointParts, type TabletMeta } from '../meta/tablet.js';
 import type { QueueInfo } from '../queue/registry.js';
 import { tabletDemand } from '../queue/tablet-plan.js';
 import type { TemporaryInfo } from '../storage/object-store.js';
@@ -197,7 +197,7 @@ function checkQueues(input: CheckInput): Pick<Found, 'queueEntriesWithoutWork' |
   return { queueEntriesWithoutWork: withoutWork, workMissingFromQueue: missing };
 }
 
-/** Everything a tablet references: its files, and its reservations' inputs and outputs. */
+/** Everything a tablet references: its files, its reservations' inputs and outputs, its checkpoints' parts. */
 function referencedFiles(tablets: readonly TabletMeta[]): Set<string> {
   const out = new Set<string>();
   for (const t of tablets) {
@@ -206,6 +206,7 @@ function referencedFiles(tablets: readonly TabletMeta[]): Set<string> {
       out.add(r.output);
       for (const f of r.inputs) out.add(f);
     }
+    for (const part of checkpointParts(t)) out.add(part);
   }
   return out;
 }

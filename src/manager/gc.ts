@@ -2,11 +2,13 @@
  * Garbage collection of tablet files.
  *
  * A file may be deleted only when no tablet references it: not as one of its files, nor as an input or the
- * output of one of its reservations. Two sources of garbage:
+ * output of one of its reservations, nor as a part of a checkpoint (one a reservation holds, or one kept
+ * for a requeued job: DESIGN.md, "Resume"). Two sources of garbage:
  *   - `~del:<path>` rows, written when a commit replaces inputs, when a reservation is cancelled (its
  *     output), and when a table is deleted. Once the row is older than the grace period and the file is
  *     unreferenced, the file is deleted, then the row.
- *   - leftovers of crashes (an ingest or a compaction output written but never added): a sweep lists the
+ *   - leftovers of crashes (an ingest or a compaction output written but never added, the parts of a
+ *     checkpointed output that no checkpoint names any more): a sweep lists the
  *     store under `tables/` and deletes unreferenced files last modified longer ago than the grace period.
  *     A listing reads every object's name, so it runs far less often than the collection of `~del` rows
  *     (`EXC_GC_SWEEP_INTERVAL_MS`, and on every cycle run on request): leftovers are rare, replaced files
@@ -35,6 +37,7 @@ import { ALL_TABLETS } from '../meta/keys.js';
 import { DONE_PREFIX } from '../meta/outcomes.js';
 import { UCOMP_PREFIX } from '../meta/user-compactions.js';
 import { TABLES_PREFIX } from '../meta/paths.js';
+import { checkpointParts } from '../meta/tablet.js';
 import { ulidTime } from '../ids.js';
 import { scanRows, type MetaBackend } from '../meta/backend.js';
 import type { TemporaryInfo } from '../storage/object-store.js';
@@ -384,6 +387,7 @@ export class GarbageCollector {
         referenced.add(r.output);
         for (const input of r.inputs) referenced.add(input);
       }
+      for (const part of checkpointParts(tablet)) referenced.add(part);
     }
     return referenced;
   }

@@ -9,6 +9,8 @@
  *   compact:<id>    JSON user compaction request
  *   selected        JSON {@link Selection}: the files the tablet's next user compaction will rewrite and
  *                   the requests it satisfies (coalesced: consecutive requests with the same filters)
+ *   resume:<key>    JSON {@link Resume}: the last checkpoint of a job whose compactor died, kept with the
+ *                   requeued job (key: {@link failureKey} of its inputs) for the next attempt to go on from
  *   progress:<ecid> JSON progress of a reservation, as last reported by its compactor (throttled)
  *   failed:<key>    JSON { inputs, attempts, lastError, parked }: failures of a job over a set of files
  *   queued:<qid>    the ~cq row this tablet currently has in queue <qid> (to move or delete it atomically)
@@ -41,6 +43,7 @@ export const FAILED_PREFIX = 'failed:';
 export const PROGRESS_PREFIX = 'progress:';
 export const QUEUED_PREFIX = 'queued:';
 export const INGEST_PREFIX = 'ingest:';
+export const RESUME_PREFIX = 'resume:';
 
 /**
  * How long a tablet remembers an ingest request id. Clients retry a request only within this window
@@ -64,6 +67,7 @@ export function withIngests(cols: Map<string, string>, ingests: Map<string, stri
   for (const [id, at] of ingests) out.set(`${INGEST_PREFIX}${id}`, at);
   return out;
 }
+export const resumeCol = (key: string): string => `${RESUME_PREFIX}${key}`;
 
 export const locationSchema = z.object({
   server: z.string().min(1),
@@ -78,6 +82,19 @@ export const fileMetaSchema = z.object({
   entries: z.number().int().nonnegative(),
 });
 export type FileMeta = z.infer<typeof fileMetaSchema>;
+
+/**
+ * A checkpoint of a compaction's output (storage/parts.ts): the parts in the object store that hold its
+ * first `bytes` bytes, and the writer's state after them (opaque here: the storage layer's encoding).
+ */
+export const checkpointSchema = z.object({
+  parts: z.array(z.object({ name: z.string().min(1), size: z.number().int().nonnegative() })).min(1),
+  bytes: z.number().int().positive(),
+  state: z.string().min(1),
+  /** When the tablet server recorded it. */
+  at: z.number(),
+});
+export type CheckpointMeta = z.infer<typeof checkpointSchema>;
 
 export const reservationSchema = z.object({
   /** The compactor's ephemeral node path: its identity. */
@@ -107,8 +124,41 @@ export const reservationSchema = z.object({
     filters: z.array(z.object({ name: z.string(), options: z.unknown().optional() })),
     dropDeletes: z.boolean(),
   }),
+  /**
+   * The last checkpoint its compactor reported (updated at most every `EXC_CHECKPOINT_PERSIST_*`), or the
+   * one it was resumed from.
+   */
+  checkpoint: checkpointSchema.optional(),
 });
 export type Reservation = z.infer<typeof reservationSchema>;
+
+/**
+ * A job whose compactor died after a checkpoint, requeued with it: the next reservation of exactly these
+ * inputs (same kind, same `allFiles`) runs with these settings and codec and goes on from the checkpoint.
+ */
+export const resumeSchema = reservationSchema
+  .pick({
+    queueId: true,
+    inputs: true,
+    kind: true,
+    allFiles: true,
+    compression: true,
+    settings: true,
+  })
+  .extend({
+    checkpoint: checkpointSchema,
+    /** The reservation it was cancelled from. */
+    fromEcid: z.string(),
+  });
+export type Resume = z.infer<typeof resumeSchema>;
+
+/** Every object a tablet's checkpoints name (parts the collector must keep). */
+export function checkpointParts(meta: Pick<TabletMeta, 'reservations' | 'resumes'>): string[] {
+  const out: string[] = [];
+  for (const r of meta.reservations.values()) for (const p of r.checkpoint?.parts ?? []) out.push(p.name);
+  for (const r of meta.resumes.values()) for (const p of r.checkpoint.parts) out.push(p.name);
+  return out;
+}
 
 export const progressSchema = z.object({
   at: z.number(),
@@ -182,6 +232,8 @@ export interface TabletMeta {
   /** The selection of the user compaction under way, if any. */
   selection?: Selection;
   failures: Map<string, Failure>;
+  /** Checkpoints kept for requeued jobs, by {@link failureKey} of their inputs. */
+  resumes: Map<string, Resume>;
   progress: Map<string, Progress>;
   /** queue id → the ~cq row this tablet has in that queue. */
   queued: Map<string, string>;
@@ -221,6 +273,7 @@ export function parseTablet(row: string, cols: ReadonlyMap<string, string>): Tab
     reservations: new Map(),
     userCompactions: new Map(),
     failures: new Map(),
+    resumes: new Map(),
     progress: new Map(),
     queued: new Map(),
     ingests: new Map(),
@@ -243,6 +296,8 @@ export function parseTablet(row: string, cols: ReadonlyMap<string, string>): Tab
       tablet.userCompactions.set(col.slice(COMPACT_PREFIX.length), json(userCompactionSchema, value, what));
     else if (col.startsWith(FAILED_PREFIX))
       tablet.failures.set(col.slice(FAILED_PREFIX.length), json(failureSchema, value, what));
+    else if (col.startsWith(RESUME_PREFIX))
+      tablet.resumes.set(col.slice(RESUME_PREFIX.length), json(resumeSchema, value, what));
     else if (col.startsWith(PROGRESS_PREFIX))
       tablet.progress.set(col.slice(PROGRESS_PREFIX.length), json(progressSchema, value, what));
     else if (col.startsWith(QUEUED_PREFIX)) tablet.queued.set(col.slice(QUEUED_PREFIX.length), value);

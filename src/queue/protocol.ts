@@ -27,6 +27,8 @@ export interface ReservedJob {
   compression?: Reservation['compression'];
   /** Partial compaction: delete markers must be kept. */
   keepDeletes: boolean;
+  /** Go on from this checkpoint of an earlier attempt (DESIGN.md, "Resume"). */
+  checkpoint?: { parts: { name: string; size: number }[]; bytes: number; state: string };
 }
 
 export interface CommitRequest {

@@ -8,7 +8,7 @@
  *   POST /v1/scan             { tablet, startRow?, endRow?, afterRow?, limit?, filters? }
  *   POST /v1/reserve          { tablet, queueId, compactor }          → { job } or { job: null } (no work)
  *   POST /v1/commit           { tablet, ecid, compactor, output }
- *   POST /v1/progress         { tablet, ecid, compactor, progress }
+ *   POST /v1/progress         { tablet, ecid, compactor, progress, checkpoint? }
  *   POST /v1/fail             { tablet, ecid, compactor, error }      a compactor reports a failed job
  *   POST /v1/release          { tablet, ecid, compactor }             a compactor gives a job back (shutdown)
  *   POST /v1/cancel           { tablet, ecid }                        an admin cancels a reservation
@@ -127,10 +127,20 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
           bytesRead: z.number().nonnegative(),
           bytesWritten: z.number().nonnegative(),
         }),
+        checkpoint: z
+          .object({
+            parts: z
+              .array(z.object({ name: z.string().min(1).max(1024), size: z.number().int().nonnegative() }))
+              .min(1)
+              .max(100_000),
+            bytes: z.number().int().positive(),
+            state: z.string().min(1),
+          })
+          .optional(),
       }),
     },
     async ({ body }) => {
-      await reservations().progress(body.tablet, body.ecid, body.compactor, body.progress);
+      await reservations().progress(body.tablet, body.ecid, body.compactor, body.progress, body.checkpoint);
       return { ok: true };
     },
   );

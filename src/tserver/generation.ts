@@ -19,6 +19,7 @@ import { DataPath } from './data.js';
 import { Hosting } from './hosting.js';
 import { Reconciler } from './reconciler.js';
 import { Reservations } from './reservations.js';
+import type { CheckpointPersist } from './resume-rules.js';
 import { TableConfigs } from './table-configs.js';
 
 export interface GenerationContext {
@@ -35,6 +36,7 @@ export interface GenerationContext {
   stallTimeoutMs: number;
   compactorLinkGraceMs: number;
   compactorSweepMs?: number;
+  checkpointPersist: CheckpointPersist;
   /** Told how long after a compactor died each of its reservations here was cancelled. */
   onReclaimed?: (seconds: number) => void;
   /** The manager refused a mutation because this session is not the server's live one. */
@@ -101,6 +103,7 @@ export class Generation {
       outputSize: async (name) => (await ctx.store.stat(name))?.size ?? null,
       log,
       stallTimeoutMs: ctx.stallTimeoutMs,
+      checkpointPersist: ctx.checkpointPersist,
       ...(ctx.onReclaimed ? { onReclaimed: ctx.onReclaimed } : {}),
     });
     // Reads are refused while the session is in doubt: another server may already host these tablets.

@@ -19,7 +19,6 @@ import { ExcError, describeError } from '../errors.js';
 import { ulid } from '../ids.js';
 import type { Logger } from '../log.js';
 import { newFileName } from '../meta/paths.js';
-import type { Progress } from '../meta/tablet.js';
 import { tableConfigSchema } from '../meta/table-config.js';
 import type { CommitRequest, ReserveRequest, ReservedJob } from '../queue/protocol.js';
 import type { ZkLayout } from '../zk/index.js';
@@ -33,13 +32,13 @@ import {
   decideCommit,
   decideReserve,
   ownedReservation,
-  progressChange,
-  progressMoved,
   reserveHappened,
   reservedJob,
   type CancelReason,
 } from './rules.js';
 import type { TableConfigs } from './table-configs.js';
+import { ProgressReports } from './progress-reports.js';
+import type { CheckpointPersist, ReportedCheckpoint } from './resume-rules.js';
 
 export type { CancelReason } from './rules.js';
 
@@ -59,6 +58,8 @@ export interface ReservationsDeps {
   progressPersistMs?: number;
   /** Cancel a reservation with no progress for this long (0 disables). */
   stallTimeoutMs?: number;
+  /** Record checkpoints at most this often (default 64 MB or 30 s). */
+  checkpointPersist?: CheckpointPersist;
   /** Told, for each reservation of a dead compactor cancelled, how long after `since` (its death) it was. */
   onReclaimed?: (seconds: number) => void;
 }
@@ -66,10 +67,14 @@ export interface ReservationsDeps {
 /** Used when the table's settings cannot be read to decide whether a failed job is parked. */
 const DEFAULT_MAX_ATTEMPTS = tableConfigSchema.parse({}).maxAttempts;
 
+/** A checkpoint is recorded about every 64 MB of output or 30 s, whichever comes first. */
+export const DEFAULT_CHECKPOINT_PERSIST_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_CHECKPOINT_PERSIST_MS = 30_000;
+
 const isUnknown = (err: unknown): boolean => err instanceof ExcError && err.code === 'OUTCOME_UNKNOWN';
 
 export class Reservations {
-  private stallTimer: NodeJS.Timeout | undefined;
+  readonly reports: ProgressReports;
   /** Counters for /status and metrics. */
   readonly stats = {
     reserved: 0,
@@ -81,21 +86,25 @@ export class Reservations {
     committedByQueue: Object.create(null) as Record<string, number>,
   };
 
-  constructor(private readonly deps: ReservationsDeps) {}
+  constructor(private readonly deps: ReservationsDeps) {
+    this.reports = new ProgressReports({
+      hosting: deps.hosting,
+      log: deps.log,
+      ...(deps.progressPersistMs === undefined ? {} : { progressPersistMs: deps.progressPersistMs }),
+      checkpointPersist: deps.checkpointPersist ?? {
+        persistBytes: DEFAULT_CHECKPOINT_PERSIST_BYTES,
+        persistMs: DEFAULT_CHECKPOINT_PERSIST_MS,
+      },
+      cancelStalled: (tablet, ecid, error) => this.cancel(tablet, ecid, 'stalled', { error }),
+    });
+  }
 
   start(): void {
-    const stall = this.deps.stallTimeoutMs ?? 0;
-    if (stall > 0) {
-      this.stallTimer = setInterval(
-        () => void this.cancelStalled(stall),
-        Math.max(250, Math.min(stall / 4, 5_000)),
-      );
-      this.stallTimer.unref();
-    }
+    this.reports.startStallDetector(this.deps.stallTimeoutMs ?? 0);
   }
 
   stop(): void {
-    clearInterval(this.stallTimer);
+    this.reports.stop();
   }
 
   async reserve(req: ReserveRequest): Promise<ReservedJob | null> {
@@ -146,7 +155,16 @@ export class Reservations {
       this.stats.reserved++;
       // At info, like the commit and the cancel: a reservation's whole life can be followed by its ecid.
       this.deps.log.info(
-        { tablet: tablet.row, ecid, compactor: req.compactor, files: job.files.length, kind: job.kind },
+        {
+          tablet: tablet.row,
+          ecid,
+          compactor: req.compactor,
+          files: job.files.length,
+          kind: job.kind,
+          ...(decision.resumedFrom
+            ? { resumedFrom: decision.resumedFrom, checkpointBytes: reservation.checkpoint?.bytes }
+            : {}),
+        },
         'reserved',
       );
       return reservedJob(tablet.meta, ecid, reservation);
@@ -270,6 +288,7 @@ export class Reservations {
         compactor: r.compactor,
         attempts: decision.failure?.attempts,
         parked: decision.failure?.parked ?? false,
+        keptCheckpoint: decision.keptCheckpoint,
       },
       'reservation cancelled',
     );
@@ -292,46 +311,14 @@ export class Reservations {
     }
   }
 
-  /** Records a progress report; persisted at most every few seconds (fenced, and only while reserved). */
-  async progress(
+  /** A progress report (and the checkpoint it may carry): progress-reports.ts. */
+  progress(
     tabletRow: string,
     ecid: string,
     compactor: string,
     progress: ProgressFigures,
+    checkpoint?: ReportedCheckpoint,
   ): Promise<void> {
-    const tablet = await this.deps.hosting.get(tabletRow);
-    ownedReservation(tablet.meta, ecid, compactor);
-    const now = Date.now();
-    const seen = tablet.reported.get(ecid);
-    const moved = progressMoved(seen?.figures, progress);
-    tablet.reported.set(ecid, { movedAt: moved || !seen ? now : seen.movedAt, figures: progress });
-    // Persisted when the store's copy is old enough; checked again in the mutex, so reports that queued
-    // behind one write do not each write again.
-    const due = (): boolean =>
-      now - (tablet.meta.progress.get(ecid)?.at ?? 0) >= (this.deps.progressPersistMs ?? 5_000);
-    if (!due()) return;
-    const value: Progress = { ...progress, at: now };
-    await tablet.mutex.run(async () => {
-      if (!due()) return;
-      await this.deps.hosting.change(tablet, progressChange(tablet.meta, ecid, value));
-    });
-  }
-
-  private async cancelStalled(stallMs: number): Promise<void> {
-    const now = Date.now();
-    for (const tablet of this.deps.hosting.all()) {
-      for (const [ecid, r] of tablet.meta.reservations) {
-        const last = tablet.reported.get(ecid)?.movedAt ?? r.reservedAt;
-        if (now - last > stallMs) {
-          this.deps.log.warn(
-            { tablet: tablet.row, ecid, compactor: r.compactor, silentMs: now - last },
-            'compaction made no progress',
-          );
-          await this.cancel(tablet.row, ecid, 'stalled', { error: `no progress for ${now - last} ms` }).catch(
-            () => undefined,
-          );
-        }
-      }
-    }
+    return this.reports.report(tabletRow, ecid, compactor, progress, checkpoint);
   }
 }

@@ -41,8 +41,8 @@ import {
   fileCol,
   isParked,
   progressCol,
+  resumeCol,
   type Failure,
-  type Progress,
   type Reservation,
   type Selection,
   type TabletMeta,
@@ -53,6 +53,7 @@ import type { PlannedJob } from '../queue/planner.js';
 import type { CommitRequest, ReserveRequest, ReservedJob } from '../queue/protocol.js';
 import type { FilterSpec } from '../storage/index.js';
 import { iteratorSettings } from './table-configs.js';
+import { keptResume, mootResumes, resumeCell, resumeOf } from './resume-rules.js';
 
 /** Why a reservation ended without a commit. Only some count as failed attempts. */
 export type CancelReason = 'compactor-gone' | 'failed' | 'stalled' | 'released' | 'admin' | 'queue-deleted';
@@ -67,9 +68,10 @@ export interface RuleChange {
 }
 
 /**
- * The condition that a reservation still exists. Its column is written once, under a fresh ULID, and only
- * ever deleted, so being there means unchanged (comparing values would tie every stored reservation to
- * how today's schema re-serialises it).
+ * The condition that a reservation still exists. Its column is written under a fresh ULID, rewritten only
+ * to record a checkpoint (which changes nothing a commit or cancel decides on), and then deleted, so being
+ * there is enough (comparing values would tie every stored reservation to how today's schema
+ * re-serialises it).
  */
 const reservationExists = (row: string, ecid: string): Condition => ({
   op: 'present',
@@ -85,7 +87,15 @@ const filesPresent = (row: string, files: readonly string[]): Condition[] =>
 export type ReserveDecision =
   | { kind: 'repeat'; ecid: string; reservation: Reservation }
   | { kind: 'no-work' }
-  | { kind: 'reserve'; ecid: string; reservation: Reservation; job: PlannedJob; change: RuleChange };
+  | {
+      kind: 'reserve';
+      ecid: string;
+      reservation: Reservation;
+      job: PlannedJob;
+      change: RuleChange;
+      /** The reservation whose checkpoint this one goes on from. */
+      resumedFrom?: string;
+    };
 
 export interface ReserveContext {
   /** What the tablet wants now (the planner's jobs, with the table's settings). */
@@ -109,6 +119,9 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
   if (!job) return { kind: 'no-work' };
   const filters: FilterSpec[] = job.kind === 'user' ? (job.filters ?? []) : [];
   const userIds = job.kind === 'user' ? (job.userCompactionIds ?? []) : [];
+  // A job resumed from a kept checkpoint runs with the settings and codec it was checkpointed under: its
+  // output must be the bytes the first attempt was writing (resume-rules.ts).
+  const { resume, drop } = resumeOf(meta, job);
   const reservation: Reservation = {
     compactor: req.compactor,
     queueId: req.queueId,
@@ -120,8 +133,16 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
     allFiles: job.allFiles,
     ...(userIds.length > 0 ? { userCompactionId: userIds[0], userCompactionIds: userIds } : {}),
     ...(req.requestId ? { requestId: req.requestId } : {}),
-    compression: ctx.config.compression,
-    settings: iteratorSettings(ctx.config, filters, job.allFiles, ctx.now),
+    ...(resume
+      ? {
+          ...(resume.compression ? { compression: resume.compression } : {}),
+          settings: resume.settings,
+          checkpoint: resume.checkpoint,
+        }
+      : {
+          compression: ctx.config.compression,
+          settings: iteratorSettings(ctx.config, filters, job.allFiles, ctx.now),
+        }),
   };
   // A user job is planned on the tablet as it will be once its requests are selected: the selection it
   // runs is written with it, so the requests it satisfies are exactly those recorded.
@@ -133,15 +154,17 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
     ecid,
     reservation,
     job,
+    ...(resume ? { resumedFrom: resume.fromEcid } : {}),
     change: {
       conditions: filesPresent(meta.row, job.files),
       puts: [
         { row: meta.row, col: ecompCol(ecid), value: JSON.stringify(reservation) },
         ...(selection ? [{ row: meta.row, col: COL_SELECTED, value: JSON.stringify(selection) }] : []),
       ],
-      deletes: [],
+      deletes: drop.map((k) => ({ row: meta.row, col: resumeCol(k) })),
       apply: (m) => {
         m.reservations.set(ecid, reservation);
+        for (const k of drop) m.resumes.delete(k);
         if (selection) m.selection = selection;
       },
     },
@@ -165,6 +188,9 @@ export function reservedJob(meta: TabletMeta, ecid: string, r: Reservation): Res
     settings: r.settings,
     ...(r.compression ? { compression: r.compression } : {}),
     keepDeletes: !r.allFiles,
+    ...(r.checkpoint
+      ? { checkpoint: { parts: r.checkpoint.parts, bytes: r.checkpoint.bytes, state: r.checkpoint.state } }
+      : {}),
   };
 }
 
@@ -223,6 +249,7 @@ export function decideCommit(
   const moot = [...meta.failures]
     .filter(([, f]) => f.inputs.some((i) => r.inputs.includes(i)))
     .map(([k]) => k);
+  const mootKept = mootResumes(meta, r.inputs);
   const now = String(ctx.now);
   const { satisfied, selection } = selectionAfterCommit(meta, r, output ? r.output : undefined);
   const inputBytes = r.inputs.reduce((sum, f) => sum + (meta.files.get(f)?.size ?? 0), 0);
@@ -233,6 +260,7 @@ export function decideCommit(
       { row, col: ecompCol(req.ecid) },
       { row, col: progressCol(req.ecid) },
       ...moot.map((k) => ({ row, col: failedCol(k) })),
+      ...mootKept.map((k) => ({ row, col: resumeCol(k) })),
       ...satisfied.map((id) => ({ row, col: compactCol(id) })),
       ...(selection === null ? [{ row, col: COL_SELECTED }] : []),
     ],
@@ -257,6 +285,7 @@ export function decideCommit(
       m.reservations.delete(req.ecid);
       m.progress.delete(req.ecid);
       for (const k of moot) m.failures.delete(k);
+      for (const k of mootKept) m.resumes.delete(k);
       for (const id of satisfied) m.userCompactions.delete(id);
       if (selection === null) delete m.selection;
       else if (selection) m.selection = selection;
@@ -290,7 +319,15 @@ export interface CancelContext {
 
 export type CancelDecision =
   | { kind: 'none' }
-  | { kind: 'cancel'; r: Reservation; reason: CancelReason; failure?: Failure; change: RuleChange };
+  | {
+      kind: 'cancel';
+      r: Reservation;
+      reason: CancelReason;
+      failure?: Failure;
+      /** Its checkpoint was kept with the requeued job (resume-rules.ts). */
+      keptCheckpoint: boolean;
+      change: RuleChange;
+    };
 
 export function decideCancel(
   meta: TabletMeta,
@@ -317,6 +354,7 @@ export function decideCancel(
     };
     failure.parked = isParked(failure, ctx.maxAttempts);
   }
+  const kept = keptResume(r, ecid, reason, failure, abandoned);
   const { row } = meta;
   const error = ctx.error === undefined ? {} : { error: ctx.error.slice(0, 1_000) };
   return {
@@ -324,6 +362,7 @@ export function decideCancel(
     r,
     reason,
     ...(failure ? { failure } : {}),
+    keptCheckpoint: kept !== undefined,
     change: {
       conditions: [reservationExists(row, ecid), notEnded(ecid)],
       deletes: [
@@ -337,11 +376,13 @@ export function decideCancel(
           ended(meta, r, ctx.server, { outcome: 'cancelled', reason, ...error, at: ctx.now }),
         ),
         ...(failure ? [{ row, col: failedCol(key), value: JSON.stringify(failure) }] : []),
+        ...(kept ? [resumeCell(meta, kept.key, kept.resume)] : []),
       ],
       apply: (m) => {
         m.reservations.delete(ecid);
         m.progress.delete(ecid);
         if (failure) m.failures.set(key, failure);
+        if (kept) m.resumes.set(kept.key, kept.resume);
       },
     },
   };
@@ -349,37 +390,3 @@ export function decideCancel(
 
 /** After a lost answer, read back: gone is what a cancel wanted, whoever did it. */
 export const cancelHappened = (meta: TabletMeta, ecid: string): boolean => !meta.reservations.has(ecid);
-
-// --- progress ---------------------------------------------------------------------------------------------
-
-export interface ProgressFiguresLike {
-  entriesRead: number;
-  bytesRead: number;
-  entriesWritten: number;
-  bytesWritten: number;
-}
-
-/**
- * Whether a progress report shows progress: only figures that moved count, so a compactor that keeps
- * reporting the same numbers is stuck. Written figures count too: a compactor that has read everything
- * may still be writing its output.
- */
-export function progressMoved(seen: ProgressFiguresLike | undefined, now: ProgressFiguresLike): boolean {
-  return (
-    !seen ||
-    now.entriesRead > seen.entriesRead ||
-    now.bytesRead > seen.bytesRead ||
-    now.entriesWritten > seen.entriesWritten ||
-    now.bytesWritten > seen.bytesWritten
-  );
-}
-
-/** Persists a reservation's progress, while it exists. */
-export function progressChange(meta: TabletMeta, ecid: string, value: Progress): RuleChange {
-  return {
-    conditions: [reservationExists(meta.row, ecid)],
-    puts: [{ row: meta.row, col: progressCol(ecid), value: JSON.stringify(value) }],
-    deletes: [],
-    apply: (m) => m.progress.set(ecid, value),
-  };
-}

@@ -37,6 +37,7 @@ import { retry, sleep } from '../retry.js';
 import type { ObjectStore } from '../storage/index.js';
 import { ZkLayout, ensureLayout, isZkCode, type ZkSession } from '../zk/index.js';
 import { registerTserverApi } from './api.js';
+import { DEFAULT_CHECKPOINT_PERSIST_BYTES, DEFAULT_CHECKPOINT_PERSIST_MS } from './reservations.js';
 import { Generation } from './generation.js';
 
 export type TserverState = 'connecting' | 'serving' | 'suspended' | 'expired' | 'rejoining';
@@ -57,6 +58,9 @@ export interface TserverOptions extends ServerOptions {
   compactorLinkGraceMs?: number;
   /** How often watched compactors are re-checked (the backstop for lost watches). */
   compactorSweepMs?: number;
+  /** Record a compaction's checkpoint at most every this many bytes of output or ms (default 64 MB, 30 s). */
+  checkpointBytes?: number;
+  checkpointMs?: number;
 }
 
 interface Events {
@@ -191,6 +195,10 @@ export class TabletServer extends EventEmitter<Events> {
         stallTimeoutMs: this.options.stallTimeoutMs,
         compactorLinkGraceMs: this.options.compactorLinkGraceMs ?? 200,
         compactorSweepMs: this.options.compactorSweepMs,
+        checkpointPersist: {
+          persistBytes: this.options.checkpointBytes ?? DEFAULT_CHECKPOINT_PERSIST_BYTES,
+          persistMs: this.options.checkpointMs ?? DEFAULT_CHECKPOINT_PERSIST_MS,
+        },
         onReclaimed: (seconds) => this.reclaim.observe(seconds),
         onFenced: (err) => this.expire(session, `the manager fenced a mutation: ${err.message}`),
       });

@@ -17,8 +17,8 @@ import {
   decideReserve,
   reservedJob,
   ownedReservation,
-  progressMoved,
 } from '../../src/tserver/rules.js';
+import { progressMoved } from '../../src/tserver/progress-rules.js';
 
 const ROW = '0001<';
 const CONFIG = tableConfigSchema.parse({ versions: 2 });

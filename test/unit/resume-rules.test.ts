@@ -1,0 +1,191 @@
+/**
+ * Checkpoints and resume on the tablet (src/tserver/resume-rules.ts and their use in rules.ts), alone:
+ * which cancels keep a checkpoint with the requeued job, which reservation goes on from it, and when it
+ * is dropped. The whole story with real processes is test/cluster/resume.test.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import { tableConfigSchema } from '../../src/meta/table-config.js';
+import {
+  checkpointParts,
+  failureKey,
+  parseTablet,
+  resumeCol,
+  type Reservation,
+  type TabletMeta,
+} from '../../src/meta/tablet.js';
+import type { PlannedJob } from '../../src/queue/planner.js';
+import { checkpointChange, checkpointDue } from '../../src/tserver/resume-rules.js';
+import {
+  decideCancel,
+  decideCommit,
+  decideReserve,
+  reservedJob,
+  type CancelReason,
+} from '../../src/tserver/rules.js';
+
+const ROW = '0001<';
+const COMPACTOR = '/exc/compactors/q001/_c_x-c-0000000001';
+const CONFIG = tableConfigSchema.parse({ versions: 2, compression: 'lz4' });
+const CHECKPOINT = {
+  parts: [{ name: 'tables/0001/Cold.rf.part00000', size: 100 }],
+  bytes: 100,
+  state: '{"v":1}',
+  at: 1_500,
+};
+
+function tablet(files: string[]): TabletMeta {
+  const meta = parseTablet(ROW, new Map([['prev', 'null']]));
+  for (const f of files) meta.files.set(f, { size: 100, entries: 10 });
+  return meta;
+}
+
+function reservation(inputs: string[], extra: Partial<Reservation> = {}): Reservation {
+  return {
+    compactor: COMPACTOR,
+    queueId: 'q001',
+    inputs,
+    output: 'tables/0001/Cold.rf',
+    kind: 'system',
+    attempt: 0,
+    reservedAt: 1_000,
+    allFiles: false,
+    compression: 'zstd',
+    settings: { versions: 1, nowMs: 1_000, filters: [], dropDeletes: false },
+    checkpoint: CHECKPOINT,
+    ...extra,
+  };
+}
+
+const job = (files: string[], extra: Partial<PlannedJob> = {}): PlannedJob => ({
+  kind: 'system',
+  files,
+  inputBytes: files.length * 100,
+  queue: 'small',
+  priority: 5,
+  allFiles: false,
+  ...extra,
+});
+
+const cancelCtx = { now: 2_000, server: 'ts:1', maxAttempts: 5, queueExists: true };
+const reserve = (meta: TabletMeta, jobs: PlannedJob[]) =>
+  decideReserve(
+    meta,
+    { tablet: ROW, queueId: 'q001', compactor: COMPACTOR },
+    {
+      jobs,
+      config: CONFIG,
+      queueIdOf: (name) => (name === 'small' ? 'q001' : undefined),
+      ecid: 'E2',
+      output: 'tables/0001/Cnew.rf',
+      now: 5_000,
+    },
+  );
+
+/** A tablet whose reservation E1 over a, b was cancelled for `reason`. */
+function cancelled(reason: CancelReason, extra: Partial<Reservation> = {}): TabletMeta {
+  const meta = tablet(['a', 'b', 'c']);
+  meta.reservations.set('E1', reservation(['a', 'b'], extra));
+  const d = decideCancel(meta, 'E1', reason, cancelCtx);
+  if (d.kind !== 'cancel') throw new Error('not cancelled');
+  d.change.apply(meta);
+  return meta;
+}
+
+describe('resume rules', () => {
+  it('cancel - a dead or released compactor leaves its checkpoint with the requeued job', () => {
+    for (const reason of ['compactor-gone', 'released'] as const) {
+      const meta = tablet(['a', 'b']);
+      meta.reservations.set('E1', reservation(['a', 'b']));
+      const d = decideCancel(meta, 'E1', reason, cancelCtx);
+      expect(d.kind === 'cancel' && d.keptCheckpoint).toBe(true);
+      if (d.kind !== 'cancel') return;
+      // In the cancel's own mutation: never a moment when nothing names the parts.
+      const kept = d.change.puts.find((c) => c.col === resumeCol(failureKey(['a', 'b'])));
+      expect(JSON.parse(kept!.value)).toMatchObject({ fromEcid: 'E1', checkpoint: CHECKPOINT });
+      d.change.apply(meta);
+      expect(checkpointParts(meta)).toEqual(['tables/0001/Cold.rf.part00000']);
+    }
+  });
+
+  it('cancel - a failure, a stall, an admin, a deleted queue or a parked job drop the checkpoint', () => {
+    for (const reason of ['failed', 'stalled', 'admin', 'queue-deleted'] as const) {
+      expect(cancelled(reason).resumes.size).toBe(0);
+    }
+    // The attempt that parks the job: nobody will resume it, its parts go to the collector.
+    expect(cancelled('compactor-gone', { attempt: 4 }).resumes.size).toBe(0);
+    // No checkpoint, nothing to keep.
+    expect(cancelled('compactor-gone', { checkpoint: undefined }).resumes.size).toBe(0);
+  });
+
+  it('reserve - the same inputs go on from the kept checkpoint, with the settings and codec it was written with', () => {
+    const meta = cancelled('compactor-gone');
+    const d = reserve(meta, [job(['a', 'b'])]);
+    expect(d.kind).toBe('reserve');
+    if (d.kind !== 'reserve') return;
+    expect(d.resumedFrom).toBe('E1');
+    expect(d.reservation).toMatchObject({
+      output: 'tables/0001/Cnew.rf',
+      compression: 'zstd',
+      settings: { versions: 1, nowMs: 1_000 },
+      checkpoint: CHECKPOINT,
+    });
+    expect(reservedJob(meta, 'E2', d.reservation).checkpoint).toEqual({
+      parts: CHECKPOINT.parts,
+      bytes: 100,
+      state: CHECKPOINT.state,
+    });
+    expect(d.change.deletes).toEqual([{ row: ROW, col: resumeCol(failureKey(['a', 'b'])) }]);
+    d.change.apply(meta);
+    expect(meta.resumes.size).toBe(0);
+    // Still named, now by the new reservation.
+    expect(checkpointParts(meta)).toEqual(['tables/0001/Cold.rf.part00000']);
+  });
+
+  it('reserve - other inputs or another allFiles start over and make an overlapping checkpoint moot', () => {
+    const bigger = reserve(cancelled('compactor-gone'), [job(['a', 'b', 'c'])]);
+    expect(bigger.kind === 'reserve' && bigger.reservation.checkpoint).toBeUndefined();
+    expect(bigger.kind === 'reserve' && bigger.change.deletes).toEqual([
+      { row: ROW, col: resumeCol(failureKey(['a', 'b'])) },
+    ]);
+    // All files now: dropping deletes would change the bytes (and the semantics) of the output.
+    const all = reserve(cancelled('compactor-gone'), [job(['a', 'b'], { allFiles: true })]);
+    expect(all.kind === 'reserve' && all.reservation.checkpoint).toBeUndefined();
+    expect(all.kind === 'reserve' && all.reservation.settings.nowMs).toBe(5_000);
+    // A disjoint job leaves it alone.
+    const other = reserve(cancelled('compactor-gone'), [job(['c'])]);
+    expect(other.kind === 'reserve' && other.change.deletes).toEqual([]);
+  });
+
+  it('commit - compacting any input of a kept checkpoint drops it', () => {
+    const meta = cancelled('compactor-gone');
+    const r = reservation(['b', 'c'], { checkpoint: undefined, output: 'tables/0001/Cx.rf' });
+    meta.reservations.set('E3', r);
+    const change = decideCommit(
+      meta,
+      r,
+      { tablet: ROW, ecid: 'E3', compactor: COMPACTOR, output: { size: 1, entries: 1 } },
+      { now: 3_000, server: 'ts:1' },
+    );
+    expect(change.deletes).toContainEqual({ row: ROW, col: resumeCol(failureKey(['a', 'b'])) });
+    change.apply(meta);
+    expect(meta.resumes.size).toBe(0);
+  });
+
+  it('checkpoint - recorded at most every interval, only forward, only when its parts add up', () => {
+    const persist = { persistBytes: 1_000, persistMs: 30_000 };
+    const r = reservation(['a'], { checkpoint: { ...CHECKPOINT, at: 10_000 } });
+    const cp = (bytes: number) => ({ parts: [{ name: 'p', size: bytes }], bytes, state: 's' });
+    expect(checkpointDue(reservation(['a'], { checkpoint: undefined }), cp(10), 0, persist)).toBe(true);
+    expect(checkpointDue(r, cp(500), 11_000, persist)).toBe(false);
+    expect(checkpointDue(r, cp(1_100), 11_000, persist)).toBe(true);
+    expect(checkpointDue(r, cp(500), 40_000, persist)).toBe(true);
+    expect(checkpointDue(r, cp(50), 40_000, persist)).toBe(false);
+    expect(() => checkpointDue(r, { ...cp(2_000), bytes: 3_000 }, 11_000, persist)).toThrow(/parts hold/);
+    const meta = tablet(['a']);
+    meta.reservations.set('E1', r);
+    const change = checkpointChange(meta, 'E1', r, cp(1_100), 11_000);
+    expect(change.conditions).toContainEqual({ op: 'present', row: ROW, col: 'ecomp:E1' });
+    change.apply(meta);
+    expect(meta.reservations.get('E1')?.checkpoint).toMatchObject({ bytes: 1_100, at: 11_000 });
+  });
+});
