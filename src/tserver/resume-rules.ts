@@ -10,9 +10,12 @@
  *    the checkpoint with the requeued job: `resume:<failureKey(inputs)>`, with the job's settings and codec.
  *    Any other end (a failure, a stall, an admin, its queue deleted) drops it: its parts become leftovers
  *    for the collector.
- * 3. Resume. The next reservation whose planned job has exactly those inputs, of the same kind and the same
- *    `allFiles`, runs with the kept settings and codec and the checkpoint, and deletes the kept record in
- *    the same mutation. Its output name is fresh, like every reservation's, so the attempt it resumes —
+ * 3. Resume. A kept system job comes first for its queue while its inputs are all still the tablet's, none
+ *    reserved or selected for a user compaction, and `allFiles` still says the same (the planner would
+ *    rather take them with the files ingested since; starting over would throw the checkpoint away). Any
+ *    job whose planned inputs are exactly a kept record's, of the same kind and `allFiles`, is resumed too.
+ *    The reservation runs with the kept settings and codec and the checkpoint, and deletes the kept record
+ *    in the same mutation. Its output name is fresh, like every reservation's, so the attempt it resumes —
  *    should it still be running somewhere — writes nothing the new one reads or commits.
  * 4. Moot. A kept record some of whose inputs another job reserves or commits can never be resumed: it is
  *    deleted by that job's reservation or commit.
@@ -131,6 +134,26 @@ export function resumeOf(
     if (k === key || kept.inputs.some((f) => files.has(f))) drop.push(k);
   }
   return { ...(resume ? { resume } : {}), drop };
+}
+
+/** The kept system job that comes first for `queueId` (rule 3), if one can run now. */
+export function keptJob(meta: TabletMeta, queueId: string): PlannedJob | undefined {
+  const busy = new Set([...meta.reservations.values()].flatMap((r) => r.inputs));
+  for (const f of meta.selection?.files ?? []) busy.add(f);
+  for (const kept of meta.resumes.values()) {
+    if (kept.queueId !== queueId || kept.kind !== 'system') continue;
+    if (!kept.inputs.every((f) => meta.files.has(f) && !busy.has(f))) continue;
+    if (kept.allFiles !== (kept.inputs.length === meta.files.size)) continue;
+    return {
+      kind: 'system',
+      files: kept.inputs,
+      inputBytes: kept.inputs.reduce((n, f) => n + (meta.files.get(f)?.size ?? 0), 0),
+      queue: undefined,
+      priority: 0,
+      allFiles: kept.allFiles,
+    };
+  }
+  return undefined;
 }
 
 /** Kept records that a commit of `inputs` makes moot (rule 4). */

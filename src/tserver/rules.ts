@@ -53,7 +53,7 @@ import type { PlannedJob } from '../queue/planner.js';
 import type { CommitRequest, ReserveRequest, ReservedJob } from '../queue/protocol.js';
 import type { FilterSpec } from '../storage/index.js';
 import { iteratorSettings } from './table-configs.js';
-import { keptResume, mootResumes, resumeCell, resumeOf } from './resume-rules.js';
+import { keptJob, keptResume, mootResumes, resumeCell, resumeOf } from './resume-rules.js';
 
 /** Why a reservation ended without a commit. Only some count as failed attempts. */
 export type CancelReason = 'compactor-gone' | 'failed' | 'stalled' | 'released' | 'admin' | 'queue-deleted';
@@ -115,7 +115,9 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
         return { kind: 'repeat', ecid, reservation: r };
     }
   }
-  const job = ctx.jobs.find((j) => j.queue !== undefined && ctx.queueIdOf(j.queue) === req.queueId);
+  const job =
+    keptJob(meta, req.queueId) ??
+    ctx.jobs.find((j) => j.queue !== undefined && ctx.queueIdOf(j.queue) === req.queueId);
   if (!job) return { kind: 'no-work' };
   const filters: FilterSpec[] = job.kind === 'user' ? (job.filters ?? []) : [];
   const userIds = job.kind === 'user' ? (job.userCompactionIds ?? []) : [];

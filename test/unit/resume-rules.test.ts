@@ -141,19 +141,34 @@ describe('resume rules', () => {
     expect(checkpointParts(meta)).toEqual(['tables/0001/Cold.rf.part00000']);
   });
 
-  it('reserve - other inputs or another allFiles start over and make an overlapping checkpoint moot', () => {
-    const bigger = reserve(cancelled('compactor-gone'), [job(['a', 'b', 'c'])]);
-    expect(bigger.kind === 'reserve' && bigger.reservation.checkpoint).toBeUndefined();
-    expect(bigger.kind === 'reserve' && bigger.change.deletes).toEqual([
-      { row: ROW, col: resumeCol(failureKey(['a', 'b'])) },
-    ]);
-    // All files now: dropping deletes would change the bytes (and the semantics) of the output.
-    const all = reserve(cancelled('compactor-gone'), [job(['a', 'b'], { allFiles: true })]);
+  it('reserve - a kept job comes before the bigger job the planner would rather run', () => {
+    const meta = cancelled('compactor-gone');
+    const d = reserve(meta, [job(['a', 'b', 'c'])]);
+    expect(d.kind === 'reserve' && d.reservation.inputs).toEqual(['a', 'b']);
+    expect(d.kind === 'reserve' && d.reservation.checkpoint).toEqual(CHECKPOINT);
+    // Not while one of its inputs is someone else's: then the planner's job runs, and one that takes any
+    // of its inputs makes it moot.
+    const busy = cancelled('compactor-gone');
+    busy.reservations.set('E9', reservation(['b'], { checkpoint: undefined }));
+    const other = reserve(busy, [job(['c'])]);
+    expect(other.kind === 'reserve' && other.reservation.inputs).toEqual(['c']);
+    expect(other.kind === 'reserve' && other.change.deletes).toEqual([]);
+    const overlapping = reserve(cancelled('compactor-gone'), [job(['c', 'a'], { kind: 'user' })]);
+    expect(overlapping.kind === 'reserve' && overlapping.change.deletes).toContainEqual({
+      row: ROW,
+      col: resumeCol(failureKey(['a', 'b'])),
+    });
+  });
+
+  it('reserve - the same inputs that are now all the files start over: deletes would be dropped', () => {
+    const meta = cancelled('compactor-gone');
+    meta.files.delete('c');
+    const all = reserve(meta, [job(['a', 'b'], { allFiles: true })]);
     expect(all.kind === 'reserve' && all.reservation.checkpoint).toBeUndefined();
     expect(all.kind === 'reserve' && all.reservation.settings.nowMs).toBe(5_000);
-    // A disjoint job leaves it alone.
-    const other = reserve(cancelled('compactor-gone'), [job(['c'])]);
-    expect(other.kind === 'reserve' && other.change.deletes).toEqual([]);
+    expect(all.kind === 'reserve' && all.change.deletes).toEqual([
+      { row: ROW, col: resumeCol(failureKey(['a', 'b'])) },
+    ]);
   });
 
   it('commit - compacting any input of a kept checkpoint drops it', () => {
