@@ -114,7 +114,9 @@ describe('resume', () => {
       ...(kept.compression ? { compression: kept.compression } : {}),
     });
     expect(expected.output?.size).toBe(size);
-    expect((await bytesOf(store, file!)).equals(await bytesOf(store, 'tables/check/Cexpected.rf'))).toBe(true);
+    expect((await bytesOf(store, file!)).equals(await bytesOf(store, 'tables/check/Cexpected.rf'))).toBe(
+      true,
+    );
     await store.delete('tables/check/Cexpected.rf');
 
     // And a scan sees exactly the newest version of every row.
