@@ -105,4 +105,76 @@ describe('compaction resume - property', () => {
     // The property must actually exercise resumes, not only uninterrupted runs.
     expect(resumedCases).toBeGreaterThan(20);
   });
+
+  it('resume - a zombie that goes on after its job was resumed writes nothing the new owner reads or commits', async () => {
+    const store = new MemoryObjectStore();
+    const entries = Array.from({ length: 3_000 }, (_, i) => ({
+      key: {
+        row: Buffer.from(`r${String(i).padStart(5, '0')}`),
+        family: Buffer.from('f'),
+        qualifier: Buffer.from('q'),
+        timestamp: 1,
+        deleted: false,
+      },
+      value: Buffer.from(`v${i}`),
+    }));
+    await writeRFile(store, 'tables/t/I0.rf', entries);
+    const writes: { name: string; by: string }[] = [];
+    const recording = (by: string): MemoryObjectStore =>
+      new Proxy(store, {
+        get(target, prop, receiver) {
+          if (prop === 'write')
+            return (name: string, ...rest: unknown[]) => {
+              writes.push({ name, by });
+              return (target.write as (...a: unknown[]) => unknown).call(target, name, ...rest);
+            };
+          return Reflect.get(target, prop, receiver) as unknown;
+        },
+      });
+    const common = {
+      inputs: ['tables/t/I0.rf'],
+      settings: { versions: 1, nowMs: 0, filters: [], dropDeletes: true },
+      blockSize: 1_024,
+    };
+    const expected = await compactFiles({ ...common, store, output: 'tables/t/Cwhole.rf' });
+
+    // The first attempt hands out a checkpoint and, presumed dead, goes on anyway (a zombie), while the
+    // job is resumed by another attempt under its own output name.
+    let checkpoint: Checkpoint | undefined;
+    let checkpointed: () => void = () => undefined;
+    const first = new Promise<void>((r) => (checkpointed = r));
+    const zombie = compactFiles({
+      ...common,
+      store: recording('zombie'),
+      output: 'tables/t/C1.rf',
+      checkpoints: {
+        everyBytes: 4_000,
+        everyMs: 60_000,
+        onCheckpoint: (cp) => {
+          checkpoint ??= cp;
+          checkpointed();
+        },
+      },
+    });
+    await first;
+    const owner = compactFiles({
+      ...common,
+      store: recording('owner'),
+      output: 'tables/t/C2.rf',
+      resume: checkpoint!,
+      checkpoints: { everyBytes: 4_000, everyMs: 60_000 },
+    });
+    const [, resumed] = await Promise.all([zombie, owner]);
+    const zombieWrites = writes.filter((w) => w.by === 'zombie').map((w) => w.name);
+    const ownerWrites = writes.filter((w) => w.by === 'owner').map((w) => w.name);
+    // No object is written by both; the parts the owner reads were written once, by the first attempt.
+    expect(ownerWrites.filter((n) => zombieWrites.includes(n))).toEqual([]);
+    expect(ownerWrites.every((n) => n.startsWith('tables/t/C2.rf'))).toBe(true);
+    expect(zombieWrites.every((n) => n.startsWith('tables/t/C1.rf'))).toBe(true);
+    for (const p of checkpoint!.parts) expect(zombieWrites.filter((n) => n === p.name)).toHaveLength(1);
+    expect(resumed.resumedBytes).toBe(checkpoint!.bytes);
+    const got = await read(store, 'tables/t/C2.rf');
+    expect(got.equals(await read(store, 'tables/t/Cwhole.rf'))).toBe(true);
+    expect(got.length).toBe(expected.output?.size);
+  });
 });
