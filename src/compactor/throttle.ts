@@ -36,6 +36,9 @@ export function throttleReads(store: ObjectStore, bytesPerSecond: number): Objec
       return store.url;
     },
     write: (name, body, options) => store.write(name, body, options),
+    ...(store.openAppendable
+      ? { openAppendable: store.openAppendable.bind(store) as NonNullable<ObjectStore['openAppendable']> }
+      : {}),
     async readRange(name: string, offset: number, length: number, options?: ReadOptions) {
       const data = await store.readRange(name, offset, length, options);
       await bucket.take(data.length, options?.signal);

@@ -12,9 +12,11 @@ import { checkName } from './names.js';
 import type { ObjectStore } from './object-store.js';
 import type { RowRange } from './range.js';
 import {
+  appendsInPlace,
   composeParts,
   DEFAULT_CHECKPOINT_BYTES,
   DEFAULT_CHECKPOINT_MS,
+  writeAppendable,
   writeParts,
   type Checkpoint,
   type CheckpointOptions,
@@ -43,7 +45,7 @@ export interface CompactionResult extends CompactionProgress {
   output: FileSummary | null;
   /** Bytes of the output that a checkpoint this run resumed from already held (0: not resumed). */
   resumedBytes: number;
-  /** The parts the output was composed of (checkpointed runs): garbage once the output is committed. */
+  /** The parts the output was composed of, or the earlier attempt's file it continued: garbage once the output is committed. */
   parts: PartRef[];
 }
 
@@ -125,8 +127,20 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
         everyBytes: DEFAULT_CHECKPOINT_BYTES,
         everyMs: DEFAULT_CHECKPOINT_MS,
       };
-      ({ parts } = await writeParts(store, output, encoder, rest, checkpoints, args.resume, signal));
-      size = await composeParts(store, output, parts, signal);
+      if (appendsInPlace(store, args.resume)) {
+        ({ parts, size } = await writeAppendable(
+          store,
+          output,
+          encoder,
+          rest,
+          checkpoints,
+          args.resume,
+          signal,
+        ));
+      } else {
+        ({ parts } = await writeParts(store, output, encoder, rest, checkpoints, args.resume, signal));
+        size = await composeParts(store, output, parts, signal);
+      }
     } else {
       ({ size } = await store.write(output, encoder.encode(rest, signal), { signal }));
     }

@@ -13,7 +13,9 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { ExcError } from '../errors.js';
 import { checkName, checkPrefix, checkRange, isValidName } from './names.js';
+import { openAppendable } from './local-append.js';
 import type {
+  AppendableWrite,
   ObjectInfo,
   ObjectStore,
   ReadOptions,
@@ -110,6 +112,10 @@ export class LocalObjectStore implements ObjectStore {
     }
     await syncDirectory(dir, name);
     return { size };
+  }
+
+  openAppendable(name: string, from?: { name: string; size: number }): Promise<AppendableWrite> {
+    return openAppendable({ pathOf: (n) => this.pathOf(n), syncDirectory }, name, from);
   }
 
   async readRange(name: string, offset: number, length: number, options: ReadOptions = {}): Promise<Buffer> {

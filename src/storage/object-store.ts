@@ -33,6 +33,18 @@ export interface TemporaryInfo {
   size?: number;
 }
 
+/** An object written in place and made durable piece by piece (see {@link ObjectStore.openAppendable}). */
+export interface AppendableWrite {
+  /** Appends bytes; durable only once flushed. */
+  append(chunks: Buffer[]): Promise<void>;
+  /** Makes everything appended so far durable; resolves the object's length. */
+  flush(): Promise<number>;
+  /** Flushes and closes it, then renames it to `target` (atomically, replacing it); resolves its size. */
+  finish(target: string): Promise<number>;
+  /** Closes it unfinished: the object stays as far as it was flushed, for the collector. */
+  close(): Promise<void>;
+}
+
 export interface WriteOptions {
   signal?: AbortSignal;
 }
@@ -88,6 +100,13 @@ export interface ObjectStore {
    * than "none".
    */
   listTemporaries?(prefix: string): AsyncIterable<TemporaryInfo>;
+  /**
+   * Optional: an object written in place and made durable at each `flush` — how the local store writes a
+   * checkpointed compaction's output (storage/parts.ts) without writing anything twice. With `from`, the
+   * object starts as a copy of that object's first `from.size` bytes (OBJECT_NOT_FOUND when it has fewer).
+   * A store without it writes checkpointed outputs as separate parts.
+   */
+  openAppendable?(name: string, from?: { name: string; size: number }): Promise<AppendableWrite>;
   /** Idempotent: deleting a missing object is fine. */
   delete(name: string): Promise<void>;
   close(): Promise<void>;

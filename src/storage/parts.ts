@@ -2,8 +2,12 @@
  * Checkpointed output: a compaction's file written as a sequence of finished parts, so that a compactor
  * that dies keeps what it wrote and the next one goes on from the last checkpoint (DESIGN.md, "Resume").
  *
- * Each part is an object of its own, written atomically by the store (a part exists complete or not at
- * all), named after the attempt's output: `<output>.part<NNNNN>`. Every output name is fresh (a ULID) for
+ * A store that can append in place (the local store: `openAppendable`) keeps the output in one file,
+ * `<output>.partial`, fsynced at each checkpoint and linked under the output's name at the end: the checkpoint names
+ * that file and its length, and nothing is written twice ({@link writeAppendable}). Other stores (S3)
+ * write parts: each an object of its own, written atomically by the store (a part exists complete or
+ * not at all), named after the attempt's output: `<output>.part<NNNNN>`; the file is composed from them
+ * at the end. Every output name is fresh (a ULID) for
  * each reservation, so an attempt only ever writes names no other attempt writes: a zombie (an attempt
  * whose job was resumed by someone else) can write parts nobody reads, never the new owner's.
  *
@@ -50,8 +54,80 @@ export function partName(output: string, n: number): string {
   return `${output}.part${String(n).padStart(5, '0')}`;
 }
 
+export function partialName(output: string): string {
+  return `${output}.partial`;
+}
+
 /** Whether `name` is a part of a checkpointed output (the collector treats it as any other leftover). */
-export const isPartName = (name: string): boolean => /\.part\d{5,}$/.test(name);
+export const isPartName = (name: string): boolean => /\.(?:part\d{5,}|partial)$/.test(name);
+
+/** Whether a run writing `store` with this checkpoint appends in place ({@link writeAppendable}). */
+export function appendsInPlace(store: ObjectStore, resume: Checkpoint | undefined): boolean {
+  if (!store.openAppendable) return false;
+  return !resume || (resume.parts.length === 1 && resume.parts[0]!.name.endsWith('.partial'));
+}
+
+/**
+ * Writes the encoder's output in place under `<output>.partial`, continuing `resume`'s file if any, and
+ * links it under `output` at the end. Resolves the size and the files it leaves (the earlier attempt's,
+ * its own): garbage once the output is committed.
+ */
+export async function writeAppendable(
+  store: ObjectStore,
+  output: string,
+  encoder: RFileEncoder,
+  batches: BatchSource,
+  options: CheckpointOptions,
+  resume: Checkpoint | undefined,
+  signal?: AbortSignal,
+): Promise<{ parts: PartRef[]; size: number }> {
+  const name = partialName(output);
+  const file = await store.openAppendable!(name, resume?.parts[0]);
+  try {
+    encoder.checkpointEvery(options.everyBytes);
+    let pending: Buffer[] = [];
+    let pendingBytes = 0;
+    let lastCut = Date.now();
+    for await (const chunk of encoder.encodeMarked(batches, signal)) {
+      if (Buffer.isBuffer(chunk)) {
+        pending.push(chunk);
+        pendingBytes += chunk.length;
+        if (pendingBytes >= APPEND_BATCH) {
+          await file.append(pending);
+          pending = [];
+          pendingBytes = 0;
+        }
+        if (Date.now() - lastCut >= options.everyMs) encoder.requestCheckpoint();
+        continue;
+      }
+      await file.append(pending);
+      pending = [];
+      pendingBytes = 0;
+      const length = await file.flush();
+      if (length !== chunk.offset) {
+        throw new ExcError(
+          'INTERNAL',
+          `checkpoint of ${output} at ${chunk.offset} bytes, ${name} holds ${length}`,
+        );
+      }
+      lastCut = Date.now();
+      options.onCheckpoint?.({
+        parts: [{ name, size: length }],
+        bytes: length,
+        state: encodeEncoderState(chunk),
+      });
+    }
+    signal?.throwIfAborted();
+    await file.append(pending);
+    const size = await file.finish(output);
+    return { parts: [...(resume?.parts ?? []), { name, size }], size };
+  } finally {
+    await file.close();
+  }
+}
+
+/** Appends are gathered into writes of about this size. */
+const APPEND_BATCH = 1 << 20;
 
 /**
  * Writes the encoder's output as parts after those of `resume` (if any), checkpointing as it goes.

@@ -1,0 +1,93 @@
+/**
+ * Appendable objects of the local store: a checkpointed compaction output written in place, in one file
+ * that grows and is fsynced at each checkpoint, then renamed to the output's name (parts.ts). Nothing is
+ * written twice: a checkpoint costs one fsync of what was appended since the last.
+ *
+ * A resumed attempt starts its own file as a copy of the first `size` bytes of the checkpointed one
+ * (`copyFile`: a reflink where the file system can, else a copy in the kernel), then appends. It never
+ * writes to the earlier attempt's file, which that attempt — should it still be running, a zombie — only
+ * ever appends to past `size`: neither attempt changes a byte the other reads. Finishing links the file
+ * under the output's name rather than renaming it, so that a zombie that finishes first does not take
+ * away the file its successor resumes from; nothing writes to it after that (its one writer has finished),
+ * and it is deleted with the other parts once the output is committed, or collected.
+ */
+import { constants } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { copyFile, link, mkdir, open, rename, stat, truncate, type FileHandle } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import { ExcError } from '../errors.js';
+import type { AppendableWrite } from './object-store.js';
+
+export interface AppendableDeps {
+  pathOf: (name: string) => string;
+  /** fsyncs a directory (its entries made durable). */
+  syncDirectory: (dir: string, name: string) => Promise<void>;
+}
+
+export async function openAppendable(
+  deps: AppendableDeps,
+  name: string,
+  from?: { name: string; size: number },
+): Promise<AppendableWrite> {
+  const path = deps.pathOf(name);
+  const dir = dirname(path);
+  await mkdir(dir, { recursive: true });
+  let length = 0;
+  if (from) {
+    const source = deps.pathOf(from.name);
+    const have = await stat(source).catch(() => null);
+    if (!have || have.size < from.size) {
+      throw new ExcError(
+        'OBJECT_NOT_FOUND',
+        `checkpointed object ${from.name} is ${have ? `${have.size} bytes, not at least ${from.size}` : 'missing'}`,
+        { details: { name: from.name } },
+      );
+    }
+    await copyFile(source, path, constants.COPYFILE_FICLONE);
+    await truncate(path, from.size);
+    length = from.size;
+  }
+  const fh: FileHandle = await open(path, from ? 'r+' : 'w', 0o644);
+  let dirSynced = false;
+  let closed = false;
+  const close = async (): Promise<void> => {
+    if (closed) return;
+    closed = true;
+    await fh.close().catch(() => undefined);
+  };
+  const flush = async (): Promise<number> => {
+    await fh.sync();
+    if (!dirSynced) {
+      await deps.syncDirectory(dir, name);
+      dirSynced = true;
+    }
+    return length;
+  };
+  return {
+    async append(chunks: Buffer[]): Promise<void> {
+      if (chunks.length === 0) return;
+      let rest = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      while (rest.length > 0) {
+        const { bytesWritten } = await fh.write(rest, 0, rest.length, length);
+        length += bytesWritten;
+        rest = rest.subarray(bytesWritten);
+      }
+    },
+    flush,
+    async finish(target: string): Promise<number> {
+      await flush();
+      await close();
+      const targetPath = deps.pathOf(target);
+      // link + rename: atomic, and replaces an object of that name as every write does.
+      const temp = join(
+        dirname(targetPath),
+        `.${basename(targetPath)}.${randomBytes(6).toString('hex')}.tmp`,
+      );
+      await link(path, temp);
+      await rename(temp, targetPath);
+      await deps.syncDirectory(dirname(targetPath), target);
+      return length;
+    },
+    close,
+  };
+}
