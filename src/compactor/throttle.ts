@@ -36,8 +36,12 @@ export function throttleReads(store: ObjectStore, bytesPerSecond: number): Objec
       return store.url;
     },
     write: (name, body, options) => store.write(name, body, options),
+    // Appending writes is not reading: not limited (a checkpointed output is written in place locally).
     ...(store.openAppendable
-      ? { openAppendable: store.openAppendable.bind(store) as NonNullable<ObjectStore['openAppendable']> }
+      ? {
+          openAppendable: (name: string, from?: { name: string; size: number }) =>
+            store.openAppendable!(name, from),
+        }
       : {}),
     async readRange(name: string, offset: number, length: number, options?: ReadOptions) {
       const data = await store.readRange(name, offset, length, options);
