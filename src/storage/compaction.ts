@@ -4,6 +4,9 @@
  * `compactFiles` streams every input once, merges through the stack and streams the output into the
  * store; the output appears under its name only once complete (the store's write is atomic), so a
  * failure or an abort leaves nothing there. When nothing survives the stack no file is written at all.
+ * With `checkpoints`, the output is written so that a prefix of it is durable at each checkpoint
+ * (parts.ts): an abort then leaves those parts, and a run given the last checkpoint as `resume` writes
+ * only the rest — the same bytes as a run that never stopped.
  */
 import { ExcError } from '../errors.js';
 import { compareBytes, type Entry, type Key } from './key.js';
