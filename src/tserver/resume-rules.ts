@@ -59,6 +59,15 @@ export function checkpointDue(
   if (sum !== cp.bytes) {
     throw new ExcError('BAD_REQUEST', `checkpoint of ${cp.bytes} bytes whose parts hold ${sum}`);
   }
+  // Parts are this attempt's own (named after its output) or inherited from the checkpoint it resumed:
+  // the compactor that commits deletes them, so a checkpoint may never name anything else.
+  const inherited = new Set(r.checkpoint?.parts.map((p) => p.name));
+  for (const { name } of cp.parts) {
+    const own = name === `${r.output}.partial` || /^\.part\d{5,}$/.test(name.slice(r.output.length));
+    if (!inherited.has(name) && !(name.startsWith(r.output) && own)) {
+      throw new ExcError('BAD_REQUEST', `checkpoint names ${name}, not a part of output ${r.output}`);
+    }
+  }
   const last = r.checkpoint;
   if (!last) return true;
   if (cp.bytes <= last.bytes) return false;

@@ -189,13 +189,32 @@ describe('resume rules', () => {
   it('checkpoint - recorded at most every interval, only forward, only when its parts add up', () => {
     const persist = { persistBytes: 1_000, persistMs: 30_000 };
     const r = reservation(['a'], { checkpoint: { ...CHECKPOINT, at: 10_000 } });
-    const cp = (bytes: number) => ({ parts: [{ name: 'p', size: bytes }], bytes, state: 's' });
+    const cp = (bytes: number) => ({
+      parts: [{ name: 'tables/0001/Cold.rf.part00001', size: bytes }],
+      bytes,
+      state: 's',
+    });
     expect(checkpointDue(reservation(['a'], { checkpoint: undefined }), cp(10), 0, persist)).toBe(true);
     expect(checkpointDue(r, cp(500), 11_000, persist)).toBe(false);
     expect(checkpointDue(r, cp(1_100), 11_000, persist)).toBe(true);
     expect(checkpointDue(r, cp(500), 40_000, persist)).toBe(true);
     expect(checkpointDue(r, cp(50), 40_000, persist)).toBe(false);
     expect(() => checkpointDue(r, { ...cp(2_000), bytes: 3_000 }, 11_000, persist)).toThrow(/parts hold/);
+    // Only its own parts or those it inherited: the committing compactor deletes what a checkpoint names.
+    const naming = (name: string) => ({ parts: [{ name, size: 2_000 }], bytes: 2_000, state: 's' });
+    expect(checkpointDue(r, naming('tables/0001/Cold.rf.partial'), 11_000, persist)).toBe(true);
+    expect(() => checkpointDue(r, naming('tables/0001/Iinput.rf'), 11_000, persist)).toThrow(/not a part/);
+    expect(() => checkpointDue(r, naming('tables/0001/Cold.rf'), 11_000, persist)).toThrow(/not a part/);
+    const inherited = reservation(['a'], {
+      output: 'tables/0001/Cnew.rf',
+      checkpoint: { ...CHECKPOINT, at: 10_000 },
+    });
+    const both = {
+      parts: [...CHECKPOINT.parts, { name: 'tables/0001/Cnew.rf.part00001', size: 1_900 }],
+      bytes: 2_000,
+      state: 's',
+    };
+    expect(checkpointDue(inherited, both, 11_000, persist)).toBe(true);
     const meta = tablet(['a']);
     meta.reservations.set('E1', r);
     const change = checkpointChange(meta, 'E1', r, cp(1_100), 11_000);
