@@ -32,68 +32,20 @@ import {
 } from '../metrics.js';
 import { advertisedAddress } from '../net.js';
 import { PeerClients } from '../rpc/peers.js';
-import {
-  connectZk,
-  listen,
-  ProcessState,
-  serverRpc,
-  type Lifecycle,
-  type ServerOptions,
-} from '../process.js';
+import { connectZk, listen, ProcessState, serverRpc } from '../process.js';
 import type { RpcServer } from '../rpc/server.js';
 import { backoffDelay, retry, sleep, withTimeout } from '../retry.js';
-import {
-  DEFAULT_CHECKPOINT_BYTES,
-  DEFAULT_CHECKPOINT_MS,
-  type CompactFilesArgs,
-  type CompactionResult,
-  type ObjectStore,
-} from '../storage/index.js';
+import { DEFAULT_CHECKPOINT_BYTES, DEFAULT_CHECKPOINT_MS } from '../storage/index.js';
 import { ZkLayout, type ZkSession } from '../zk/index.js';
 import { runJob, type JobOutcome, type RunningJob } from './job-runner.js';
 import { findWork, reserve } from './find-work.js';
 import { Links } from './links.js';
 import { Registration } from './registration.js';
 import { EXIT_QUEUE_DELETED } from './exit-codes.js';
+import { COMPACTOR_LIFECYCLE, type CompactorOptions, type CompactorState } from './options.js';
 export const COMPACTOR_VERSION = '0.1.0';
 
-export type CompactorState = 'connecting' | 'serving' | 'suspended' | 'expired' | 'rejoining';
-
-/**
- * A compactor's life: a disconnection within the session timeout changes nothing (its jobs run on, its
- * reservations stand); when its session expires or its node is deleted, its jobs are abandoned (their
- * commits would be refused) and it registers again with a new node.
- */
-export const COMPACTOR_LIFECYCLE: Lifecycle<CompactorState> = {
-  connecting: ['serving'],
-  serving: ['suspended', 'expired'],
-  suspended: ['serving', 'expired'],
-  expired: ['rejoining'],
-  rejoining: ['serving'],
-};
-
-export interface CompactorOptions extends ServerOptions {
-  queue: string;
-  store: ObjectStore;
-  /** Jobs at once (default 1). */
-  concurrency: number;
-  /**
-   * Runs one compaction (default: compactFiles on this thread). The command line passes
-   * threadedCompactions when concurrency > 1, so that N jobs use N cores.
-   */
-  compact?: (args: CompactFilesArgs) => Promise<CompactionResult>;
-  /** How long an idle compactor's request for work waits on the manager (default 15 s). */
-  longPollMs: number;
-  /** On SIGTERM, let running jobs finish for this long before releasing them (default 0: release at once). */
-  graceMs: number;
-  /** Progress reports to the tablet server at most this often (default 2 s). */
-  progressEveryMs: number;
-  /** Jobs with this much input checkpoint their output about this often (EXC_CHECKPOINT_*). */
-  checkpointBytes?: number;
-  checkpointMs?: number;
-  /** Exit code when the queue is deleted (EXC_QUEUE_GONE_EXIT_CODE; default {@link EXIT_QUEUE_DELETED}). */
-  queueGoneExitCode?: number;
-}
+export { COMPACTOR_LIFECYCLE, type CompactorOptions, type CompactorState } from './options.js';
 
 /** One registration: a session, its node, and everything reserved under it. */
 interface Generation {
