@@ -17,9 +17,8 @@ export { LocalObjectStore } from './local.js';
 export { MemoryObjectStore } from './memory.js';
 export { S3ObjectStore, type S3StoreOptions, type S3RetryOptions } from './s3.js';
 export { isTransientS3Error } from './s3-errors.js';
+export { writeRFile, writeRFileBatches } from './rfile/write-file.js';
 export {
-  writeRFile,
-  writeRFileBatches,
   RFileEncoder,
   copyKey,
   DEFAULT_BLOCK_SIZE,

@@ -2,7 +2,7 @@
  * Small helpers of the RFile encoder (writer.ts): block headers, option checks, buffer growth.
  */
 import { ExcError } from '../../errors.js';
-import type { Key } from '../key.js';
+import { isValidTimestamp, type Entry, type Key } from '../key.js';
 import { KIND_DATA, MAX_BLOCK_BYTES, crc32 } from './codec.js';
 
 export function dataHeader(codec: number, number: number, stored: Buffer, rawLength: number, count: number) {
@@ -39,4 +39,23 @@ export function copyKey(k: Key): Key {
     timestamp: k.timestamp,
     deleted: k.deleted,
   };
+}
+
+/** BAD_REQUEST unless `e` is a well-formed entry (entry number `n` of `file`). */
+export function checkEntry(e: Entry, file: string, n: number): void {
+  const k = e.key;
+  const ok =
+    Buffer.isBuffer(k.row) &&
+    Buffer.isBuffer(k.family) &&
+    Buffer.isBuffer(k.qualifier) &&
+    Buffer.isBuffer(e.value) &&
+    typeof k.deleted === 'boolean' &&
+    isValidTimestamp(k.timestamp);
+  if (!ok) {
+    throw new ExcError(
+      'BAD_REQUEST',
+      `writing ${file}: entry ${n} is malformed (fields must be Buffers, the timestamp an integer in [0, 2^53 - 1], deleted a boolean)`,
+      { details: { file } },
+    );
+  }
 }

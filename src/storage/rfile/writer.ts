@@ -6,9 +6,8 @@
  * while the next ones are encoded (lz4 and zstd compress each block as it is sealed, compression.ts).
  */
 import { ExcError } from '../../errors.js';
-import { batchesOf, type BatchSource, type EntrySource } from '../batches.js';
-import { formatKey, isValidTimestamp, sameCell, type Entry, type Key } from '../key.js';
-import type { ObjectStore } from '../object-store.js';
+import type { BatchSource } from '../batches.js';
+import { formatKey, sameCell, type Entry, type Key } from '../key.js';
 import { entryOrder } from '../order.js';
 import { BlockEntry } from './block-entry.js';
 import {
@@ -28,7 +27,7 @@ import {
   type EncodedIndexRecord,
 } from './codec.js';
 import { decodeKeyRecord, type EncoderState } from './encoder-state.js';
-import { copyKey, dataHeader, grow, positive } from './encoder-util.js';
+import { checkEntry, copyKey, dataHeader, grow, positive } from './encoder-util.js';
 
 export { copyKey } from './encoder-util.js';
 import { codecOf, compressSync, deflateBlock, DEFAULT_COMPRESSION, type Compression } from './compression.js';
@@ -70,33 +69,6 @@ export const DEFAULT_INDEX_BLOCK_SIZE = 64 * 1024;
 const FIRST_BUFFER = 4 * 1024;
 /** Blocks being deflated at once, on the thread pool, while the next block is encoded. */
 const COMPRESSION_DEPTH = 2;
-
-/**
- * Writes a file of `entries` (sorted by compareEntries; out-of-order input is rejected with BAD_REQUEST
- * and nothing is written under `name`).
- */
-export async function writeRFile(
-  store: ObjectStore,
-  name: string,
-  entries: EntrySource,
-  options: RFileWriteOptions = {},
-): Promise<FileSummary> {
-  return writeRFileBatches(store, name, batchesOf(entries), options);
-}
-
-/** {@link writeRFile} for entries already in batches (the merge's output). */
-export async function writeRFileBatches(
-  store: ObjectStore,
-  name: string,
-  batches: BatchSource,
-  options: RFileWriteOptions = {},
-): Promise<FileSummary> {
-  const encoder = new RFileEncoder(name, options);
-  const { size } = await store.write(name, encoder.encode(batches, options.signal), {
-    signal: options.signal,
-  });
-  return encoder.summary(size);
-}
 
 interface PendingBlock {
   done: Promise<{ chunks: Buffer[]; length: number }>;
@@ -260,21 +232,7 @@ export class RFileEncoder {
   }
 
   private validate(e: Entry): void {
-    const k = e.key;
-    const ok =
-      Buffer.isBuffer(k.row) &&
-      Buffer.isBuffer(k.family) &&
-      Buffer.isBuffer(k.qualifier) &&
-      Buffer.isBuffer(e.value) &&
-      typeof k.deleted === 'boolean' &&
-      isValidTimestamp(k.timestamp);
-    if (!ok) {
-      throw new ExcError(
-        'BAD_REQUEST',
-        `writing ${this.file}: entry ${this.entries} is malformed (fields must be Buffers, the timestamp an integer in [0, 2^53 - 1], deleted a boolean)`,
-        { details: { file: this.file } },
-      );
-    }
+    checkEntry(e, this.file, this.entries);
   }
 
   /** `boundary`: the block's last entry ends a cell (a checkpoint may follow it). */
