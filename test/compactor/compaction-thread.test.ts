@@ -11,6 +11,7 @@ import {
   LocalObjectStore,
   makeEntry,
   writeRFile,
+  type Checkpoint,
   type CompactionProgress,
   type Entry,
 } from '../../src/storage/index.js';
@@ -37,7 +38,38 @@ async function inputs(n: number): Promise<{ store: LocalObjectStore; url: string
   return { store, url: pathToFileURL(dir).href, names };
 }
 
+async function bytesOf(store: LocalObjectStore, name: string): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const c of store.readStream(name)) chunks.push(c);
+  return Buffer.concat(chunks);
+}
+
 describe('compaction thread', () => {
+  it('checkpoints cross the thread boundary, and a threaded run resumes from one with the same bytes', async () => {
+    const { store, url, names } = await inputs(20_000);
+    const checkpoints: Checkpoint[] = [];
+    await compactInThread(
+      { store: url },
+      {
+        store,
+        inputs: names,
+        output: 'out/first.rf',
+        settings: SETTINGS,
+        checkpoints: { everyBytes: 32 * 1024, everyMs: 60_000, onCheckpoint: (cp) => checkpoints.push(cp) },
+      },
+    );
+    expect(checkpoints.length).toBeGreaterThan(3);
+    const middle = checkpoints[Math.floor(checkpoints.length / 2)]!;
+    // The local store appends in place: the checkpoint names the attempt's file and its durable length.
+    expect(middle.parts).toEqual([{ name: 'out/first.rf.partial', size: middle.bytes }]);
+    const resumed = await compactInThread(
+      { store: url },
+      { store, inputs: names, output: 'out/resumed.rf', settings: SETTINGS, resume: middle },
+    );
+    expect(resumed.resumedBytes).toBe(middle.bytes);
+    expect((await bytesOf(store, 'out/resumed.rf')).equals(await bytesOf(store, 'out/first.rf'))).toBe(true);
+  });
+
   it('a compaction on a worker thread writes exactly what it writes in this thread, and reports progress', async () => {
     const { store, url, names } = await inputs(20_000);
     const progress: CompactionProgress[] = [];
