@@ -7,9 +7,9 @@
  *   - `~del:<path>` rows, written when a commit replaces inputs, when a reservation is cancelled (its
  *     output), and when a table is deleted. Once the row is older than the grace period and the file is
  *     unreferenced, the file is deleted, then the row.
- *   - leftovers of crashes (an ingest or a compaction output written but never added, the parts of a
- *     checkpointed output that no checkpoint names any more): a sweep lists the
- *     store under `tables/` and deletes unreferenced files last modified longer ago than the grace period.
+ *   - leftovers of crashes (an ingest or a compaction output written but never added, checkpoint parts
+ *     nothing names): a sweep lists the store under `tables/` and deletes unreferenced files last
+ *     modified longer ago than the grace period.
  *     A listing reads every object's name, so it runs far less often than the collection of `~del` rows
  *     (`EXC_GC_SWEEP_INTERVAL_MS`, and on every cycle run on request): leftovers are rare, replaced files
  *     are the bulk of the garbage, and a store of millions of objects is not listed every minute.
