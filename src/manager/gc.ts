@@ -38,8 +38,7 @@ import { DONE_PREFIX } from '../meta/outcomes.js';
 import { UCOMP_PREFIX } from '../meta/user-compactions.js';
 import { TABLES_PREFIX } from '../meta/paths.js';
 import { checkpointParts } from '../meta/tablet.js';
-import { ulidTime } from '../ids.js';
-import { scanRows, type MetaBackend } from '../meta/backend.js';
+import type { MetaBackend } from '../meta/backend.js';
 import type { TemporaryInfo } from '../storage/object-store.js';
 import { ExcError, describeError } from '../errors.js';
 import type { Mutation } from '../meta/types.js';
@@ -52,6 +51,7 @@ import {
   readMarks,
   type DeletionMark,
 } from './deletions.js';
+import { expiredRecords } from './expiry.js';
 import { expiredRequests } from './requests.js';
 import { readTablets } from './tables.js';
 
@@ -245,8 +245,15 @@ export class GarbageCollector {
     // needs them all counted, which grows with the rows kept, so only on a sweep (once the chaos soak's
     // outcome rows reached tens of thousands, counting them every cycle cost the manager more and more).
     const maxRows = sweep ? this.options.outcomeMaxRows : undefined;
-    await this.trimRows(await this.expiredOutcomes(DONE_PREFIX, maxRows), fold);
-    await this.trimRows(await this.expiredOutcomes(UCOMP_PREFIX, maxRows));
+    const records = {
+      ...(this.options.outcomeRetentionMs === undefined
+        ? {}
+        : { retentionMs: this.options.outcomeRetentionMs }),
+      ...(maxRows === undefined ? {} : { maxRows }),
+      now: Date.now(),
+    };
+    await this.trimRows(await expiredRecords(this.store, DONE_PREFIX, records), fold);
+    await this.trimRows(await expiredRecords(this.store, UCOMP_PREFIX, records));
     await this.trimRows(await expiredRequests(this.store, Date.now()));
     this.stats.cycles++;
     this.stats.lastCycleAt = Date.now();
@@ -338,24 +345,6 @@ export class GarbageCollector {
     this.aborter?.abort(err);
     this.onFenced?.(err);
     throw err;
-  }
-
-  /**
-   * Outcome rows (or user compaction records) past their retention, and the oldest beyond `maxRows`
-   * (ULIDs start with their time, so the old ones come first).
-   */
-  private async expiredOutcomes(prefix: string, maxRows?: number): Promise<string[]> {
-    const retention = this.options.outcomeRetentionMs;
-    if (retention === undefined && maxRows === undefined) return [];
-    const cutoff = retention === undefined ? -Infinity : Date.now() - retention;
-    const all: string[] = [];
-    let old = 0;
-    for await (const row of scanRows(this.store, { prefix })) {
-      if (ulidTime(row.row.slice(prefix.length)) < cutoff) old++;
-      else if (maxRows === undefined) break;
-      all.push(row.row);
-    }
-    return all.slice(0, Math.max(old, maxRows === undefined ? 0 : all.length - maxRows));
   }
 
   private async trimRows(
