@@ -7,7 +7,7 @@
  * delay the fault asked for (or at once). Every exit is judged: a fault announces the exit it causes
  * ({@link Slot.expect}); an exit nobody announced is an unexpected exit, a violation.
  */
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { ExcClient } from '../src/client/client.js';
@@ -136,6 +136,9 @@ export class ChaosCluster {
     this.s3 = await startTestS3({ dir: join(dir, 's3') });
     if (this.options.meta === 'postgres') {
       // Not among the faults: the database is the store's durability, like the SQLite file's disk.
+      // The server runs as the postgres user, which must be able to pass through the run directory (a
+      // temporary directory is created 0700).
+      chmodSync(dir, 0o711);
       const server = await startEmbeddedPostgres({ dir: join(dir, 'postgres'), durable: false });
       this.postgres = { server, url: await server.database('chaos') };
     }
