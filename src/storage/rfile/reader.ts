@@ -14,7 +14,7 @@ import { ExcError } from '../../errors.js';
 import { compareKeys, type Entry } from '../key.js';
 import type { ObjectStore } from '../object-store.js';
 import { rangeIsEmpty, rowAfterStart, rowBeforeEnd, type RowRange } from '../range.js';
-import { decodeDataBlock, plainEntry, type BlockEntry } from './block-entry.js';
+import { plainEntry, type BlockEntry } from './block-entry.js';
 import { ByteQueue } from './byte-queue.js';
 import {
   BLOCK_HEADER_SIZE,
@@ -30,12 +30,19 @@ import {
   readFooterBody,
   readFooterTail,
   readIndexRecord,
-  type BlockHeader,
   type Footer,
   type IndexRecord,
 } from './codec.js';
-import { decompressBlock } from './compression.js';
 import { corruptFile } from './corrupt.js';
+import {
+  BlockCursor,
+  checkFooter,
+  decodeBlock,
+  describe,
+  type RootEntry,
+  type ScanStart,
+  type StoredBlock,
+} from './blocks.js';
 import { copyKey, type FileSummary } from './writer.js';
 
 /** How much of the tail `open` reads at once: the footer of any but a huge file. */
@@ -46,17 +53,6 @@ const DECODE_AHEAD = 2;
 
 export interface ScanOptions {
   signal?: AbortSignal;
-}
-
-interface RootEntry extends IndexRecord {
-  /** Number of the first data block this index block covers. */
-  firstDataBlock: number;
-}
-
-interface ScanStart {
-  offset: number;
-  dataBlock: number;
-  indexBlock: number;
 }
 
 export class RFileReader {
@@ -278,107 +274,6 @@ export class RFileReader {
   }
 }
 
-/**
- * Walks the blocks of a scan in file order, knowing which block must come next: data blocks
- * `firstDataBlock..+count-1` of index block j, then index block j itself, at the offset the root gives.
- */
-class BlockCursor {
-  offset: number;
-  private data: number;
-  private index: number;
-
-  constructor(
-    private readonly file: string,
-    private readonly root: RootEntry[],
-    start: ScanStart,
-  ) {
-    this.offset = start.offset;
-    this.data = start.dataBlock;
-    this.index = start.indexBlock;
-  }
-
-  private get expectedKind(): number {
-    const r = this.root[this.index]!;
-    return this.data < r.firstDataBlock + r.count ? KIND_DATA : KIND_INDEX;
-  }
-
-  /** Describes the block expected here, for errors: `data block 3 at offset 196632`. */
-  where(): string {
-    const kind = this.expectedKind;
-    return describe(kind, kind === KIND_DATA ? this.data : this.index, this.offset);
-  }
-
-  corrupt(detail: string, cause?: unknown): ExcError {
-    return corruptFile(this.file, this.where(), detail, cause);
-  }
-
-  /** Decodes and checks the header of the block expected here. */
-  header(bytes: Buffer): BlockHeader {
-    let h: BlockHeader;
-    try {
-      h = readBlockHeader(bytes);
-    } catch (err) {
-      if (err instanceof FormatError) throw this.corrupt(err.message, err);
-      throw err;
-    }
-    const kind = this.expectedKind;
-    const number = kind === KIND_DATA ? this.data : this.index;
-    if (h.kind !== kind || h.number !== number) {
-      throw this.corrupt(`found ${describe(h.kind, h.number, this.offset)} instead`);
-    }
-    if (kind === KIND_INDEX) {
-      const r = this.root[this.index]!;
-      if (
-        r.offset !== this.offset ||
-        r.length !== BLOCK_HEADER_SIZE + h.storedLength ||
-        r.count !== h.count
-      ) {
-        throw this.corrupt('position, length or count differs from the root');
-      }
-    }
-    return h;
-  }
-
-  /** Moves past the block just read (`length` bytes). */
-  next(length: number): void {
-    if (this.expectedKind === KIND_DATA) this.data++;
-    else this.index++;
-    this.offset += length;
-  }
-}
-
-interface StoredBlock {
-  header: BlockHeader;
-  /** As stored (maybe deflated), checksum verified. */
-  payload: Buffer;
-  /** Where it starts in the file, for errors. */
-  offset: number;
-}
-
-/** Decompresses (compression.ts) and decodes a verified data block; damage is CORRUPT_FILE naming it. */
-async function decodeBlock(file: string, block: StoredBlock): Promise<BlockEntry[]> {
-  const { header, payload } = block;
-  try {
-    const raw = await decompressBlock(header.codec, payload, header.rawLength);
-    return decodeDataBlock(raw, header.count);
-  } catch (err) {
-    if (err instanceof FormatError) {
-      throw corruptFile(file, describe(KIND_DATA, header.number, block.offset), err.message, err);
-    }
-    throw err;
-  }
-}
-
-function describe(kind: number, number: number, offset: number): string {
-  const name =
-    kind === KIND_DATA
-      ? 'data block'
-      : kind === KIND_INDEX
-        ? 'index block'
-        : `block of kind 0x${kind.toString(16)}`;
-  return `${name} ${number} at offset ${offset}`;
-}
-
 /** Index of the first element satisfying a predicate that is false then true along the array. */
 function firstIndex<T>(items: readonly T[], pred: (item: T) => boolean): number {
   let lo = 0;
@@ -389,37 +284,4 @@ function firstIndex<T>(items: readonly T[], pred: (item: T) => boolean): number 
     else lo = mid + 1;
   }
   return lo;
-}
-
-/** Checks the footer against the file's layout and numbers the root's data blocks. */
-function checkFooter(file: string, f: Footer, footerStart: number): RootEntry[] {
-  const fail = (detail: string): ExcError => corruptFile(file, 'footer', detail);
-  if (f.entryCount === 0) {
-    if (f.dataBlocks !== 0 || f.root.length !== 0 || footerStart !== 0) throw fail('no entries, yet blocks');
-    return [];
-  }
-  if (f.root.length === 0 || f.dataBlocks === 0) throw fail(`${f.entryCount} entries, yet no blocks`);
-  if (f.entryCount < f.dataBlocks) throw fail(`${f.entryCount} entries cannot fill ${f.dataBlocks} blocks`);
-  const root: RootEntry[] = [];
-  let blocks = 0;
-  let end = 0;
-  for (const [j, r] of f.root.entries()) {
-    if (r.count < 1 || r.offset < end + r.count * MIN_DATA_BLOCK)
-      throw fail(`index block ${j} covers no room for its blocks`);
-    if (r.length < BLOCK_HEADER_SIZE + r.count * MIN_INDEX_RECORD)
-      throw fail(`index block ${j} is too short for its records`);
-    if (j > 0 && compareKeys(root[j - 1]!.lastKey, r.lastKey) > 0)
-      throw fail(`index block ${j} is out of order`);
-    root.push({ ...r, firstDataBlock: blocks });
-    blocks += r.count;
-    end = r.offset + r.length;
-  }
-  if (end !== footerStart)
-    throw fail(`the last index block ends at ${end}, the footer starts at ${footerStart}`);
-  if (blocks !== f.dataBlocks)
-    throw fail(`the root covers ${blocks} data blocks, the footer says ${f.dataBlocks}`);
-  if (compareKeys(f.lastKey!, root[root.length - 1]!.lastKey) !== 0)
-    throw fail('the last key differs from the index');
-  if (compareKeys(f.firstKey!, f.lastKey!) > 0) throw fail('the first key is after the last key');
-  return root;
 }
