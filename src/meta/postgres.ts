@@ -49,6 +49,9 @@ export interface PostgresOptions {
 
 type Queryable = Pick<pg.PoolClient, 'query'>;
 
+/** What the loser of two concurrent `CREATE TABLE IF NOT EXISTS` of one table gets (createTables). */
+const CATALOG_RACE: ReadonlySet<string> = new Set(['23505', '42P07', '42710']);
+
 export class PostgresBackend implements MetaBackend {
   readonly describe: string;
   private readonly pool: pg.Pool;
@@ -77,7 +80,9 @@ export class PostgresBackend implements MetaBackend {
 
   /**
    * Creates the tables when missing. Two handles opening a new database at once race in PostgreSQL's
-   * catalog (`IF NOT EXISTS` is not atomic there): the loser sees a duplicate and tries again.
+   * catalog (`IF NOT EXISTS` is not atomic there): the loser sees a duplicate — of the table's name
+   * (42P07), of its row type (42710: found by a full test run), or a catalog unique key (23505) — and tries
+   * again, when the table is there.
    */
   private async createTables(): Promise<void> {
     for (let attempt = 1; ; attempt++) {
@@ -90,7 +95,7 @@ export class PostgresBackend implements MetaBackend {
         return;
       } catch (err) {
         const code = (err as { code?: unknown }).code;
-        if ((code === '23505' || code === '42P07') && attempt < 5) continue;
+        if (typeof code === 'string' && CATALOG_RACE.has(code) && attempt < 5) continue;
         throw err;
       }
     }
