@@ -137,6 +137,9 @@ Settings:
   versions=1               versions of a cell to keep
   ttl=7d                   drop entries older than this (ms, s, m, h, d)
   maxAttempts=3            failed attempts after which a job is parked
+  compression=zstd         block codec of new files (none, deflate, lz4, zstd)
+  splitAbove=1G            split a larger system job by row range across compactors
+  maxSplits=8              at most this many sub-jobs per split job (1: never split)
 ${examples(['excompact admin table config events queues=small:64M,large ratio=2', 'excompact admin table config logs ttl=30d versions=3'])}`,
     )
     .action(

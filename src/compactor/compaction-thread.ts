@@ -71,6 +71,7 @@ export function compactInThread(store: StoreSettings, args: CompactFilesArgs): P
       blockSize: args.blockSize,
       compression: args.compression,
       ...(args.resume ? { resume: args.resume } : {}),
+      ...(args.range ? { range: args.range } : {}),
       // The callback stays here: the thread posts each checkpoint back.
       ...(args.checkpoints
         ? { checkpoints: { everyBytes: args.checkpoints.everyBytes, everyMs: args.checkpoints.everyMs } }

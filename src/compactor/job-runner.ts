@@ -125,6 +125,7 @@ async function runLinked(
       inputs: job.inputs.length,
       bytes: inputBytes,
       attempt: job.attempt,
+      ...(job.range ? { range: job.range } : {}),
       // Whether the merge runs on a worker thread (--concurrency > 1) or on this one.
       thread: deps.compact !== undefined,
     },
@@ -170,8 +171,9 @@ async function runLinked(
     running.progress = p;
   };
 
+  // A sub-job of a split (job.range) is never checkpointed: it is a share of a job cut to be small.
   const checkpointing =
-    deps.checkpoint && (job.checkpoint || inputBytes >= deps.checkpoint.bytes)
+    deps.checkpoint && !job.range && (job.checkpoint || inputBytes >= deps.checkpoint.bytes)
       ? {
           everyBytes: deps.checkpoint.bytes,
           everyMs: deps.checkpoint.ms,
@@ -195,6 +197,7 @@ async function runLinked(
       progressEveryMs: Math.min(1_000, deps.progressEveryMs),
       ...(checkpointing ? { checkpoints: checkpointing } : {}),
       ...(job.checkpoint ? { resume: job.checkpoint } : {}),
+      ...(job.range ? { range: job.range } : {}),
     });
   } catch (err) {
     clearInterval(ticker);

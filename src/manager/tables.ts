@@ -290,7 +290,11 @@ export class Tables {
       if (tablet.loc || tablet.future) {
         throw new ExcError('CONFLICT', `tablet ${tablet.row} was assigned during deletion; retry the delete`);
       }
-      const doomed = [...tablet.files.keys(), ...[...tablet.reservations.values()].map((r) => r.output)];
+      const doomed = [
+        ...tablet.files.keys(),
+        ...[...tablet.reservations.values()].map((r) => r.output),
+        ...[...tablet.splits.values()].flatMap((s) => s.done.flatMap((d) => (d?.output ? [d.output] : []))),
+      ];
       removals.push({
         conditions: [{ op: 'absent', row: tablet.row, col: COL_LOC }],
         deleteRows: [tablet.row, ingestRow(tablet.row), ...tablet.queued.values()],

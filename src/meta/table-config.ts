@@ -35,6 +35,17 @@ export const tableConfigSchema = z
      * already written keep theirs, as each block records its codec.
      */
     compression: z.enum(COMPRESSIONS).default(DEFAULT_COMPRESSION),
+    /**
+     * A system job with more input than this is split by row range into sub-jobs that different
+     * compactors run in parallel: ceil(input / splitAbove) of them, at most `maxSplits`.
+     */
+    splitAbove: z
+      .number()
+      .int()
+      .min(64 * 1024)
+      .default(1024 ** 3),
+    /** At most this many sub-jobs per split job (1: never split). */
+    maxSplits: z.number().int().min(1).max(64).default(8),
   })
   .strict()
   .superRefine((config, ctx) => {
@@ -70,7 +81,7 @@ export const DEFAULT_TABLE_CONFIG: TableConfig = tableConfigSchema.parse({});
 /**
  * Parses `key=value` settings as typed on the command line into a partial config:
  *   queues=small:64M,large   ratio=3   maxFiles=10   fileLimit=30   versions=3   ttl=7d   maxAttempts=5
- *   compression=zstd (none, deflate, lz4, zstd)
+ *   compression=zstd (none, deflate, lz4, zstd)   splitAbove=1G   maxSplits=8
  */
 export function parseConfigAssignments(assignments: string[]): TableConfigInput {
   const out: TableConfigInput & Record<string, unknown> = {};
@@ -90,11 +101,15 @@ export function parseConfigAssignments(assignments: string[]): TableConfigInput 
       case 'fileLimit':
       case 'versions':
       case 'maxAttempts':
+      case 'maxSplits':
         out[key] = parseNumber(key, value);
         break;
       case 'ttl':
       case 'ttlMs':
         out.ttlMs = key === 'ttl' ? parseDuration(value) : parseNumber(key, value);
+        break;
+      case 'splitAbove':
+        out.splitAbove = parseSize(value);
         break;
       case 'compression':
         if (!isCompression(value)) {
@@ -108,7 +123,7 @@ export function parseConfigAssignments(assignments: string[]): TableConfigInput 
       default:
         throw new ExcError(
           'BAD_REQUEST',
-          `unknown table setting ${JSON.stringify(key)} (known: queues, ratio, maxFiles, fileLimit, versions, ttl, maxAttempts, compression)`,
+          `unknown table setting ${JSON.stringify(key)} (known: queues, ratio, maxFiles, fileLimit, versions, ttl, maxAttempts, compression, splitAbove, maxSplits)`,
         );
     }
   }

@@ -11,6 +11,8 @@
  *                   the requests it satisfies (coalesced: consecutive requests with the same filters)
  *   resume:<key>    JSON {@link Resume}: the last checkpoint of a job whose compactor died, kept with the
  *                   requeued job (key: {@link failureKey} of its inputs) for the next attempt to go on from
+ *   split:<id>      JSON {@link SplitJob}: a large job split by row range into sub-jobs that different
+ *                   compactors run; the outputs of those done so far, until the last one commits them all
  *   progress:<ecid> JSON progress of a reservation, as last reported by its compactor (throttled)
  *   failed:<key>    JSON { inputs, attempts, lastError, parked }: failures of a job over a set of files
  *   queued:<qid>    the ~cq row this tablet currently has in queue <qid> (to move or delete it atomically)
@@ -44,6 +46,7 @@ export const PROGRESS_PREFIX = 'progress:';
 export const QUEUED_PREFIX = 'queued:';
 export const INGEST_PREFIX = 'ingest:';
 export const RESUME_PREFIX = 'resume:';
+export const SPLIT_PREFIX = 'split:';
 
 /**
  * How long a tablet remembers an ingest request id. Clients retry a request only within this window
@@ -68,6 +71,7 @@ export function withIngests(cols: Map<string, string>, ingests: Map<string, stri
   return out;
 }
 export const resumeCol = (key: string): string => `${RESUME_PREFIX}${key}`;
+export const splitCol = (id: string): string => `${SPLIT_PREFIX}${id}`;
 
 export const locationSchema = z.object({
   server: z.string().min(1),
@@ -95,6 +99,8 @@ export const checkpointSchema = z.object({
   at: z.number(),
 });
 export type CheckpointMeta = z.infer<typeof checkpointSchema>;
+
+const hexRow = z.string().regex(/^(?:[0-9a-f]{2})*$/);
 
 export const reservationSchema = z.object({
   /** The compactor's ephemeral node path: its identity. */
@@ -129,8 +135,53 @@ export const reservationSchema = z.object({
    * one it was resumed from.
    */
   checkpoint: checkpointSchema.optional(),
+  /**
+   * A sub-job of a split job (`split:<id>`): it compacts only the rows in [start, end) of the inputs
+   * (hex; an absent end is unbounded) into its own output, which the split's last commit installs.
+   */
+  split: z
+    .object({
+      id: z.string().min(1),
+      index: z.number().int().nonnegative(),
+      of: z.number().int().min(2),
+      start: hexRow.optional(),
+      end: hexRow.optional(),
+    })
+    .optional(),
 });
 export type Reservation = z.infer<typeof reservationSchema>;
+
+/** One sub-job's result in a split job: its output (null when nothing survived the stack). */
+export const splitPartSchema = z.object({
+  output: z.string().min(1).nullable(),
+  size: z.number().int().nonnegative(),
+  entries: z.number().int().nonnegative(),
+});
+export type SplitPart = z.infer<typeof splitPartSchema>;
+
+/**
+ * A job split by row range (DESIGN.md, "Split jobs"): sub-job i compacts the rows of `inputs` in
+ * [bounds[i-1], bounds[i]) (the first from the start, the last to the end), each reserved on its own.
+ * `done[i]` is sub-job i's committed output; the commit that completes the last one replaces the inputs
+ * with every output in one mutation. The inputs stay out of every other job until then.
+ */
+export const splitJobSchema = reservationSchema
+  .pick({ inputs: true, kind: true, allFiles: true, compression: true, settings: true })
+  .extend({
+    /** The rows that separate the sub-jobs, hex, ascending: one fewer than the sub-jobs. */
+    bounds: z.array(hexRow).min(1),
+    done: z.array(splitPartSchema.nullable()),
+    createdAt: z.number(),
+  })
+  .refine((s) => s.done.length === s.bounds.length + 1, 'one result per sub-job');
+export type SplitJob = z.infer<typeof splitJobSchema>;
+
+/** The row range of sub-job `index` of a split job, as a reservation carries it. */
+export function splitRange(s: Pick<SplitJob, 'bounds'>, index: number): { start?: string; end?: string } {
+  const start = index === 0 ? undefined : s.bounds[index - 1];
+  const end = s.bounds[index];
+  return { ...(start === undefined ? {} : { start }), ...(end === undefined ? {} : { end }) };
+}
 
 /**
  * A job whose compactor died after a checkpoint, requeued with it: the next reservation of exactly these
@@ -152,11 +203,15 @@ export const resumeSchema = reservationSchema
   });
 export type Resume = z.infer<typeof resumeSchema>;
 
-/** Every object a tablet's checkpoints name (parts the collector must keep). */
-export function checkpointParts(meta: Pick<TabletMeta, 'reservations' | 'resumes'>): string[] {
+/**
+ * Every object a tablet's checkpoints and split jobs name beside its files and reservations: parts the
+ * collector must keep, and the outputs of sub-jobs that wait for the rest of their split.
+ */
+export function checkpointParts(meta: Pick<TabletMeta, 'reservations' | 'resumes' | 'splits'>): string[] {
   const out: string[] = [];
   for (const r of meta.reservations.values()) for (const p of r.checkpoint?.parts ?? []) out.push(p.name);
   for (const r of meta.resumes.values()) for (const p of r.checkpoint.parts) out.push(p.name);
+  for (const s of meta.splits.values()) for (const d of s.done) if (d?.output) out.push(d.output);
   return out;
 }
 
@@ -234,6 +289,8 @@ export interface TabletMeta {
   failures: Map<string, Failure>;
   /** Checkpoints kept for requeued jobs, by {@link failureKey} of their inputs. */
   resumes: Map<string, Resume>;
+  /** Split jobs under way, by id. */
+  splits: Map<string, SplitJob>;
   progress: Map<string, Progress>;
   /** queue id → the ~cq row this tablet has in that queue. */
   queued: Map<string, string>;
@@ -274,6 +331,7 @@ export function parseTablet(row: string, cols: ReadonlyMap<string, string>): Tab
     userCompactions: new Map(),
     failures: new Map(),
     resumes: new Map(),
+    splits: new Map(),
     progress: new Map(),
     queued: new Map(),
     ingests: new Map(),
@@ -298,6 +356,8 @@ export function parseTablet(row: string, cols: ReadonlyMap<string, string>): Tab
       tablet.failures.set(col.slice(FAILED_PREFIX.length), json(failureSchema, value, what));
     else if (col.startsWith(RESUME_PREFIX))
       tablet.resumes.set(col.slice(RESUME_PREFIX.length), json(resumeSchema, value, what));
+    else if (col.startsWith(SPLIT_PREFIX))
+      tablet.splits.set(col.slice(SPLIT_PREFIX.length), json(splitJobSchema, value, what));
     else if (col.startsWith(PROGRESS_PREFIX))
       tablet.progress.set(col.slice(PROGRESS_PREFIX.length), json(progressSchema, value, what));
     else if (col.startsWith(QUEUED_PREFIX)) tablet.queued.set(col.slice(QUEUED_PREFIX.length), value);

@@ -67,11 +67,13 @@ export interface PlannedJob {
   /** For a user job: the requests it satisfies and their filters. */
   userCompactionIds?: string[];
   filters?: UserFilter[];
+  /** A sub-job of a split job waiting for a compactor: its split's id and its index there. */
+  split?: { id: string; index: number };
 }
 
 export const USER_PRIORITY_BASE = 0x4000_0000;
 export const FORCED_PRIORITY_BASE = 0x2000_0000;
-const MAX_FILE_COUNT_PRIORITY = 0x0fff_ffff;
+export const MAX_FILE_COUNT_PRIORITY = 0x0fff_ffff;
 
 export function plan(input: PlanInput): PlannedJob[] {
   const { files, reserved, config, user } = input;

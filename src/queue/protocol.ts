@@ -27,6 +27,8 @@ export interface ReservedJob {
   compression?: Reservation['compression'];
   /** Partial compaction: delete markers must be kept. */
   keepDeletes: boolean;
+  /** A sub-job of a split job: compact only the rows in [start, end) (hex; absent: unbounded). */
+  range?: { start?: string; end?: string };
   /** Go on from this checkpoint of an earlier attempt (DESIGN.md, "Resume"). */
   checkpoint?: { parts: { name: string; size: number }[]; bytes: number; state: string };
 }

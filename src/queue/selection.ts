@@ -121,6 +121,8 @@ function canJoin(meta: TabletMeta, selection: Selection, filters: Selection['fil
     if (r.kind === 'user') return false; // the rewrite has started
     if (r.inputs.some((f) => !selected.has(f))) return false;
   }
+  // A split job holds its inputs between its sub-jobs too.
+  for (const s of meta.splits.values()) if (s.inputs.some((f) => !selected.has(f))) return false;
   return true;
 }
 
@@ -150,7 +152,7 @@ export function satisfiedBy(r: { userCompactionId?: string; userCompactionIds?: 
 export function selectionAfterCommit(
   meta: TabletMeta,
   r: Reservation,
-  output: string | undefined,
+  outputs: readonly string[],
 ): { satisfied: string[]; selection: Selection | null | undefined } {
   const current = meta.selection;
   if (r.kind === 'user') {
@@ -161,6 +163,6 @@ export function selectionAfterCommit(
   if (!current || !r.inputs.every((f) => current.files.includes(f)))
     return { satisfied: [], selection: undefined };
   const files = current.files.filter((f) => !r.inputs.includes(f));
-  if (output) files.push(output);
+  files.push(...outputs);
   return { satisfied: [], selection: { ...current, files: files.sort() } };
 }

@@ -6,7 +6,15 @@
  */
 import type { TableConfig } from '../meta/table-config.js';
 import { failureKey, isParked, type TabletMeta } from '../meta/tablet.js';
-import { plan, queueDemand, type PlanInput, type PlannedJob } from './planner.js';
+import {
+  FORCED_PRIORITY_BASE,
+  MAX_FILE_COUNT_PRIORITY,
+  plan,
+  queueDemand,
+  routeBySize,
+  type PlanInput,
+  type PlannedJob,
+} from './planner.js';
 import { userStep } from './selection.js';
 import type { QueueInfo } from './registry.js';
 
@@ -36,13 +44,43 @@ export function planTablet(meta: TabletMeta, config: TableConfig): PlannedJob[] 
       runnable: !(failure && isParked(failure, config.maxAttempts)),
     };
   }
-  return plan({
+  const jobs = plan({
     files,
     reserved: reservedFiles(meta),
     parked: parkedFiles(meta, config.maxAttempts),
     config,
     ...(user ? { user } : {}),
   });
+  return [...splitJobs(meta, config), ...jobs];
+}
+
+/**
+ * The sub-jobs of the tablet's split jobs that wait for a compactor: neither done nor reserved, and their
+ * split not parked. They come first (their split holds its inputs out of every other job until its last
+ * sub-job commits), routed like the whole job.
+ */
+export function splitJobs(meta: TabletMeta, config: TableConfig): PlannedJob[] {
+  const out: PlannedJob[] = [];
+  for (const [id, s] of meta.splits) {
+    const failure = meta.failures.get(failureKey(s.inputs));
+    if (failure && isParked(failure, config.maxAttempts)) continue;
+    const running = new Set<number>();
+    for (const r of meta.reservations.values()) if (r.split?.id === id) running.add(r.split.index);
+    const inputBytes = s.inputs.reduce((n, f) => n + (meta.files.get(f)?.size ?? 0), 0);
+    s.done.forEach((done, index) => {
+      if (done !== null || running.has(index)) return;
+      out.push({
+        kind: s.kind,
+        files: s.inputs,
+        inputBytes,
+        queue: routeBySize(config.queues, inputBytes),
+        priority: FORCED_PRIORITY_BASE + Math.min(meta.files.size, MAX_FILE_COUNT_PRIORITY),
+        allFiles: s.allFiles,
+        split: { id, index },
+      });
+    });
+  }
+  return out;
 }
 
 /**
@@ -63,10 +101,11 @@ export function tabletDemand(
   return demand;
 }
 
-/** Files in running reservations. */
+/** Files in running reservations and in split jobs (held from their first sub-job to their last). */
 function reservedFiles(meta: TabletMeta): Set<string> {
   const out = new Set<string>();
   for (const r of meta.reservations.values()) for (const f of r.inputs) out.add(f);
+  for (const s of meta.splits.values()) for (const f of s.inputs) out.add(f);
   return out;
 }
 

@@ -13,7 +13,7 @@ import { compareBytes, type Entry, type Key } from './key.js';
 import { BLOCK_ENTRY_OPS } from './order.js';
 import { checkName } from './names.js';
 import type { ObjectStore } from './object-store.js';
-import type { RowRange } from './range.js';
+import { intersectRanges, type RowRange } from './range.js';
 import {
   appendsInPlace,
   composeParts,
@@ -68,6 +68,20 @@ export interface CompactFilesArgs {
   checkpoints?: CheckpointOptions;
   /** Go on from this checkpoint of an earlier attempt at the same job (same inputs and settings). */
   resume?: Checkpoint;
+  /** Only the rows in [start, end) (hex; absent: unbounded): a sub-job of a split job. */
+  range?: { start?: string; end?: string };
+}
+
+/** The rows of a sub-job's hex range: start inclusive, end exclusive. */
+function subJobRange(range: CompactFilesArgs['range']): RowRange {
+  const hex = /^(?:[0-9a-f]{2})*$/;
+  for (const end of [range?.start, range?.end]) {
+    if (end !== undefined && !hex.test(end)) throw new ExcError('BAD_REQUEST', 'a range end is not hex');
+  }
+  return {
+    ...(range?.start === undefined ? {} : { startRow: Buffer.from(range.start, 'hex') }),
+    ...(range?.end === undefined ? {} : { endRow: Buffer.from(range.end, 'hex'), endInclusive: false }),
+  };
 }
 
 /**
@@ -103,11 +117,13 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
   // Resumed: each input from the first cell after the checkpoint's last key. The stack decides cell by
   // cell, so the cells after it come out exactly as they would have.
   const after = resume ? decodeKeyRecord(resume.lastKey) : undefined;
+  // A sub-job of a split reads only its rows; a range never cuts a row, so each cell is decided whole.
+  const rows = subJobRange(args.range);
   const merged = iteratorStackBatches(
     readers.map((r) =>
       after
-        ? cellsAfter(r.scanBatches({ startRow: after.row }, { signal }), after)
-        : r.scanBatches({}, { signal }),
+        ? cellsAfter(r.scanBatches(intersectRanges(rows, { startRow: after.row }), { signal }), after)
+        : r.scanBatches(rows, { signal }),
     ),
     settings,
     { stats, signal, ops: BLOCK_ENTRY_OPS },

@@ -11,7 +11,7 @@ import { MetaClient } from '../meta/client.js';
 import type { Location } from '../meta/tablet.js';
 import { QueueResolver } from '../queue/resolver.js';
 import { abandonedUserJobs } from '../queue/selection.js';
-import type { ObjectStore } from '../storage/index.js';
+import { splitRows, type ObjectStore } from '../storage/index.js';
 import type { ZkLayout, ZkSession } from '../zk/index.js';
 import { CompactorLinks } from './compactor-links.js';
 import { CompactorWatch } from './compactor-watch.js';
@@ -101,6 +101,7 @@ export class Generation {
       queueIdOf: (name) => this.queues.byQueueName(name)?.id,
       queueExists: async (queueId) => (await session.exists(layout.queueNode(queueId))) !== null,
       outputSize: async (name) => (await ctx.store.stat(name))?.size ?? null,
+      splitRows: (inputs, parts) => splitRows(ctx.store, inputs, parts),
       log,
       stallTimeoutMs: ctx.stallTimeoutMs,
       checkpointPersist: ctx.checkpointPersist,

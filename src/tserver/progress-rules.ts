@@ -4,7 +4,7 @@
  * reports, are resume-rules.ts.
  */
 import { ecompCol, progressCol, type Progress, type TabletMeta } from '../meta/tablet.js';
-import type { RuleChange } from './rules.js';
+import type { RuleChange } from './rule-change.js';
 
 // --- progress ---------------------------------------------------------------------------------------------
 

@@ -30,12 +30,10 @@ import {
   commitHappened,
   decideCancel,
   decideCommit,
-  decideReserve,
   ownedReservation,
-  reserveHappened,
-  reservedJob,
   type CancelReason,
 } from './rules.js';
+import { decideReserve, reserveHappened, reservedJob, type ReserveContext } from './reserve-rules.js';
 import type { TableConfigs } from './table-configs.js';
 import { ProgressReports } from './progress-reports.js';
 import type { CheckpointPersist, ReportedCheckpoint } from './resume-rules.js';
@@ -53,6 +51,11 @@ export interface ReservationsDeps {
   queueExists: (queueId: string) => Promise<boolean>;
   /** Whether the output object exists with this size (commit checks what it installs). */
   outputSize: (name: string) => Promise<number | null>;
+  /**
+   * Rows (hex) that split these inputs into `parts` shares of about equal bytes (storage/split-rows.ts);
+   * without it, no job is split.
+   */
+  splitRows?: (inputs: readonly string[], parts: number) => Promise<string[]>;
   log: Logger;
   /** Persist progress at most this often per reservation (default 5 s). */
   progressPersistMs?: number;
@@ -125,14 +128,30 @@ export class Reservations {
     return tablet.mutex.run(async () => {
       if (tablet.stale) await hosting.resync(tablet);
       const settings = await configs.get(tablet.meta.tableId);
-      const decision = decideReserve(tablet.meta, req, {
+      const ctx: ReserveContext = {
         jobs: await hosting.planFor(tablet),
         config: settings.config,
         queueIdOf: this.deps.queueIdOf,
         ecid: ulid(),
         output: newFileName(tablet.meta.tableId, 'compaction'),
         now: Date.now(),
-      });
+      };
+      let decision = decideReserve(tablet.meta, req, ctx);
+      if (decision.kind === 'split') {
+        // A large job: the rows to split it at come from its inputs' indexes, read now (in the mutex, so
+        // the job is still the one planned). Unreadable or unsplittable inputs run as one job.
+        const { job, parts } = decision;
+        const choose = this.deps.splitRows ?? (() => Promise.resolve([]));
+        const bounds = await choose(job.files, parts).catch((err: unknown) => {
+          this.deps.log.warn(
+            { tablet: tablet.row, err: describeError(err) },
+            'could not choose where to split a job: it runs whole',
+          );
+          return [];
+        });
+        decision = decideReserve(tablet.meta, req, { ...ctx, splitBounds: { files: job.files, bounds } });
+        if (decision.kind === 'split') throw new ExcError('INTERNAL', 'a job split twice');
+      }
       if (decision.kind === 'repeat') return reservedJob(tablet.meta, decision.ecid, decision.reservation);
       if (decision.kind === 'no-work') {
         // Nothing for this queue (any more): the change removes the stale queue entry.
@@ -161,6 +180,12 @@ export class Reservations {
           compactor: req.compactor,
           files: job.files.length,
           kind: job.kind,
+          ...(reservation.split
+            ? {
+                split: reservation.split.id,
+                subJob: `${reservation.split.index + 1}/${reservation.split.of}`,
+              }
+            : {}),
           ...(decision.resumedFrom
             ? { resumedFrom: decision.resumedFrom, checkpointBytes: reservation.checkpoint?.bytes }
             : {}),

@@ -55,6 +55,8 @@ export function checkpointDue(
   now: number,
   persist: CheckpointPersist,
 ): boolean {
+  // Sub-jobs of a split are small by construction and never resumed: nothing to record.
+  if (r.split) return false;
   const sum = cp.parts.reduce((n, p) => n + p.size, 0);
   if (sum !== cp.bytes) {
     throw new ExcError('BAD_REQUEST', `checkpoint of ${cp.bytes} bytes whose parts hold ${sum}`);
@@ -102,7 +104,7 @@ export function keptResume(
   failure: Failure | undefined,
   abandoned: boolean,
 ): { key: string; resume: Resume } | undefined {
-  if (!r.checkpoint || abandoned || failure?.parked) return undefined;
+  if (!r.checkpoint || r.split || abandoned || failure?.parked) return undefined;
   if (reason !== 'compactor-gone' && reason !== 'released') return undefined;
   return {
     key: failureKey(r.inputs),
@@ -149,6 +151,7 @@ export function resumeOf(
 export function keptJob(meta: TabletMeta, queueId: string): PlannedJob | undefined {
   const busy = new Set([...meta.reservations.values()].flatMap((r) => r.inputs));
   for (const f of meta.selection?.files ?? []) busy.add(f);
+  for (const s of meta.splits.values()) for (const f of s.inputs) busy.add(f);
   for (const kept of meta.resumes.values()) {
     if (kept.queueId !== queueId || kept.kind !== 'system') continue;
     if (!kept.inputs.every((f) => meta.files.has(f) && !busy.has(f))) continue;

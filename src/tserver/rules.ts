@@ -4,18 +4,20 @@
  * next out. reservations.ts is the I/O around them (the tablet's mutex, the metadata store, the compactor
  * watch, logs); what is decided is all here, in order.
  *
- * 1. Reserve. A repeated request (same request id and compactor: its first answer was lost) gets the
- *    reservation it made. Otherwise the job is computed now from the tablet's files (late binding): the
- *    first planned job for the compactor's queue. None: no work (the change then only replans, which
- *    removes the stale queue entry). A job: a reservation under a fresh ecid, conditional on every input
- *    still being a file of the tablet. Reservations never share a file: the planner skips reserved files,
- *    and the tablet's mutex serialises reserves.
+ * 1. Reserve (reserve-rules.ts). A repeated request (same request id and compactor: its first answer was
+ *    lost) gets the reservation it made. Otherwise the job is computed now from the tablet's files (late
+ *    binding): the first planned job for the compactor's queue. None: no work (the change then only
+ *    replans, which removes the stale queue entry). A job: a reservation under a fresh ecid, conditional
+ *    on every input still being a file of the tablet. Reservations never share a file — except the
+ *    sub-jobs of one split job, which share its inputs and read disjoint rows (split-rules.ts): the
+ *    planner skips reserved files, and the tablet's mutex serialises reserves.
  * 2. Commit. Only the compactor holding the reservation may commit it (the shell has checked that its
  *    node is alive, and that the output exists with the size it reports). One change, conditional on the
  *    reservation still existing, no outcome recorded for it yet, and its inputs still being the tablet's:
  *    the inputs are replaced by the output, the reservation deleted, the inputs marked for garbage
  *    collection, failure records about the inputs dropped, a user compaction it completes removed, and
- *    the outcome recorded.
+ *    the outcome recorded. A sub-job's commit records its output in its split; the one that completes
+ *    the split installs every sub-job's output.
  * 3. Cancel. Conditional on the reservation still existing and no outcome recorded: it is deleted, its
  *    output marked for garbage collection, the outcome recorded; when the reason counts as a failed
  *    attempt, the failure of its inputs is counted (and parked after the table's `maxAttempts`).
@@ -42,161 +44,27 @@ import {
   isParked,
   progressCol,
   resumeCol,
+  splitCol,
   type Failure,
   type Reservation,
-  type Selection,
   type TabletMeta,
 } from '../meta/tablet.js';
-import type { TableConfig } from '../meta/table-config.js';
-import type { Cell, Condition } from '../meta/types.js';
-import type { PlannedJob } from '../queue/planner.js';
-import type { CommitRequest, ReserveRequest, ReservedJob } from '../queue/protocol.js';
-import type { FilterSpec } from '../storage/index.js';
-import { iteratorSettings } from './table-configs.js';
-import { keptJob, keptResume, mootResumes, resumeCell, resumeOf } from './resume-rules.js';
+import type { CommitRequest } from '../queue/protocol.js';
+import { keptResume, mootResumes, resumeCell } from './resume-rules.js';
+import { filesPresent, reservationExists, type RuleChange } from './rule-change.js';
+import {
+  splitAfterCommit,
+  splitOf,
+  splitOutputs,
+  splitPresent,
+  subJobCommitHappened,
+} from './split-rules.js';
+
+export type { RuleChange } from './rule-change.js';
 
 /** Why a reservation ended without a commit. Only some count as failed attempts. */
 export type CancelReason = 'compactor-gone' | 'failed' | 'stalled' | 'released' | 'admin' | 'queue-deleted';
 const COUNTS_AS_FAILURE: ReadonlySet<CancelReason> = new Set(['compactor-gone', 'failed', 'stalled']);
-
-/** A change to one tablet: the mutation's parts and what it does to the in-memory copy once applied. */
-export interface RuleChange {
-  conditions: Condition[];
-  puts: Cell[];
-  deletes: { row: string; col: string }[];
-  apply: (meta: TabletMeta) => void;
-}
-
-/**
- * The condition that a reservation still exists. Its column is written under a fresh ULID, rewritten only
- * to record a checkpoint (which changes nothing a commit or cancel decides on), and then deleted, so being
- * there is enough (comparing values would tie every stored reservation to how today's schema
- * re-serialises it).
- */
-const reservationExists = (row: string, ecid: string): Condition => ({
-  op: 'present',
-  row,
-  col: ecompCol(ecid),
-});
-
-const filesPresent = (row: string, files: readonly string[]): Condition[] =>
-  files.map((f) => ({ op: 'present' as const, row, col: fileCol(f) }));
-
-// --- reserve ---------------------------------------------------------------------------------------------
-
-export type ReserveDecision =
-  | { kind: 'repeat'; ecid: string; reservation: Reservation }
-  | { kind: 'no-work' }
-  | {
-      kind: 'reserve';
-      ecid: string;
-      reservation: Reservation;
-      job: PlannedJob;
-      change: RuleChange;
-      /** The reservation whose checkpoint this one goes on from. */
-      resumedFrom?: string;
-    };
-
-export interface ReserveContext {
-  /** What the tablet wants now (the planner's jobs, with the table's settings). */
-  jobs: readonly PlannedJob[];
-  config: TableConfig;
-  queueIdOf: (queueName: string) => string | undefined;
-  /** A fresh ecid and output path, and the time (passed in: the rules draw nothing themselves). */
-  ecid: string;
-  output: string;
-  now: number;
-}
-
-export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: ReserveContext): ReserveDecision {
-  if (req.requestId) {
-    for (const [ecid, r] of meta.reservations) {
-      if (r.requestId === req.requestId && r.compactor === req.compactor)
-        return { kind: 'repeat', ecid, reservation: r };
-    }
-  }
-  const job =
-    keptJob(meta, req.queueId) ??
-    ctx.jobs.find((j) => j.queue !== undefined && ctx.queueIdOf(j.queue) === req.queueId);
-  if (!job) return { kind: 'no-work' };
-  const filters: FilterSpec[] = job.kind === 'user' ? (job.filters ?? []) : [];
-  const userIds = job.kind === 'user' ? (job.userCompactionIds ?? []) : [];
-  // A job resumed from a kept checkpoint runs with the settings and codec it was checkpointed under: its
-  // output must be the bytes the first attempt was writing (resume-rules.ts).
-  const { resume, drop } = resumeOf(meta, job);
-  const reservation: Reservation = {
-    compactor: req.compactor,
-    queueId: req.queueId,
-    inputs: job.files,
-    output: ctx.output,
-    kind: job.kind,
-    attempt: meta.failures.get(failureKey(job.files))?.attempts ?? 0,
-    reservedAt: ctx.now,
-    allFiles: job.allFiles,
-    ...(userIds.length > 0 ? { userCompactionId: userIds[0], userCompactionIds: userIds } : {}),
-    ...(req.requestId ? { requestId: req.requestId } : {}),
-    ...(resume
-      ? {
-          ...(resume.compression ? { compression: resume.compression } : {}),
-          settings: resume.settings,
-          checkpoint: resume.checkpoint,
-        }
-      : {
-          compression: ctx.config.compression,
-          settings: iteratorSettings(ctx.config, filters, job.allFiles, ctx.now),
-        }),
-  };
-  // A user job is planned on the tablet as it will be once its requests are selected: the selection it
-  // runs is written with it, so the requests it satisfies are exactly those recorded.
-  const selection: Selection | undefined =
-    job.kind === 'user' ? { ids: userIds, files: [...job.files].sort(), filters } : undefined;
-  const { ecid } = ctx;
-  return {
-    kind: 'reserve',
-    ecid,
-    reservation,
-    job,
-    ...(resume ? { resumedFrom: resume.fromEcid } : {}),
-    change: {
-      conditions: filesPresent(meta.row, job.files),
-      puts: [
-        { row: meta.row, col: ecompCol(ecid), value: JSON.stringify(reservation) },
-        ...(selection ? [{ row: meta.row, col: COL_SELECTED, value: JSON.stringify(selection) }] : []),
-      ],
-      deletes: drop.map((k) => ({ row: meta.row, col: resumeCol(k) })),
-      apply: (m) => {
-        m.reservations.set(ecid, reservation);
-        for (const k of drop) m.resumes.delete(k);
-        if (selection) m.selection = selection;
-      },
-    },
-  };
-}
-
-/** After a lost answer, read back: the reservation was made if it is there. */
-export const reserveHappened = (meta: TabletMeta, ecid: string): boolean => meta.reservations.has(ecid);
-
-/** What a reservation gives its compactor. */
-export function reservedJob(meta: TabletMeta, ecid: string, r: Reservation): ReservedJob {
-  return {
-    ecid,
-    tablet: meta.row,
-    tableId: meta.tableId,
-    queueId: r.queueId,
-    kind: r.kind,
-    attempt: r.attempt,
-    inputs: r.inputs.map((name) => ({ name, ...(meta.files.get(name) ?? { size: 0, entries: 0 }) })),
-    output: r.output,
-    settings: r.settings,
-    ...(r.compression ? { compression: r.compression } : {}),
-    keepDeletes: !r.allFiles,
-    ...(r.checkpoint
-      ? { checkpoint: { parts: r.checkpoint.parts, bytes: r.checkpoint.bytes, state: r.checkpoint.state } }
-      : {}),
-  };
-}
-
-// --- commit and cancel ------------------------------------------------------------------------------------
 
 /**
  * The reservation `ecid` of a tablet, which only the compactor holding it may commit, fail, release or
@@ -247,45 +115,108 @@ export function decideCommit(
 ): RuleChange {
   const { row } = meta;
   const output = req.output;
-  // Failure records about any of the inputs are moot once they are compacted away.
+  const conditions = [reservationExists(row, req.ecid), notEnded(req.ecid), ...filesPresent(row, r.inputs)];
+  const inputBytes = r.inputs.reduce((sum, f) => sum + (meta.files.get(f)?.size ?? 0), 0);
+  const committed = (share: number) =>
+    outcomeCell(
+      req.ecid,
+      ended(meta, r, ctx.server, {
+        outcome: 'committed',
+        entries: output?.entries ?? 0,
+        inputBytes: Math.round(inputBytes / share),
+        outputBytes: output?.size ?? 0,
+        at: ctx.now,
+      }),
+    );
+  const endReservation = [
+    { row, col: ecompCol(req.ecid) },
+    { row, col: progressCol(req.ecid) },
+  ];
+  if (r.split) {
+    // A sub-job: its output waits in the split until the last one commits them all (split-rules.ts).
+    const { id, split, index } = splitOf(meta, r);
+    const after = splitAfterCommit(split, index, r.output, output);
+    const outcome = committed(split.done.length);
+    if (!after.complete) {
+      return {
+        conditions: [...conditions, splitPresent(row, id)],
+        deletes: endReservation,
+        puts: [{ row, col: splitCol(id), value: JSON.stringify(after.split) }, outcome],
+        apply: (m) => {
+          m.reservations.delete(req.ecid);
+          m.progress.delete(req.ecid);
+          m.splits.set(id, after.split);
+        },
+      };
+    }
+    const change = replaceInputs(meta, r, splitOutputs(after.split), ctx.now);
+    return {
+      conditions: [...conditions, splitPresent(row, id)],
+      deletes: [...endReservation, ...change.deletes, { row, col: splitCol(id) }],
+      puts: [...change.puts, outcome],
+      apply: (m) => {
+        m.reservations.delete(req.ecid);
+        m.progress.delete(req.ecid);
+        m.splits.delete(id);
+        change.apply(m);
+      },
+    };
+  }
+  const change = replaceInputs(meta, r, output ? [{ name: r.output, ...output }] : [], ctx.now);
+  return {
+    conditions,
+    deletes: [...endReservation, ...change.deletes],
+    puts: [...change.puts, committed(1)],
+    apply: (m) => {
+      m.reservations.delete(req.ecid);
+      m.progress.delete(req.ecid);
+      change.apply(m);
+    },
+  };
+}
+
+/**
+ * What a commit does to the tablet's files beside ending its reservation: the inputs replaced by the
+ * outputs and marked for garbage collection, failure records and kept checkpoints about the inputs
+ * dropped (moot once they are compacted away), and the user compaction it completes or the selection it
+ * changes.
+ */
+function replaceInputs(
+  meta: TabletMeta,
+  r: Reservation,
+  outputs: { name: string; size: number; entries: number }[],
+  now: number,
+): Omit<RuleChange, 'conditions'> {
+  const { row } = meta;
   const moot = [...meta.failures]
     .filter(([, f]) => f.inputs.some((i) => r.inputs.includes(i)))
     .map(([k]) => k);
   const mootKept = mootResumes(meta, r.inputs);
-  const now = String(ctx.now);
-  const { satisfied, selection } = selectionAfterCommit(meta, r, output ? r.output : undefined);
-  const inputBytes = r.inputs.reduce((sum, f) => sum + (meta.files.get(f)?.size ?? 0), 0);
+  const { satisfied, selection } = selectionAfterCommit(
+    meta,
+    r,
+    outputs.map((o) => o.name),
+  );
   return {
-    conditions: [reservationExists(row, req.ecid), notEnded(req.ecid), ...filesPresent(row, r.inputs)],
     deletes: [
       ...r.inputs.map((f) => ({ row, col: fileCol(f) })),
-      { row, col: ecompCol(req.ecid) },
-      { row, col: progressCol(req.ecid) },
       ...moot.map((k) => ({ row, col: failedCol(k) })),
       ...mootKept.map((k) => ({ row, col: resumeCol(k) })),
       ...satisfied.map((id) => ({ row, col: compactCol(id) })),
       ...(selection === null ? [{ row, col: COL_SELECTED }] : []),
     ],
     puts: [
-      ...(output ? [{ row, col: fileCol(r.output), value: JSON.stringify(output) }] : []),
+      ...outputs.map(({ name, size, entries }) => ({
+        row,
+        col: fileCol(name),
+        value: JSON.stringify({ size, entries }),
+      })),
       ...(selection ? [{ row, col: COL_SELECTED, value: JSON.stringify(selection) }] : []),
-      ...r.inputs.map((f) => ({ row: delRow(f), col: 'at', value: now })),
-      outcomeCell(
-        req.ecid,
-        ended(meta, r, ctx.server, {
-          outcome: 'committed',
-          entries: output?.entries ?? 0,
-          inputBytes,
-          outputBytes: output?.size ?? 0,
-          at: ctx.now,
-        }),
-      ),
+      ...r.inputs.map((f) => ({ row: delRow(f), col: 'at', value: String(now) })),
     ],
     apply: (m) => {
       for (const f of r.inputs) m.files.delete(f);
-      if (output) m.files.set(r.output, output);
-      m.reservations.delete(req.ecid);
-      m.progress.delete(req.ecid);
+      for (const { name, size, entries } of outputs) m.files.set(name, { size, entries });
       for (const k of moot) m.failures.delete(k);
       for (const k of mootKept) m.resumes.delete(k);
       for (const id of satisfied) m.userCompactions.delete(id);
@@ -302,6 +233,7 @@ export function commitHappened(
   ecid: string,
   output: CommitRequest['output'],
 ): boolean {
+  if (r.split) return subJobCommitHappened(meta, r, ecid);
   return (
     !meta.reservations.has(ecid) &&
     r.inputs.every((f) => !meta.files.has(f)) &&

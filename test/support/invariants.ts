@@ -15,7 +15,7 @@ import type { ExcClient } from '../../src/client/client.js';
 import type { MetaClient } from '../../src/meta/client.js';
 import { parseQueueRow, queueEntryTablet } from '../../src/meta/keys.js';
 import { tableConfigSchema } from '../../src/meta/table-config.js';
-import type { TabletMeta } from '../../src/meta/tablet.js';
+import { checkpointParts, type TabletMeta } from '../../src/meta/tablet.js';
 import type { TableInfo } from '../../src/meta/views.js';
 import { listQueues } from '../../src/queue/registry.js';
 import { tabletDemand } from '../../src/queue/tablet-plan.js';
@@ -161,6 +161,8 @@ export async function checkInvariants(
       for (const t of await allTablets(meta)) {
         for (const f of t.files.keys()) referenced.add(f);
         for (const r of t.reservations.values()) [r.output, ...r.inputs].forEach((f) => referenced.add(f));
+        // Checkpoint parts, and the outputs of sub-jobs waiting for the rest of their split.
+        for (const f of checkpointParts(t)) referenced.add(f);
       }
       const present: string[] = [];
       for await (const o of store.list('tables/')) present.push(o.name);

@@ -14,10 +14,9 @@ import {
   commitHappened,
   decideCancel,
   decideCommit,
-  decideReserve,
-  reservedJob,
   ownedReservation,
 } from '../../src/tserver/rules.js';
+import { decideReserve, reservedJob } from '../../src/tserver/reserve-rules.js';
 import { progressMoved } from '../../src/tserver/progress-rules.js';
 
 const ROW = '0001<';

@@ -15,13 +15,8 @@ import {
 } from '../../src/meta/tablet.js';
 import type { PlannedJob } from '../../src/queue/planner.js';
 import { checkpointChange, checkpointDue } from '../../src/tserver/resume-rules.js';
-import {
-  decideCancel,
-  decideCommit,
-  decideReserve,
-  reservedJob,
-  type CancelReason,
-} from '../../src/tserver/rules.js';
+import { decideCancel, decideCommit, type CancelReason } from '../../src/tserver/rules.js';
+import { decideReserve, reservedJob } from '../../src/tserver/reserve-rules.js';
 
 const ROW = '0001<';
 const COMPACTOR = '/exc/compactors/q001/_c_x-c-0000000001';

@@ -1,0 +1,51 @@
+/**
+ * Where to split a compaction job by row range (DESIGN.md, "Split jobs"): rows that cut its inputs into
+ * shares of about equal bytes, read from the inputs' indexes alone (the last row and end of every data
+ * block). Every bound is the smallest row after some block's last row, so a range never cuts a row: a
+ * sub-job over [bound i-1, bound i) sees every version and delete marker of each of its cells.
+ */
+import { compareBytes } from './key.js';
+import type { ObjectStore } from './object-store.js';
+import { RFileReader } from './rfile/reader.js';
+
+/**
+ * At most `parts - 1` rows, ascending, hex, that split `inputs` into `parts` shares of about equal bytes.
+ * Fewer when the inputs have too few blocks (empty: the job cannot be split).
+ */
+export async function splitRows(
+  store: ObjectStore,
+  inputs: readonly string[],
+  parts: number,
+  signal?: AbortSignal,
+): Promise<string[]> {
+  const marks: { row: Buffer; bytes: number }[] = [];
+  for (const name of inputs) {
+    const reader = await RFileReader.open(store, name, { signal });
+    let previous = 0;
+    for (const { row, end } of await reader.blockEnds({ signal })) {
+      marks.push({ row, bytes: end - previous });
+      previous = end;
+    }
+  }
+  return boundsAt(marks, parts).map((row) => row.toString('hex'));
+}
+
+/** The bounds for `parts` shares of the blocks `marks` (pure: exported for its tests). */
+export function boundsAt(marks: { row: Buffer; bytes: number }[], parts: number): Buffer[] {
+  const sorted = [...marks].sort((a, b) => compareBytes(a.row, b.row));
+  const total = sorted.reduce((n, m) => n + m.bytes, 0);
+  const bounds: Buffer[] = [];
+  let acc = 0;
+  for (let i = 0; i < sorted.length - 1 && bounds.length < parts - 1; i++) {
+    const m = sorted[i]!;
+    acc += m.bytes;
+    if (acc < ((bounds.length + 1) * total) / parts) continue;
+    // The smallest row after this block's last row: that row stays whole on the left.
+    const bound = Buffer.concat([m.row, Buffer.from([0])]);
+    const last = bounds[bounds.length - 1];
+    // A bound past the last block's row would leave the last share empty.
+    if ((last === undefined || compareBytes(bound, last) > 0) && compareBytes(bound, sorted.at(-1)!.row) <= 0)
+      bounds.push(bound);
+  }
+  return bounds;
+}

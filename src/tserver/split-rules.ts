@@ -1,0 +1,159 @@
+/**
+ * Split jobs on the tablet (DESIGN.md, "Split jobs"), as pure functions beside rules.ts:
+ *
+ * 1. Split. A system job with more input than the table's `splitAbove` is split by row range into
+ *    ceil(input / splitAbove) sub-jobs (at most `maxSplits`), the ranges cut where the inputs' indexes put
+ *    equal shares of their bytes (storage/split-rows.ts; the tablet server reads them first). The first
+ *    reservation writes the split (`split:<id>`: inputs, settings, codec, the rows between the sub-jobs)
+ *    and reserves sub-job 0 in the same mutation. No range is ever cut inside a row, so every cell, with
+ *    its versions and delete markers, is decided by exactly one sub-job.
+ * 2. Sub-jobs. Each sub-job that is neither done nor reserved is planned as work for the job's queue
+ *    (queue/tablet-plan.ts); a compactor that reserves it gets the split's inputs, settings and codec and
+ *    its range, and compacts only those rows into its own output. The split's inputs stay out of every
+ *    other job (and of a new user compaction's job) from its creation to its last commit.
+ * 3. Commit. A sub-job's commit records its output in the split; the commit that completes the last one
+ *    replaces the inputs with every sub-job's output in one mutation, as a commit of the whole job would.
+ * 4. Cancel. A sub-job that ends without a commit (its compactor died, failed, released it) is planned
+ *    again; the outputs of the others stay in the split. A failure counts against the whole split (its
+ *    failure record is keyed by its inputs) and parks it after the table's `maxAttempts`.
+ */
+import { ExcError } from '../errors.js';
+import type { TableConfig } from '../meta/table-config.js';
+import {
+  failureKey,
+  splitCol,
+  splitRange,
+  type Reservation,
+  type SplitJob,
+  type TabletMeta,
+} from '../meta/tablet.js';
+import type { Condition } from '../meta/types.js';
+import type { PlannedJob } from '../queue/planner.js';
+import type { ReserveRequest } from '../queue/protocol.js';
+import { iteratorSettings } from './table-configs.js';
+
+/** Into how many sub-jobs a planned job is split (1: not split). Only system jobs are split. */
+export function splitCount(
+  job: Pick<PlannedJob, 'kind' | 'inputBytes' | 'split'>,
+  config: TableConfig,
+): number {
+  if (job.kind !== 'system' || job.split) return 1;
+  if (job.inputBytes <= config.splitAbove) return 1;
+  return Math.min(config.maxSplits, Math.ceil(job.inputBytes / config.splitAbove));
+}
+
+/** The rows a tablet server chose to split a job at: for the job over exactly `files`. */
+export interface SplitBounds {
+  files: readonly string[];
+  /** Hex rows, ascending; empty: the inputs could not be split (one row, or unreadable). */
+  bounds: string[];
+}
+
+/** Whether `bounds` were chosen for `job`. */
+export function boundsFit(bounds: SplitBounds, job: Pick<PlannedJob, 'files'>): boolean {
+  return failureKey(bounds.files) === failureKey(job.files);
+}
+
+interface SubJobContext {
+  ecid: string;
+  output: string;
+  now: number;
+  config: TableConfig;
+}
+
+/** A new split of `job` at `bounds`, and the reservation of its sub-job 0 (rule 1). */
+export function newSplit(
+  meta: TabletMeta,
+  req: ReserveRequest,
+  job: PlannedJob,
+  bounds: string[],
+  ctx: SubJobContext,
+): { id: string; split: SplitJob; reservation: Reservation; conditions: Condition[] } {
+  const id = ctx.ecid;
+  const split: SplitJob = {
+    inputs: job.files,
+    kind: job.kind,
+    allFiles: job.allFiles,
+    compression: ctx.config.compression,
+    settings: iteratorSettings(ctx.config, [], job.allFiles, ctx.now),
+    bounds,
+    done: Array.from({ length: bounds.length + 1 }, () => null),
+    createdAt: ctx.now,
+  };
+  return {
+    id,
+    split,
+    reservation: subJobReservation(meta, req, id, split, 0, ctx),
+    conditions: [{ op: 'absent', row: meta.row, col: splitCol(id) }],
+  };
+}
+
+/** The reservation of sub-job `index` of split `id` for the requesting compactor (rule 2). */
+export function subJobReservation(
+  meta: TabletMeta,
+  req: ReserveRequest,
+  id: string,
+  split: SplitJob,
+  index: number,
+  ctx: Pick<SubJobContext, 'output' | 'now'>,
+): Reservation {
+  return {
+    compactor: req.compactor,
+    queueId: req.queueId,
+    inputs: split.inputs,
+    output: ctx.output,
+    kind: split.kind,
+    attempt: meta.failures.get(failureKey(split.inputs))?.attempts ?? 0,
+    reservedAt: ctx.now,
+    allFiles: split.allFiles,
+    ...(req.requestId ? { requestId: req.requestId } : {}),
+    ...(split.compression ? { compression: split.compression } : {}),
+    settings: split.settings,
+    split: { id, index, of: split.done.length, ...splitRange(split, index) },
+  };
+}
+
+/** The split a sub-job's reservation belongs to; INTERNAL if the tablet lost it (never written apart). */
+export function splitOf(meta: TabletMeta, r: Reservation): { id: string; split: SplitJob; index: number } {
+  const ref = r.split;
+  const split = ref && meta.splits.get(ref.id);
+  if (!ref || !split) {
+    throw new ExcError('INTERNAL', `split ${ref?.id ?? '?'} of ${meta.row} is missing for its sub-job`);
+  }
+  return { id: ref.id, split, index: ref.index };
+}
+
+/** The split after sub-job `index` committed `output` (rule 3), and whether that was its last. */
+export function splitAfterCommit(
+  split: SplitJob,
+  index: number,
+  name: string,
+  output: { size: number; entries: number } | null,
+): { split: SplitJob; complete: boolean } {
+  const done = split.done.map((d, i) =>
+    i === index
+      ? { output: output ? name : null, size: output?.size ?? 0, entries: output?.entries ?? 0 }
+      : d,
+  );
+  return { split: { ...split, done }, complete: done.every((d) => d !== null) };
+}
+
+/** The files a complete split installs: every sub-job's output that holds anything. */
+export function splitOutputs(split: SplitJob): { name: string; size: number; entries: number }[] {
+  return split.done.flatMap((d) => (d?.output ? [{ name: d.output, size: d.size, entries: d.entries }] : []));
+}
+
+/** After a lost answer, read back: a sub-job's commit happened if its result is in the split, or the split is done. */
+export function subJobCommitHappened(meta: TabletMeta, r: Reservation, ecid: string): boolean {
+  if (meta.reservations.has(ecid) || !r.split) return false;
+  const split = meta.splits.get(r.split.id);
+  if (split) return split.done[r.split.index] != null;
+  return r.inputs.every((f) => !meta.files.has(f));
+}
+
+/** The condition that a split still exists. */
+export const splitPresent = (row: string, id: string): Condition => ({
+  op: 'present',
+  row,
+  col: splitCol(id),
+});

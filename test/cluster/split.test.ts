@@ -1,0 +1,108 @@
+/**
+ * Split jobs (issue 17; DESIGN.md, "Split jobs"), with real processes: a table whose jobs above 256 KiB
+ * are split into up to 4 sub-jobs by row range. Three compactors take sub-jobs of one job; the slow one
+ * is killed with SIGKILL in the middle of its sub-job, which is planned again and run by another; the
+ * last commit installs every sub-job's output at once. The tablet then holds one file per non-empty range,
+ * the ranges do not overlap, a scan sees exactly what was written, and the collector and the check agree
+ * that nothing is left over.
+ */
+import { describe, expect, it } from 'vitest';
+import type { ClientEntry } from '../../src/client/client.js';
+import { compareBytes, RFileReader } from '../../src/storage/index.js';
+import { readTablet, useCluster, useProcesses, useZooKeeper, waitFor } from '../support/index.js';
+
+const ROWS = 20_000;
+
+function batch(ts: number): ClientEntry[] {
+  return Array.from({ length: ROWS }, (_, i) => ({
+    row: `r${String(i).padStart(6, '0')}`,
+    ts,
+    value: `value-${ts}-${'x'.repeat(40)}-${i}`,
+  }));
+}
+
+describe('split jobs', () => {
+  const zk = useZooKeeper();
+  const procs = useProcesses();
+  const cluster = useCluster(zk, procs, {
+    sessionTimeoutMs: 6_000,
+    env: { EXC_GC_GRACE_MS: '1000', EXC_GC_SWEEP_INTERVAL_MS: '0' },
+  });
+
+  it('a large job runs as sub-jobs on several compactors; one killed mid-sub-job is redone; one commit installs them all', async () => {
+    const c = cluster();
+    const s = await c.startWithTable({
+      queue: 'q',
+      config: { versions: 1, splitAbove: 256 * 1024, maxSplits: 4 },
+    });
+    const tablet = s.tablets[0]!.tablet;
+    for (const ts of [1, 2, 3]) await s.client.ingest(s.table, batch(ts));
+    const before = await readTablet(s.meta, tablet);
+    const inputs = [...before.files.keys()];
+
+    // The slow compactor takes the first sub-job and is killed while it runs it.
+    const slow = await c.startCompactor('q', { name: 'slow', args: ['--throughput', '150000'] });
+    const started = await slow.waitForLog((l) => l.msg === 'compaction started', 30_000);
+    const first = await s.tserver.waitForLog((l) => l.msg === 'reserved' && l.ecid === started.ecid);
+    expect(first).toMatchObject({ subJob: '1/4' });
+    const splitId = first.split as string;
+    expect(started.range).toEqual({ end: expect.stringMatching(/^[0-9a-f]+$/) });
+
+    const others = [
+      await c.startCompactor('q', { name: 'a', args: ['--throughput', '1500000'] }),
+      await c.startCompactor('q', { name: 'b', args: ['--throughput', '1500000'] }),
+    ];
+    await others[0]!.waitForLog((l) => l.msg === 'compaction started', 30_000);
+    slow.kill();
+    const cancel = await s.tserver.waitForLog(
+      (l) => l.msg === 'reservation cancelled' && l.ecid === started.ecid,
+      15_000,
+    );
+    expect(cancel).toMatchObject({ reason: 'compactor-gone' });
+
+    // Every sub-job commits, the killed one's on another compactor; the split is gone with the inputs.
+    const final = await waitFor(
+      async () => {
+        const t = await readTablet(s.meta, tablet);
+        return t.splits.size === 0 && t.reservations.size === 0 && inputs.every((f) => !t.files.has(f)) && t;
+      },
+      'the split job to be committed',
+      90_000,
+    );
+    const reserved = s.tserver.lines.filter((l) => l.msg === 'reserved' && l.split === splitId);
+    // Four sub-jobs, one of them twice; taken by more than one compactor.
+    expect(reserved.map((l) => l.subJob).sort()).toEqual(['1/4', '1/4', '2/4', '3/4', '4/4']);
+    expect(new Set(reserved.map((l) => l.compactor)).size).toBeGreaterThanOrEqual(3);
+    const redo = reserved.filter((l) => l.subJob === '1/4')[1]!;
+    expect(redo.compactor).not.toBe(first.compactor);
+
+    // One file per range, in row order without overlap, holding together every row once.
+    const store = c.store();
+    const files = [...final.files.keys()];
+    expect(files.length).toBe(4);
+    const summaries = await Promise.all(files.map(async (f) => (await RFileReader.open(store, f)).summary));
+    summaries.sort((a, b) => compareBytes(a.firstKey!.row, b.firstKey!.row));
+    for (let i = 1; i < summaries.length; i++)
+      expect(compareBytes(summaries[i - 1]!.lastKey!.row, summaries[i]!.firstKey!.row)).toBeLessThan(0);
+    expect(summaries.reduce((n, f) => n + f.entries, 0)).toBe(ROWS);
+    const scanned: string[] = [];
+    for await (const e of s.client.scan(s.table)) scanned.push(`${e.row.toString()}=${e.value.toString()}`);
+    expect(scanned).toEqual(batch(3).map((e) => `${String(e.row)}=${String(e.value)}`));
+
+    // Five reservations, each ended once: the killed one cancelled, the four others committed.
+    const committed = s.tserver.lines.filter((l) => l.msg === 'committed').map((l) => l.ecid);
+    const ecids = reserved.map((l) => l.ecid);
+    expect(ecids.filter((e) => committed.includes(e))).toHaveLength(4);
+    expect(committed.filter((e) => e === started.ecid)).toEqual([]);
+
+    // The killed sub-job's output (if it got that far) and the inputs are collected; the check is clean.
+    await new Promise((r) => setTimeout(r, 1_200));
+    await s.meta.call('POST', '/v1/gc/run', {});
+    const present: string[] = [];
+    for await (const o of store.list('tables/')) present.push(o.name);
+    expect(present.sort()).toEqual(files.sort());
+    const check = await c.cli(['admin', 'check', '--json']);
+    const report = JSON.parse(check.stdout) as { problems: Record<string, { count: number }> };
+    for (const [name, p] of Object.entries(report.problems)) expect(p.count, name).toBe(0);
+  }, 150_000);
+});
