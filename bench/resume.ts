@@ -6,11 +6,15 @@
  *
  *   npx tsx bench/resume.ts [--files 8] [--entries 100000] [--value-bytes 100] [--compression zstd]
  *                           [--kill-at 0.9] [--checkpoints 20] [--rounds 2] [--json] [--keep]
+ *                           [--split 4] [--machines 8]
  *
  * The issue's figure is for 2 GB of input (`--files 10 --entries 2000000`); the default is ~80 MB so that
  * a run takes seconds on a shared machine. `--checkpoints` is how many checkpoints the output gets (the
  * checkpoint interval is the expected output size divided by it): the work lost to a kill is at most one
  * interval.
+ *
+ * Then the split figures (bench/split-measure.ts): the same job split into `--split` sub-jobs run at once
+ * on worker threads, against the whole job on one, and on paper for `--machines` machines (0: skipped).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,6 +32,7 @@ import {
 } from '../src/storage/index.js';
 import { fileName, writeDataSet } from './merge-data.js';
 import { bestWithCpu, MB } from './merge-measure.js';
+import { measureSplit } from './split-measure.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -40,6 +45,8 @@ const { values: flags } = parseArgs({
     rounds: { type: 'string', default: '2' },
     json: { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
+    split: { type: 'string', default: '4' },
+    machines: { type: 'string', default: '8' },
   },
 });
 
@@ -152,6 +159,15 @@ try {
     checkpointWallRatio: ratio(checkpointed.ms, plain.ms),
     checkpointCpuRatio: ratio(checkpointed.cpuMs, plain.cpuMs),
     sameBytes: same,
+    split:
+      flags.split === '0'
+        ? undefined
+        : await measureSplit(dir, args, {
+            parts: positive('split', flags.split),
+            machines: positive('machines', flags.machines),
+            rounds,
+            log,
+          }),
   };
   if (flags.json) console.log(JSON.stringify(report));
   else console.log(report);
