@@ -112,10 +112,38 @@ export interface LogFindings {
   ends: Map<string, number>;
   /** Reservations a compactor logged as committed. */
   compactorCommitted: Set<string>;
+  /** Large and split jobs, and what the faults did to them. */
+  jobs: JobFigures;
+}
+
+/** What the tablet servers' logs tell of checkpointed and split jobs. */
+export interface JobFigures {
+  /** Checkpoints recorded in reservations. */
+  checkpointsRecorded: number;
+  /** Reservations cancelled with their checkpoint kept for the next attempt (a compactor died mid-job). */
+  checkpointsKept: number;
+  /** Reservations that went on from a kept checkpoint. */
+  resumed: number;
+  /** Split jobs started, and their sub-jobs reserved. */
+  splitJobs: number;
+  subJobsReserved: number;
+  /** Sub-jobs cancelled (their compactor killed, paused, cut off…) and run again. */
+  subJobsCancelled: number;
 }
 
 export async function readLogs(dir: string): Promise<LogFindings> {
-  const found: LogFindings = { reserved: new Set(), ends: new Map(), compactorCommitted: new Set() };
+  const jobs: JobFigures = {
+    checkpointsRecorded: 0,
+    checkpointsKept: 0,
+    resumed: 0,
+    splitJobs: 0,
+    subJobsReserved: 0,
+    subJobsCancelled: 0,
+  };
+  const found: LogFindings = { reserved: new Set(), ends: new Map(), compactorCommitted: new Set(), jobs };
+  const splits = new Set<string>();
+  const subJobs = new Set<string>();
+  const cancelled: string[] = [];
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.log'))) {
     const tserver = file.includes('tserver');
     const compactor = file.includes('compactor');
@@ -123,19 +151,32 @@ export async function readLogs(dir: string): Promise<LogFindings> {
     const lines = createInterface({ input: createReadStream(join(dir, file)) });
     for await (const raw of lines) {
       if (!raw.includes('"ecid"')) continue;
-      let l: { msg?: string; ecid?: string };
+      let l: { msg?: string; ecid?: string; split?: string; resumedFrom?: string; keptCheckpoint?: boolean };
       try {
         l = JSON.parse(raw) as typeof l;
       } catch {
         continue;
       }
       if (!l.ecid) continue;
-      if (tserver && l.msg === 'reserved') found.reserved.add(l.ecid);
+      if (tserver && l.msg === 'reserved') {
+        found.reserved.add(l.ecid);
+        if (l.resumedFrom) jobs.resumed++;
+        if (l.split) splits.add(l.split);
+        if (l.split) subJobs.add(l.ecid);
+      }
       if (tserver && (l.msg === 'committed' || l.msg === 'reservation cancelled'))
         found.ends.set(l.ecid, (found.ends.get(l.ecid) ?? 0) + 1);
+      if (tserver && l.msg === 'reservation cancelled') {
+        cancelled.push(l.ecid);
+        if (l.keptCheckpoint) jobs.checkpointsKept++;
+      }
+      if (tserver && l.msg === 'checkpoint recorded') jobs.checkpointsRecorded++;
       if (compactor && l.msg?.startsWith('compaction committed')) found.compactorCommitted.add(l.ecid);
     }
   }
+  jobs.splitJobs = splits.size;
+  jobs.subJobsReserved = subJobs.size;
+  jobs.subJobsCancelled = cancelled.filter((e) => subJobs.has(e)).length;
   return found;
 }
 

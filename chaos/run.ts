@@ -39,20 +39,23 @@ const STALL_MS = 60_000;
 
 /** Jobs of up to 16 KiB of input go to `small`, the rest to `large`. */
 const ROUTES = 'queues=small:16384,large';
-// Small jobs (at most three files) over tiny files: many compactions, each a full protocol round.
-const TUNING = ['ratio=1.5', 'maxFiles=3', 'fileLimit=8', 'maxAttempts=5'];
+// Small jobs (at most three files) over tiny files: many compactions, each a full protocol round. Small
+// blocks, so that the larger jobs checkpoint (EXC_CHECKPOINT_BYTES in cluster.ts) and the largest split.
+const TUNING = ['ratio=1.5', 'maxFiles=3', 'fileLimit=8', 'maxAttempts=5', 'blockSize=4K'];
+/** Jobs of more than 48 KiB run as up to three sub-jobs. */
+const SPLIT = ['splitAbove=48K', 'maxSplits=3'];
 export const TABLES: TableSpec[] = [
   {
     name: 'events',
     splits: ['c', 'f', 'i', 'l', 'o', 'r', 'u'],
-    config: [ROUTES, ...TUNING],
+    config: [ROUTES, ...TUNING, ...SPLIT],
     versions: 1,
     weight: 5,
   },
   {
     name: 'versioned',
     splits: ['h', 'p'],
-    config: [ROUTES, ...TUNING, 'versions=3'],
+    config: [ROUTES, ...TUNING, ...SPLIT, 'versions=3'],
     versions: 3,
     weight: 3,
   },
@@ -267,6 +270,7 @@ export async function runChaos(
     stalls,
     historyAgrees,
     cancelledByReason: history.counts.cancelled,
+    jobs: logs.jobs,
     reclaimAfterKillMs: {
       samples: judged.reclaimMs.length,
       p50: percentile(judged.reclaimMs, 50),
@@ -306,6 +310,11 @@ export async function runChaos(
   const r = figures.reclaimAfterKillMs;
   log.say(
     `reclaim after kill -9: p50 ${r.p50} ms, p99 ${r.p99} ms over ${r.samples} kills (session ${r.sessionTimeoutMs} ms)`,
+  );
+  const j = logs.jobs;
+  log.say(
+    `large jobs: ${j.checkpointsRecorded} checkpoints recorded, ${j.checkpointsKept} kept by a cancel, ${j.resumed} resumed; ` +
+      `${j.splitJobs} split jobs, ${j.subJobsReserved} sub-jobs reserved, ${j.subJobsCancelled} cancelled and run again`,
   );
   log.say(
     `faults: ${Object.entries(injector.counts)

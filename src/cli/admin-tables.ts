@@ -138,6 +138,7 @@ Settings:
   ttl=7d                   drop entries older than this (ms, s, m, h, d)
   maxAttempts=3            failed attempts after which a job is parked
   compression=zstd         block codec of new files (none, deflate, lz4, zstd)
+  blockSize=64K            uncompressed size of a data block in new files
   splitAbove=1G            split a larger system job by row range across compactors
   maxSplits=8              at most this many sub-jobs per split job (1: never split)
 ${examples(['excompact admin table config events queues=small:64M,large ratio=2', 'excompact admin table config logs ttl=30d versions=3'])}`,

@@ -192,6 +192,7 @@ async function runLinked(
       output: job.output,
       settings: job.settings,
       compression: job.compression,
+      ...(job.blockSize ? { blockSize: job.blockSize } : {}),
       signal: abort.signal,
       onProgress: reportProgress,
       progressEveryMs: Math.min(1_000, deps.progressEveryMs),

@@ -35,6 +35,13 @@ export const tableConfigSchema = z
      * already written keep theirs, as each block records its codec.
      */
     compression: z.enum(COMPRESSIONS).default(DEFAULT_COMPRESSION),
+    /** Uncompressed size of a data block in the files written for this table from now on. */
+    blockSize: z
+      .number()
+      .int()
+      .min(1024)
+      .max(16 * 1024 * 1024)
+      .default(64 * 1024),
     /**
      * A system job with more input than this is split by row range into sub-jobs that different
      * compactors run in parallel: ceil(input / splitAbove) of them, at most `maxSplits`.
@@ -42,7 +49,7 @@ export const tableConfigSchema = z
     splitAbove: z
       .number()
       .int()
-      .min(64 * 1024)
+      .min(1024)
       .default(1024 ** 3),
     /** At most this many sub-jobs per split job (1: never split). */
     maxSplits: z.number().int().min(1).max(64).default(8),
@@ -81,7 +88,7 @@ export const DEFAULT_TABLE_CONFIG: TableConfig = tableConfigSchema.parse({});
 /**
  * Parses `key=value` settings as typed on the command line into a partial config:
  *   queues=small:64M,large   ratio=3   maxFiles=10   fileLimit=30   versions=3   ttl=7d   maxAttempts=5
- *   compression=zstd (none, deflate, lz4, zstd)   splitAbove=1G   maxSplits=8
+ *   compression=zstd (none, deflate, lz4, zstd)   blockSize=64K   splitAbove=1G   maxSplits=8
  */
 export function parseConfigAssignments(assignments: string[]): TableConfigInput {
   const out: TableConfigInput & Record<string, unknown> = {};
@@ -109,7 +116,8 @@ export function parseConfigAssignments(assignments: string[]): TableConfigInput 
         out.ttlMs = key === 'ttl' ? parseDuration(value) : parseNumber(key, value);
         break;
       case 'splitAbove':
-        out.splitAbove = parseSize(value);
+      case 'blockSize':
+        out[key] = parseSize(value);
         break;
       case 'compression':
         if (!isCompression(value)) {
@@ -123,7 +131,7 @@ export function parseConfigAssignments(assignments: string[]): TableConfigInput 
       default:
         throw new ExcError(
           'BAD_REQUEST',
-          `unknown table setting ${JSON.stringify(key)} (known: queues, ratio, maxFiles, fileLimit, versions, ttl, maxAttempts, compression, splitAbove, maxSplits)`,
+          `unknown table setting ${JSON.stringify(key)} (known: queues, ratio, maxFiles, fileLimit, versions, ttl, maxAttempts, compression, blockSize, splitAbove, maxSplits)`,
         );
     }
   }

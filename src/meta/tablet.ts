@@ -122,6 +122,8 @@ export const reservationSchema = z.object({
   requestId: z.string().optional(),
   /** Block codec of the output: the table's, when reserved. Absent in reservations made before it existed. */
   compression: z.enum(COMPRESSIONS).optional(),
+  /** Data block size of the output: the table's, when reserved. Absent: the default (64 KiB). */
+  blockSize: z.number().int().positive().optional(),
   /** What the iterator stack keeps, fixed when reserved (so retries of a job are deterministic). */
   settings: z.object({
     versions: z.number().int().min(1),
@@ -166,7 +168,7 @@ export type SplitPart = z.infer<typeof splitPartSchema>;
  * with every output in one mutation. The inputs stay out of every other job until then.
  */
 export const splitJobSchema = reservationSchema
-  .pick({ inputs: true, kind: true, allFiles: true, compression: true, settings: true })
+  .pick({ inputs: true, kind: true, allFiles: true, compression: true, blockSize: true, settings: true })
   .extend({
     /** The rows that separate the sub-jobs, hex, ascending: one fewer than the sub-jobs. */
     bounds: z.array(hexRow).min(1),
@@ -194,6 +196,7 @@ export const resumeSchema = reservationSchema
     kind: true,
     allFiles: true,
     compression: true,
+    blockSize: true,
     settings: true,
   })
   .extend({

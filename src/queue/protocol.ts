@@ -25,6 +25,8 @@ export interface ReservedJob {
   settings: Reservation['settings'];
   /** Block codec of the output (the table's); absent from a tablet server that predates it: the default. */
   compression?: Reservation['compression'];
+  /** Data block size of the output (the table's); absent: the default. */
+  blockSize?: number;
   /** Partial compaction: delete markers must be kept. */
   keepDeletes: boolean;
   /** A sub-job of a split job: compact only the rows in [start, end) (hex; absent: unbounded). */

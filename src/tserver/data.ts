@@ -130,7 +130,10 @@ export class DataPath {
     const name = newFileName(tablet.meta.tableId, 'ingest');
     // The table's codec; when its settings cannot be read at all, the default: never a reason to refuse data.
     const settings = await this.configs.get(tablet.meta.tableId).catch(() => undefined);
-    const summary = await writeRFile(this.store, name, sorted, { compression: settings?.config.compression });
+    const summary = await writeRFile(this.store, name, sorted, {
+      compression: settings?.config.compression,
+      blockSize: settings?.config.blockSize,
+    });
     const file = { size: summary.size, entries: summary.entries };
     const applied = await tablet.mutex.run(async () => {
       // Checked again in the mutex: a repeated request may have been applied while this one wrote its file.

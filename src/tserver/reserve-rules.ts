@@ -96,11 +96,13 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
     ...(resume
       ? {
           ...(resume.compression ? { compression: resume.compression } : {}),
+          ...(resume.blockSize ? { blockSize: resume.blockSize } : {}),
           settings: resume.settings,
           checkpoint: resume.checkpoint,
         }
       : {
           compression: ctx.config.compression,
+          blockSize: ctx.config.blockSize,
           settings: iteratorSettings(ctx.config, filters, job.allFiles, ctx.now),
         }),
   };
@@ -217,6 +219,7 @@ export function reservedJob(meta: TabletMeta, ecid: string, r: Reservation): Res
     output: r.output,
     settings: r.settings,
     ...(r.compression ? { compression: r.compression } : {}),
+    ...(r.blockSize ? { blockSize: r.blockSize } : {}),
     keepDeletes: !r.allFiles,
     ...(r.split
       ? {

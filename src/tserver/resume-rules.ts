@@ -114,6 +114,7 @@ export function keptResume(
       kind: r.kind,
       allFiles: r.allFiles,
       ...(r.compression ? { compression: r.compression } : {}),
+      ...(r.blockSize ? { blockSize: r.blockSize } : {}),
       settings: r.settings,
       checkpoint: r.checkpoint,
       fromEcid: ecid,

@@ -75,6 +75,7 @@ export function newSplit(
     kind: job.kind,
     allFiles: job.allFiles,
     compression: ctx.config.compression,
+    blockSize: ctx.config.blockSize,
     settings: iteratorSettings(ctx.config, [], job.allFiles, ctx.now),
     bounds,
     done: Array.from({ length: bounds.length + 1 }, () => null),
@@ -108,6 +109,7 @@ export function subJobReservation(
     allFiles: split.allFiles,
     ...(req.requestId ? { requestId: req.requestId } : {}),
     ...(split.compression ? { compression: split.compression } : {}),
+    ...(split.blockSize ? { blockSize: split.blockSize } : {}),
     settings: split.settings,
     split: { id, index, of: split.done.length, ...splitRange(split, index) },
   };

@@ -37,3 +37,23 @@ describe('table config - compression', () => {
     expect(() => reservationSchema.parse({ ...base, compression: 'gzip' })).toThrow();
   });
 });
+
+describe('table config - block size and split jobs', () => {
+  it('blockSize, splitAbove and maxSplits: defaults, sizes with units, bounds refused', () => {
+    expect(DEFAULT_TABLE_CONFIG).toMatchObject({ blockSize: 64 * 1024, splitAbove: 1024 ** 3, maxSplits: 8 });
+    expect(parseConfigAssignments(['blockSize=4K', 'splitAbove=512M', 'maxSplits=4'])).toEqual({
+      blockSize: 4096,
+      splitAbove: 512 * 1024 * 1024,
+      maxSplits: 4,
+    });
+    expect(() => parseConfigAssignments(['splitAbove=lots'])).toThrow(/not a size/);
+    for (const bad of [
+      { blockSize: 100 },
+      { blockSize: 64 * 1024 * 1024 },
+      { maxSplits: 0 },
+      { maxSplits: 65 },
+    ]) {
+      expect(() => tableConfigSchema.parse(bad), JSON.stringify(bad)).toThrow();
+    }
+  });
+});
