@@ -137,6 +137,8 @@ export const reservationSchema = z.object({
    * one it was resumed from.
    */
   checkpoint: checkpointSchema.optional(),
+  /** The bytes of the checkpoint this attempt resumed from: it made progress if it recorded more. */
+  resumedBytes: z.number().int().nonnegative().optional(),
   /**
    * A sub-job of a split job (`split:<id>`): it compacts only the rows in [start, end) of the inputs
    * (hex; an absent end is unbounded) into its own output, which the split's last commit installs.

@@ -99,6 +99,7 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
           ...(resume.blockSize ? { blockSize: resume.blockSize } : {}),
           settings: resume.settings,
           checkpoint: resume.checkpoint,
+          resumedBytes: resume.checkpoint.bytes,
         }
       : {
           compression: ctx.config.compression,

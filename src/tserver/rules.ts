@@ -276,7 +276,12 @@ export function decideCancel(
   let failure: Failure | undefined;
   // A user job whose requests were all cancelled is not retried: its failure is nothing to record.
   const abandoned = abandonedUserJobs(meta).includes(ecid);
-  if (COUNTS_AS_FAILURE.has(reason) && !abandoned) {
+  // A compactor that died after recording a checkpoint past where its attempt started made progress the
+  // next attempt keeps: a job killed again and again (compactors scaled down) is not a failing job, and
+  // is never parked for it. A job that kills its compactors before any progress still is.
+  const progressed =
+    reason === 'compactor-gone' && r.checkpoint !== undefined && r.checkpoint.bytes > (r.resumedBytes ?? 0);
+  if (COUNTS_AS_FAILURE.has(reason) && !abandoned && !progressed) {
     failure = {
       inputs: r.inputs,
       attempts: Math.max(meta.failures.get(key)?.attempts ?? 0, r.attempt) + 1,

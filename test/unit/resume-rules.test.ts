@@ -107,9 +107,25 @@ describe('resume rules', () => {
       expect(cancelled(reason).resumes.size).toBe(0);
     }
     // The attempt that parks the job: nobody will resume it, its parts go to the collector.
-    expect(cancelled('compactor-gone', { attempt: 4 }).resumes.size).toBe(0);
+    // (One that made no progress since the checkpoint it resumed from: a death after progress is no failure.)
+    expect(cancelled('compactor-gone', { attempt: 4, resumedBytes: CHECKPOINT.bytes }).resumes.size).toBe(0);
     // No checkpoint, nothing to keep.
     expect(cancelled('compactor-gone', { checkpoint: undefined }).resumes.size).toBe(0);
+  });
+
+  it('cancel - a compactor that died after progress costs no attempt; one that died without progress does', () => {
+    const failures = (extra: Partial<Reservation>) =>
+      cancelled('compactor-gone', { attempt: 4, ...extra }).failures.get(failureKey(['a', 'b']));
+    // A first attempt that recorded a checkpoint, and a resumed one that recorded a later one: no failure,
+    // so a job killed at every scale-down is never parked, and its checkpoint is kept.
+    expect(failures({})).toBeUndefined();
+    expect(failures({ resumedBytes: 40 })).toBeUndefined();
+    expect(cancelled('compactor-gone', { attempt: 4, resumedBytes: 40 }).resumes.size).toBe(1);
+    // No checkpoint, or none past the one it resumed from: a failed attempt (the 5th parks the job).
+    expect(failures({ checkpoint: undefined })).toMatchObject({ attempts: 5, parked: true });
+    expect(failures({ resumedBytes: CHECKPOINT.bytes })).toMatchObject({ attempts: 5, parked: true });
+    // A failure the compactor reports still counts, progress or not.
+    expect(cancelled('failed', { attempt: 1 }).failures.get(failureKey(['a', 'b']))?.attempts).toBe(2);
   });
 
   it('reserve - the same inputs go on from the kept checkpoint, with the settings and codec it was written with', () => {
