@@ -41,9 +41,9 @@ const STALL_MS = 60_000;
 const ROUTES = 'queues=small:16384,large';
 // Small jobs (at most three files) over tiny files: many compactions, each a full protocol round. Small
 // blocks, so that the larger jobs checkpoint (EXC_CHECKPOINT_BYTES in cluster.ts) and the largest split.
-const TUNING = ['ratio=1.5', 'maxFiles=3', 'fileLimit=8', 'maxAttempts=5', 'blockSize=4K'];
-/** Jobs of more than 48 KiB run as up to three sub-jobs. */
-const SPLIT = ['splitAbove=48K', 'maxSplits=3'];
+const TUNING = ['ratio=1.5', 'maxFiles=3', 'fileLimit=8', 'maxAttempts=5', 'blockSize=1K'];
+/** Jobs of more than 24 KiB (the largest of the `large` queue's) run as two or three sub-jobs. */
+const SPLIT = ['splitAbove=24K', 'maxSplits=3'];
 export const TABLES: TableSpec[] = [
   {
     name: 'events',
