@@ -29,7 +29,7 @@ export function runningTable(running: RunningCompaction[], hosts = new Map<strin
   return formatTable(
     ['ECID', 'TABLE', 'TABLET', 'QUEUE', 'COMPACTOR', 'AGE', 'READ', 'WRITTEN', 'PROGRESS'],
     running.map((r) => [
-      r.ecid,
+      r.split ? `${r.ecid} (${r.split.index + 1}/${r.split.of})` : r.ecid,
       r.table,
       r.tablet,
       r.queue ?? r.queueId,

@@ -60,7 +60,11 @@ export function runningCompactions(c: Catalog, queues: QueueInfo[]): RunningComp
         kind: r.kind,
         attempt: r.attempt,
         inputs: r.inputs.length,
-        inputBytes: r.inputs.reduce((sum, path) => sum + (t.files.get(path)?.size ?? 0), 0),
+        // A sub-job reads its range only: about its share of the inputs.
+        inputBytes: Math.round(
+          r.inputs.reduce((sum, path) => sum + (t.files.get(path)?.size ?? 0), 0) / (r.split?.of ?? 1),
+        ),
+        ...(r.split ? { split: { id: r.split.id, index: r.split.index, of: r.split.of } } : {}),
         reservedAt: r.reservedAt,
         ageMs: now - r.reservedAt,
         progress: t.progress.get(ecid) ?? null,

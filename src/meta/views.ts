@@ -44,8 +44,10 @@ export interface RunningCompaction {
   kind: 'system' | 'user';
   attempt: number;
   inputs: number;
-  /** Total size of the inputs (the progress bar's 100 %). */
+  /** Total size of the inputs (the progress bar's 100 %); a sub-job's share of them. */
   inputBytes: number;
+  /** A sub-job of a split job: its split, its place there (0-based) and how many there are. */
+  split?: { id: string; index: number; of: number };
   reservedAt: number;
   ageMs: number;
   progress: {

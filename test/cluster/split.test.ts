@@ -8,6 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ClientEntry } from '../../src/client/client.js';
+import type { RunningCompaction } from '../../src/meta/views.js';
 import { compareBytes, RFileReader } from '../../src/storage/index.js';
 import { readTablet, useCluster, useProcesses, useZooKeeper, waitFor } from '../support/index.js';
 
@@ -53,6 +54,12 @@ describe('split jobs', () => {
       await c.startCompactor('q', { name: 'b', args: ['--throughput', '1500000'] }),
     ];
     await others[0]!.waitForLog((l) => l.msg === 'compaction started', 30_000);
+    // Operators see the sub-job as such, with its share of the inputs as the progress bar's 100%.
+    const listed = await c.cli(['admin', 'compactions', 'list', '--state', 'running', '--json']);
+    const running = (JSON.parse(listed.stdout) as { running: RunningCompaction[] }).running;
+    const mine = running.find((r) => r.ecid === started.ecid)!;
+    expect(mine.split).toEqual({ id: splitId, index: 0, of: 4 });
+    expect(mine.inputBytes).toBe(Math.round(inputs.reduce((n, f) => n + before.files.get(f)!.size, 0) / 4));
     slow.kill();
     const cancel = await s.tserver.waitForLog(
       (l) => l.msg === 'reservation cancelled' && l.ecid === started.ecid,
