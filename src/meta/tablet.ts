@@ -4,7 +4,7 @@
  *   prev            JSON hex of the previous tablet's end row, or null for a table's first tablet
  *   loc             JSON { server, session }: the hosting tablet server and its ZooKeeper session
  *   future          JSON { server, session }: assigned by the manager, not yet loaded
- *   file:<name>     JSON { size, entries }: a file of the tablet
+ *   file:<name>     JSON { size, entries, group? }: a file of the tablet (group: the split job that wrote it)
  *   ecomp:<ecid>    JSON reservation: an external compaction in progress
  *   compact:<id>    JSON user compaction request
  *   selected        JSON {@link Selection}: the files the tablet's next user compaction will rewrite and
@@ -84,6 +84,11 @@ export type Fence = Location;
 export const fileMetaSchema = z.object({
   size: z.number().int().nonnegative(),
   entries: z.number().int().nonnegative(),
+  /**
+   * The split job that wrote it: the outputs of one split hold disjoint row ranges of one compaction, and
+   * the planner weighs them as one file (queue/tablet-plan.ts).
+   */
+  group: z.string().min(1).optional(),
 });
 export type FileMeta = z.infer<typeof fileMetaSchema>;
 

@@ -14,6 +14,7 @@ import {
   routeBySize,
   type PlanInput,
   type PlannedJob,
+  type PlannerFile,
 } from './planner.js';
 import { userStep } from './selection.js';
 import type { QueueInfo } from './registry.js';
@@ -32,25 +33,27 @@ export function planTablet(meta: TabletMeta, config: TableConfig): PlannedJob[] 
     meta = { ...meta, userCompactions: new Map(meta.userCompactions) };
     step.apply(meta);
   }
-  const files = [...meta.files].map(([name, f]) => ({ name, size: f.size }));
   const selection = meta.selection;
+  const reserved = reservedFiles(meta);
+  const parked = parkedFiles(meta, config.maxAttempts);
+  const units = planUnits(meta, [reserved, parked, new Set(selection?.files ?? [])]);
   let user: PlanInput['user'];
   if (selection) {
     const failure = meta.failures.get(failureKey(selection.files));
     user = {
       ids: selection.ids,
-      files: selection.files,
+      files: units.names(selection.files),
       filters: selection.filters,
       runnable: !(failure && isParked(failure, config.maxAttempts)),
     };
   }
   const jobs = plan({
-    files,
-    reserved: reservedFiles(meta),
-    parked: parkedFiles(meta, config.maxAttempts),
+    files: units.files,
+    reserved: new Set(units.names(reserved)),
+    parked: new Set(units.names(parked)),
     config,
     ...(user ? { user } : {}),
-  });
+  }).map((job) => ({ ...job, files: units.expand(job.files) }));
   return [...splitJobs(meta, config), ...jobs];
 }
 
@@ -99,6 +102,45 @@ export function tabletDemand(
     if (id !== undefined) demand.set(id, priority);
   }
   return demand;
+}
+
+/**
+ * The tablet's files as the planner weighs them. The outputs of one split job (files tagged with its
+ * `group`) are disjoint row ranges of one compaction: they are one unit, of their total size, so that they
+ * are never compacted again among themselves for being of equal sizes (which the ratio rule would do at
+ * once, and forever). A group whose files are not all alike for the planner (some reserved, parked or
+ * selected and some not) is weighed file by file.
+ */
+function planUnits(meta: TabletMeta, states: readonly ReadonlySet<string>[]) {
+  const groups = new Map<string, string[]>();
+  for (const [name, f] of meta.files) {
+    if (f.group !== undefined) groups.set(f.group, [...(groups.get(f.group) ?? []), name]);
+  }
+  const unitOf = new Map<string, string>();
+  const members = new Map<string, string[]>();
+  for (const [group, names] of groups) {
+    if (names.length < 2) continue;
+    if (states.some((set) => names.some((n) => set.has(n) !== set.has(names[0]!)))) continue;
+    // Not a path: no file name starts with NUL.
+    const unit = `\0split:${group}`;
+    members.set(unit, names);
+    for (const n of names) unitOf.set(n, unit);
+  }
+  const files: PlannerFile[] = [];
+  const sizes = new Map<string, number>();
+  for (const [name, f] of meta.files) {
+    const unit = unitOf.get(name);
+    if (unit === undefined) files.push({ name, size: f.size });
+    else sizes.set(unit, (sizes.get(unit) ?? 0) + f.size);
+  }
+  for (const [unit, size] of sizes) files.push({ name: unit, size });
+  return {
+    files,
+    /** Unit names of these file names (each unit once). */
+    names: (names: Iterable<string>): string[] => [...new Set([...names].map((n) => unitOf.get(n) ?? n))],
+    /** File names of these unit names. */
+    expand: (names: readonly string[]): string[] => names.flatMap((n) => members.get(n) ?? [n]),
+  };
 }
 
 /** Files in running reservations and in split jobs (held from their first sub-job to their last). */

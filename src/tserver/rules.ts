@@ -149,7 +149,7 @@ export function decideCommit(
         },
       };
     }
-    const change = replaceInputs(meta, r, splitOutputs(after.split), ctx.now);
+    const change = replaceInputs(meta, r, splitOutputs(id, after.split), ctx.now);
     return {
       conditions: [...conditions, splitPresent(row, id)],
       deletes: [...endReservation, ...change.deletes, { row, col: splitCol(id) }],
@@ -184,7 +184,7 @@ export function decideCommit(
 function replaceInputs(
   meta: TabletMeta,
   r: Reservation,
-  outputs: { name: string; size: number; entries: number }[],
+  outputs: { name: string; size: number; entries: number; group?: string }[],
   now: number,
 ): Omit<RuleChange, 'conditions'> {
   const { row } = meta;
@@ -206,17 +206,13 @@ function replaceInputs(
       ...(selection === null ? [{ row, col: COL_SELECTED }] : []),
     ],
     puts: [
-      ...outputs.map(({ name, size, entries }) => ({
-        row,
-        col: fileCol(name),
-        value: JSON.stringify({ size, entries }),
-      })),
+      ...outputs.map(({ name, ...file }) => ({ row, col: fileCol(name), value: JSON.stringify(file) })),
       ...(selection ? [{ row, col: COL_SELECTED, value: JSON.stringify(selection) }] : []),
       ...r.inputs.map((f) => ({ row: delRow(f), col: 'at', value: String(now) })),
     ],
     apply: (m) => {
       for (const f of r.inputs) m.files.delete(f);
-      for (const { name, size, entries } of outputs) m.files.set(name, { size, entries });
+      for (const { name, ...file } of outputs) m.files.set(name, file);
       for (const k of moot) m.failures.delete(k);
       for (const k of mootKept) m.resumes.delete(k);
       for (const id of satisfied) m.userCompactions.delete(id);

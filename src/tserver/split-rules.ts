@@ -140,9 +140,14 @@ export function splitAfterCommit(
   return { split: { ...split, done }, complete: done.every((d) => d !== null) };
 }
 
-/** The files a complete split installs: every sub-job's output that holds anything. */
-export function splitOutputs(split: SplitJob): { name: string; size: number; entries: number }[] {
-  return split.done.flatMap((d) => (d?.output ? [{ name: d.output, size: d.size, entries: d.entries }] : []));
+/** The files a complete split installs: every sub-job's output that holds anything, tagged with the split. */
+export function splitOutputs(
+  id: string,
+  split: SplitJob,
+): { name: string; size: number; entries: number; group: string }[] {
+  return split.done.flatMap((d) =>
+    d?.output ? [{ name: d.output, size: d.size, entries: d.entries, group: id }] : [],
+  );
 }
 
 /** After a lost answer, read back: a sub-job's commit happened if its result is in the split, or the split is done. */

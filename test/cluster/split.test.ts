@@ -59,7 +59,9 @@ describe('split jobs', () => {
     const running = (JSON.parse(listed.stdout) as { running: RunningCompaction[] }).running;
     const mine = running.find((r) => r.ecid === started.ecid)!;
     expect(mine.split).toEqual({ id: splitId, index: 0, of: 4 });
-    expect(mine.inputBytes).toBe(Math.round(inputs.reduce((n, f) => n + before.files.get(f)!.size, 0) / 4));
+    const now = await readTablet(s.meta, tablet);
+    const jobInputs = now.reservations.get(started.ecid as string)!.inputs;
+    expect(mine.inputBytes).toBe(Math.round(jobInputs.reduce((n, f) => n + now.files.get(f)!.size, 0) / 4));
     slow.kill();
     const cancel = await s.tserver.waitForLog(
       (l) => l.msg === 'reservation cancelled' && l.ecid === started.ecid,

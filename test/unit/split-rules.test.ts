@@ -136,6 +136,19 @@ describe('split rules', () => {
     const last = commit(meta, s1.ecid, { size: 800, entries: 8 });
     expect([...meta.files.keys()].sort()).toEqual([s1.reservation.output, s2.reservation.output].sort());
     expect(meta.splits.size).toBe(0);
+    // The outputs are one compaction's, by row range: weighed as one file, they are not compacted again
+    // among themselves (two of equal size would satisfy the ratio at once, and so on forever).
+    expect(meta.files.get(s1.reservation.output)?.group).toBe(id);
+    expect(planTablet(meta, CONFIG)).toEqual([]);
+    // With files of their size beside them they are compacted together, all or none.
+    meta.files.set('n1', { size: 1700, entries: 17 });
+    meta.files.set('n2', { size: 1700, entries: 17 });
+    const [next, ...more] = planTablet(meta, CONFIG);
+    expect(more).toEqual([]);
+    expect([...next!.files].sort()).toEqual(
+      [s1.reservation.output, s2.reservation.output, 'n1', 'n2'].sort(),
+    );
+    expect(next).toMatchObject({ inputBytes: 5100, allFiles: true });
     expect(last.change.deletes).toContainEqual({ row: ROW, col: `split:${id}` });
     expect(
       last.change.puts
