@@ -19,6 +19,7 @@
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { MetaClient } from '../meta/client.js';
+import { COL_OUTCOME, doneRow, parseOutcome } from '../meta/outcomes.js';
 import { ecompCol, fileCol, parseTablet } from '../meta/tablet.js';
 import type { PeerClients } from '../rpc/peers.js';
 import { backoffDelay, sleep } from '../retry.js';
@@ -343,13 +344,21 @@ async function deleteParts(store: ObjectStore, result: CompactionResult, log: Lo
   }
 }
 
-/** Whether the metadata store shows the job committed: its inputs replaced by its output. */
+/**
+ * Whether the metadata store shows the job committed: the outcome its commit recorded, or (once outcomes
+ * are trimmed) its inputs replaced by its output. A sub-job of a split leaves the inputs in place until the
+ * last one commits: only its outcome tells.
+ */
 async function committedInStore(
   meta: MetaClient,
   tablet: string,
   job: ReservedJob,
   output: { size: number } | null,
 ): Promise<boolean> {
+  const recorded = (await meta.row(doneRow(job.ecid))).get(COL_OUTCOME);
+  const outcome = recorded === undefined ? undefined : parseOutcome(recorded);
+  if (outcome) return outcome.outcome === 'committed';
+  if (job.range) return false;
   const cols = await meta.row(tablet);
   if (cols.has(ecompCol(job.ecid))) return false;
   if (job.inputs.some((i) => cols.has(fileCol(i.name)))) return false;

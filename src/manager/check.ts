@@ -246,6 +246,8 @@ function checkFiles(input: CheckInput): Pick<Found, FileProblems> {
   for (const t of input.tablets) {
     const needed = new Set(t.files.keys());
     for (const r of t.reservations.values()) for (const f of r.inputs) needed.add(f);
+    // The outputs of sub-jobs that wait for the rest of their split: the last commit installs them.
+    for (const s of t.splits.values()) for (const d of s.done) if (d?.output) needed.add(d.output);
     for (const file of needed) if (!objects.has(file)) missing.push({ file, tablet: t.row });
   }
   const referenced = referencedFiles(input.tablets);

@@ -30,7 +30,8 @@ export function planTablet(meta: TabletMeta, config: TableConfig): PlannedJob[] 
   // the same way).
   const step = userStep(meta);
   if (step) {
-    meta = { ...meta, userCompactions: new Map(meta.userCompactions) };
+    // On a copy: the step may drop a failure record too (planning changes nothing).
+    meta = { ...meta, userCompactions: new Map(meta.userCompactions), failures: new Map(meta.failures) };
     step.apply(meta);
   }
   const selection = meta.selection;
@@ -67,6 +68,9 @@ export function splitJobs(meta: TabletMeta, config: TableConfig): PlannedJob[] {
   for (const [id, s] of meta.splits) {
     const failure = meta.failures.get(failureKey(s.inputs));
     if (failure && isParked(failure, config.maxAttempts)) continue;
+    // A split whose inputs are not all the tablet's any more can never commit (a bug elsewhere): planning
+    // its sub-jobs first would only block the queue's other work on this tablet.
+    if (!s.inputs.every((f) => meta.files.has(f))) continue;
     const running = new Set<number>();
     for (const r of meta.reservations.values()) if (r.split?.id === id) running.add(r.split.index);
     const inputBytes = s.inputs.reduce((n, f) => n + (meta.files.get(f)?.size ?? 0), 0);

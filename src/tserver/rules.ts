@@ -280,7 +280,11 @@ export function decideCancel(
   if (COUNTS_AS_FAILURE.has(reason) && !abandoned && !progressed) {
     failure = {
       inputs: r.inputs,
-      attempts: Math.max(meta.failures.get(key)?.attempts ?? 0, r.attempt) + 1,
+      // Sub-jobs of a split run at once: those reserved at the same attempt count once, however many
+      // die together (one compactor running several, or a scale-down killing several).
+      attempts: r.split
+        ? Math.max(meta.failures.get(key)?.attempts ?? 0, r.attempt + 1)
+        : Math.max(meta.failures.get(key)?.attempts ?? 0, r.attempt) + 1,
       lastError: ctx.error ?? reason,
       at: ctx.now,
       parked: false,

@@ -154,7 +154,10 @@ export function splitOutputs(
 export function subJobCommitHappened(meta: TabletMeta, r: Reservation, ecid: string): boolean {
   if (meta.reservations.has(ecid) || !r.split) return false;
   const split = meta.splits.get(r.split.id);
-  if (split) return split.done[r.split.index] != null;
+  if (split) {
+    const done = split.done[r.split.index];
+    return done != null && (done.output === null || done.output === r.output);
+  }
   return r.inputs.every((f) => !meta.files.has(f));
 }
 

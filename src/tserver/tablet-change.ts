@@ -114,6 +114,8 @@ export function cloneMeta(meta: TabletMeta): TabletMeta {
     reservations: new Map(meta.reservations),
     userCompactions: new Map(meta.userCompactions),
     failures: new Map(meta.failures),
+    resumes: new Map(meta.resumes),
+    splits: new Map(meta.splits),
     progress: new Map(meta.progress),
     queued: new Map(meta.queued),
     ingests: new Map(meta.ingests),

@@ -192,6 +192,23 @@ describe('split rules', () => {
     expect(planTablet(meta, CONFIG)).toEqual([]);
   });
 
+  it('split - sub-jobs that die together cost their split one attempt, not one each', () => {
+    const meta = tablet({ a: MB, b: MB, c: MB });
+    const subJobs = [reserve(meta, 1), reserve(meta, 2), reserve(meta, 3)];
+    for (const { ecid } of subJobs) {
+      const d = decideCancel(meta, ecid, 'compactor-gone', {
+        now: 9_000,
+        server: 'ts:1',
+        maxAttempts: CONFIG.maxAttempts,
+        queueExists: true,
+      });
+      if (d.kind === 'cancel') d.change.apply(meta);
+    }
+    expect(meta.failures.get(failureKey(['a', 'b', 'c']))).toMatchObject({ attempts: 1, parked: false });
+    // The next round is reserved at attempt 1, and a death there is the second attempt.
+    expect(reserve(meta, 4).reservation.attempt).toBe(1);
+  });
+
   it('split - a user compaction requested meanwhile waits for the split and rewrites its outputs', () => {
     const meta = tablet({ a: MB, b: MB, c: MB });
     const s0 = reserve(meta, 1);

@@ -49,6 +49,36 @@ describe('tablet change', () => {
     expect(t.meta.files.size).toBe(1);
   });
 
+  it('a preview changes no map of the copy: files, reservations, failures, kept checkpoints, splits', () => {
+    const t = tablet(3);
+    const split = {
+      inputs: ['a'],
+      kind: 'system' as const,
+      allFiles: true,
+      bounds: ['62'],
+      done: [null, null],
+    };
+    t.meta.splits.set('S0', {
+      ...split,
+      settings: { versions: 1, nowMs: 1, filters: [], dropDeletes: true },
+      createdAt: 1,
+    });
+    // What a reservation, a commit or a cancel does to a preview: the live copy changes only once the
+    // store applied the change (a refused one must leave it as the store has it).
+    const p = preview(t, {
+      apply: (m) => {
+        m.splits.delete('S0');
+        m.splits.set('S1', m.splits.get('S0') ?? t.meta.splits.get('S0')!);
+        m.resumes.set('K', {} as never);
+        m.failures.set('F', {} as never);
+        m.reservations.set('E', {} as never);
+      },
+    });
+    expect([...p.splits.keys()]).toEqual(['S1']);
+    expect([...t.meta.splits.keys()]).toEqual(['S0']);
+    expect(t.meta.resumes.size + t.meta.failures.size + t.meta.reservations.size).toBe(0);
+  });
+
   it('a replanned change carries the user step: a request selected, or completed on a tablet left without files', () => {
     const t = tablet(3);
     t.meta.userCompactions.set('U1', { requestedAt: 1, filters: [] });
