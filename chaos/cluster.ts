@@ -125,11 +125,6 @@ export class ChaosCluster {
       // Replaced files are collected every cycle; leftovers of the faults are listed for once a minute.
       EXC_GC_SWEEP_INTERVAL_MS: '60000',
       EXC_STALL_TIMEOUT_MS: '60000',
-      // Jobs of 8 KiB of input or more write checkpoints (every 8 KiB of output, or a second) in the
-      // tables' 1 KiB blocks: a compactor killed in the middle of one leaves a checkpoint that the next one
-      // resumes from.
-      EXC_CHECKPOINT_BYTES: String(8 * 1024),
-      EXC_CHECKPOINT_MS: '1000',
       EXC_LOG_LEVEL: 'info',
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     };

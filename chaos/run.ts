@@ -39,23 +39,20 @@ const STALL_MS = 60_000;
 
 /** Jobs of up to 16 KiB of input go to `small`, the rest to `large`. */
 const ROUTES = 'queues=small:16384,large';
-// Small jobs (at most three files) over tiny files: many compactions, each a full protocol round. Small
-// blocks, so that the larger jobs checkpoint (EXC_CHECKPOINT_BYTES in cluster.ts) and the largest split.
-const TUNING = ['ratio=1.5', 'maxFiles=3', 'fileLimit=8', 'maxAttempts=5', 'blockSize=1K'];
-/** Jobs of more than 24 KiB (the largest of the `large` queue's) run as two or three sub-jobs. */
-const SPLIT = ['splitAbove=24K', 'maxSplits=3'];
+// Small jobs (at most three files) over tiny files: many compactions, each a full protocol round.
+const TUNING = ['ratio=1.5', 'maxFiles=3', 'fileLimit=8', 'maxAttempts=5'];
 export const TABLES: TableSpec[] = [
   {
     name: 'events',
     splits: ['c', 'f', 'i', 'l', 'o', 'r', 'u'],
-    config: [ROUTES, ...TUNING, ...SPLIT],
+    config: [ROUTES, ...TUNING],
     versions: 1,
     weight: 5,
   },
   {
     name: 'versioned',
     splits: ['h', 'p'],
-    config: [ROUTES, ...TUNING, ...SPLIT, 'versions=3'],
+    config: [ROUTES, ...TUNING, 'versions=3'],
     versions: 3,
     weight: 3,
   },
