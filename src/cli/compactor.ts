@@ -23,7 +23,7 @@ export function registerCompactor(program: Command): void {
       .argument('<queue>', 'the queue to work for (see `excompact admin queue list`)')
       .option(
         '--concurrency <n>',
-        'compactions at once (more than 1: each on its own worker thread)',
+        'compactions at once (more than 1: each on a thread of a pool started with the compactor)',
         intOption('--concurrency', 1),
         1,
       )
@@ -70,7 +70,7 @@ Examples:
           { throttleReads },
           { openObjectStore },
           { closeOnSignals, serverSetup },
-          { threadedCompactions },
+          { CompactionThreads },
         ] = await Promise.all([
           import('../compactor/compactor.js'),
           import('../compactor/throttle.js'),
@@ -81,6 +81,13 @@ Examples:
         const { config, secret, logger } = serverSetup(cmd, flags, 'compactor');
         const opened = openObjectStore(config, logger);
         const store = flags.throughput ? throttleReads(opened, flags.throughput) : opened;
+        // More than one job: each on a thread of a pool started now, so N jobs use N cores. Not with
+        // --throughput, whose throttle wraps this thread's store.
+        const threads =
+          flags.concurrency > 1 && !flags.throughput
+            ? new CompactionThreads(config, flags.concurrency)
+            : undefined;
+        threads?.warm();
         const compactor = new Compactor({
           ...config,
           queue,
@@ -88,9 +95,7 @@ Examples:
           store,
           logger,
           concurrency: flags.concurrency,
-          // More than one job: each on its own worker thread, so N jobs use N cores. Not with
-          // --throughput, whose throttle wraps this thread's store.
-          ...(flags.concurrency > 1 && !flags.throughput ? { compact: threadedCompactions(config) } : {}),
+          ...(threads ? { compact: threads.compact } : {}),
           graceMs: flags.grace,
           longPollMs: flags.longPoll,
           progressEveryMs: flags.progressEvery,

@@ -1,10 +1,14 @@
 /**
- * A worker thread that runs one compaction (compaction-thread.ts starts it): it opens the object store
- * from its settings, runs compactFiles, and posts progress, then the result or the error.
+ * A worker thread that runs compactions, one at a time, for as long as its pool keeps it
+ * (compaction-thread.ts): it opens the object store once from its settings, then runs each job it is
+ * given with compactFiles and posts its progress, then its result or its error. A thread is started once
+ * and reused: its start (a new isolate loading the storage layer and the AWS SDK, about half a CPU-second)
+ * is paid once per thread, not once per job.
  *
- * Messages: in, `{ type: 'abort', reason }`; out, `{ type: 'progress', progress }` and
- * `{ type: 'checkpoint', checkpoint }` (checkpointed output, storage/parts.ts), then exactly one
- * `{ type: 'done', result }` or `{ type: 'failed', error: { code, message, details } }`.
+ * Messages in: `{ type: 'job', id, args }`, `{ type: 'abort', id, reason }` (ignored unless job `id` is
+ * running), `{ type: 'close' }`. Out, for job `id`: `{ type: 'progress', id, progress }` and
+ * `{ type: 'checkpoint', id, checkpoint }` (checkpointed output, storage/parts.ts), then exactly one
+ * `{ type: 'done', id, result }` or `{ type: 'failed', id, error: { code, message, details } }`.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { ExcError, describeError } from '../errors.js';
@@ -15,43 +19,56 @@ import {
   type StoreSettings,
 } from '../storage/index.js';
 
-export interface WorkerInput {
-  store: StoreSettings;
-  args: Omit<CompactFilesArgs, 'store' | 'signal' | 'onProgress'>;
-}
+export type JobArgs = Omit<CompactFilesArgs, 'store' | 'signal' | 'onProgress'>;
+
+export type ToWorker =
+  | { type: 'job'; id: number; args: JobArgs }
+  | { type: 'abort'; id: number; reason: string }
+  | { type: 'close' };
 
 const port = parentPort;
 if (!port) throw new Error('compaction-worker.ts runs only as a worker thread');
-const input = workerData as WorkerInput;
-const abort = new AbortController();
-port.on('message', (m: { type: string; reason?: string }) => {
-  if (m.type === 'abort') abort.abort(new ExcError('SHUTTING_DOWN', m.reason ?? 'compaction stopped'));
+const store = openObjectStore(workerData as StoreSettings);
+let running: { id: number; abort: AbortController } | undefined;
+
+port.on('message', (m: ToWorker) => {
+  if (m.type === 'job') void run(m.id, m.args);
+  else if (m.type === 'abort') {
+    if (running?.id === m.id) running.abort.abort(new ExcError('SHUTTING_DOWN', m.reason));
+  } else {
+    void store
+      .close()
+      .catch(() => undefined)
+      .finally(() => port.close());
+  }
 });
 
-const store = openObjectStore(input.store);
-try {
-  const result = await compactFiles({
-    ...input.args,
-    store,
-    signal: abort.signal,
-    onProgress: (progress) => port.postMessage({ type: 'progress', progress }),
-    ...(input.args.checkpoints
-      ? {
-          checkpoints: {
-            ...input.args.checkpoints,
-            onCheckpoint: (checkpoint) => port.postMessage({ type: 'checkpoint', checkpoint }),
-          },
-        }
-      : {}),
-  });
-  port.postMessage({ type: 'done', result });
-} catch (err) {
-  const error =
-    err instanceof ExcError
-      ? { code: err.code, message: err.message, details: err.details }
-      : { code: 'INTERNAL', message: describeError(err), details: {} };
-  port.postMessage({ type: 'failed', error });
-} finally {
-  await store.close().catch(() => undefined);
-  port.close();
+async function run(id: number, args: JobArgs): Promise<void> {
+  const abort = new AbortController();
+  running = { id, abort };
+  try {
+    const result = await compactFiles({
+      ...args,
+      store,
+      signal: abort.signal,
+      onProgress: (progress) => port!.postMessage({ type: 'progress', id, progress }),
+      ...(args.checkpoints
+        ? {
+            checkpoints: {
+              ...args.checkpoints,
+              onCheckpoint: (checkpoint) => port!.postMessage({ type: 'checkpoint', id, checkpoint }),
+            },
+          }
+        : {}),
+    });
+    running = undefined;
+    port!.postMessage({ type: 'done', id, result });
+  } catch (err) {
+    running = undefined;
+    const error =
+      err instanceof ExcError
+        ? { code: err.code, message: err.message, details: err.details }
+        : { code: 'INTERNAL', message: describeError(err), details: {} };
+    port!.postMessage({ type: 'failed', id, error });
+  }
 }

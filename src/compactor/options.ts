@@ -27,7 +27,7 @@ export interface CompactorOptions extends ServerOptions {
   concurrency: number;
   /**
    * Runs one compaction (default: compactFiles on this thread). The command line passes
-   * threadedCompactions when concurrency > 1, so that N jobs use N cores.
+   * a pool of threads (compaction-thread.ts) when concurrency > 1, so that N jobs use N cores.
    */
   compact?: (args: CompactFilesArgs) => Promise<CompactionResult>;
   /** How long an idle compactor's request for work waits on the manager (default 15 s). */

@@ -5,7 +5,7 @@
 import { readdirSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { compactInThread } from '../../src/compactor/compaction-thread.js';
+import { CompactionThreads, compactInThread } from '../../src/compactor/compaction-thread.js';
 import {
   compactFiles,
   LocalObjectStore,
@@ -133,5 +133,63 @@ describe('compaction thread', () => {
     expect(readdirSync(store.root, { recursive: true }).filter((f) => String(f).startsWith('out/'))).toEqual(
       [],
     );
+  });
+});
+
+describe('compaction threads (the pool)', () => {
+  it('pool - jobs one after another reuse one warm thread, and write what this thread writes', async () => {
+    const { store, url, names } = await inputs(5_000);
+    const threads = new CompactionThreads({ store: url }, 1);
+    try {
+      threads.warm();
+      expect(threads.started).toBe(1);
+      for (let i = 0; i < 4; i++) {
+        const r = await threads.compact({ store, inputs: names, output: `out/p${i}.rf`, settings: SETTINGS });
+        expect(r.entriesWritten).toBe(15_000);
+      }
+      expect(threads.started).toBe(1);
+      await compactFiles({ store, inputs: names, output: 'out/local.rf', settings: SETTINGS });
+      const local = await bytesOf(store, 'out/local.rf');
+      for (let i = 0; i < 4; i++) expect((await bytesOf(store, `out/p${i}.rf`)).equals(local)).toBe(true);
+    } finally {
+      await threads.close();
+    }
+  });
+
+  it('pool - two jobs at once run on two threads; an aborted job leaves its thread ready for the next', async () => {
+    const { store, url, names } = await inputs(60_000);
+    const threads = new CompactionThreads({ store: url }, 2);
+    try {
+      threads.warm();
+      const abort = new AbortController();
+      const aborted = threads.compact({
+        store,
+        inputs: names,
+        output: 'out/a.rf',
+        settings: SETTINGS,
+        compression: 'none',
+        signal: abort.signal,
+        progressEveryMs: 0,
+        onProgress: (p) => {
+          if (p.entriesWritten > 10_000) abort.abort(new Error('cancelled by an operator'));
+        },
+      });
+      const other = threads.compact({ store, inputs: names, output: 'out/b.rf', settings: SETTINGS });
+      await expect(aborted).rejects.toThrow('cancelled by an operator');
+      expect((await other).entriesWritten).toBe(180_000);
+      expect(await store.stat('out/a.rf')).toBeNull();
+      // Both threads are idle again and take the next jobs: none was started for them.
+      const again = await Promise.all([
+        threads.compact({ store, inputs: names, output: 'out/c.rf', settings: SETTINGS }),
+        threads.compact({ store, inputs: names, output: 'out/d.rf', settings: SETTINGS }),
+      ]);
+      expect(again.map((r) => r.entriesWritten)).toEqual([180_000, 180_000]);
+      expect(threads.started).toBe(2);
+    } finally {
+      await threads.close();
+    }
+    await expect(
+      threads.compact({ store, inputs: names, output: 'out/e.rf', settings: SETTINGS }),
+    ).rejects.toMatchObject({ code: 'SHUTTING_DOWN' });
   });
 });
