@@ -1,14 +1,14 @@
 /**
  * The split figures of bench/resume.ts (issue 17, part 4): one job compacted whole on one thread, against
- * the same job split by row range (storage/split-rows.ts) into `parts` sub-jobs run at once, each on its
- * own worker thread as `compactor --concurrency` runs them — here, on this machine's cores. And on paper
+ * the same job split by row range (storage/split-rows.ts) into `parts` sub-jobs run at once, each on a
+ * thread of a warm pool as `compactor --concurrency` runs them — here, on this machine's cores. And on paper
  * for `machines` machines: the job split that many ways, each sub-job timed alone; with one sub-job per
  * machine the wall time is choosing the bounds plus the slowest sub-job (the store's bandwidth assumed not
  * to be the limit). Every split writes together the entries of the whole job (checked).
  */
 import { existsSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import type { compactInThread as CompactInThread } from '../src/compactor/compaction-thread.js';
+import type { CompactionThreads as CompactionThreadsType } from '../src/compactor/compaction-thread.js';
 import {
   LocalObjectStore,
   splitRows,
@@ -34,12 +34,12 @@ export interface SplitFigures {
  * The compiled threads when built (`npm run build`), as a compactor runs them: a thread started from the
  * TypeScript sources first loads a compiler, a second or more that would be charged to every sub-job.
  */
-async function threads(): Promise<typeof CompactInThread> {
+async function threadPool(): Promise<typeof CompactionThreadsType> {
   const built = new URL('../dist/compactor/compaction-thread.js', import.meta.url);
   const module = (await import(existsSync(built) ? built.href : '../src/compactor/compaction-thread.js')) as {
-    compactInThread: typeof CompactInThread;
+    CompactionThreads: typeof CompactionThreadsType;
   };
-  return module.compactInThread;
+  return module.CompactionThreads;
 }
 
 const ratio = (a: number, b: number): number => Math.round((a / b) * 1000) / 1000;
@@ -50,10 +50,13 @@ export async function measureSplit(
   options: { parts: number; machines: number; rounds: number; log: (msg: string) => void },
 ): Promise<SplitFigures> {
   const settings = { store: pathToFileURL(dir).href };
-  const compactInThread = await threads();
-  // The thread opens its own store from the settings; `args.store` stays on this thread.
+  // Threads started before the timing, as a compactor starts its pool with the process: a thread's start
+  // is paid once per compactor, not per job.
+  const threads = new (await threadPool())(settings, options.parts);
+  threads.warm();
+  // The threads open their own store from the settings; `args.store` stays on this thread.
   const run = (output: string, range?: { start?: string; end?: string }) =>
-    compactInThread(settings, { ...args, output, ...(range ? { range } : {}) });
+    threads.compact({ ...args, output, ...(range ? { range } : {}) });
   const store = LocalObjectStore.fromUrl(settings.store);
   const rangesOf = (bounds: string[]) =>
     Array.from({ length: bounds.length + 1 }, (_, i) => ({
@@ -100,6 +103,7 @@ export async function measureSplit(
       machinesWallRatio: ratio(boundsMs + slowest, whole.ms),
     };
   } finally {
+    await threads.close();
     await store.close();
   }
 }
