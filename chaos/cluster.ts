@@ -69,7 +69,8 @@ export interface ChaosClusterOptions {
   dir: string;
   sessionTimeoutMs: number;
   gcGraceMs: number;
-  queues: { name: string; bins: number; compactors: number }[];
+  /** Each queue, its compactors, and their extra command-line arguments. */
+  queues: { name: string; bins: number; compactors: number; args?: string[] }[];
   tservers: number;
   /** Where the managers keep the metadata store (default SQLite in the run directory). */
   meta?: 'sqlite' | 'postgres';
@@ -125,6 +126,10 @@ export class ChaosCluster {
       // Replaced files are collected every cycle; leftovers of the faults are listed for once a minute.
       EXC_GC_SWEEP_INTERVAL_MS: '60000',
       EXC_STALL_TIMEOUT_MS: '60000',
+      // Jobs of 32 KiB of input or more write their output as checkpointed parts (every 32 KiB or
+      // second), and tablet servers record a checkpoint as often: the bulky table's jobs checkpoint.
+      EXC_CHECKPOINT_BYTES: String(32 * 1024),
+      EXC_CHECKPOINT_MS: '1000',
       EXC_LOG_LEVEL: 'info',
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     };
@@ -173,7 +178,16 @@ export class ChaosCluster {
 
   /** Starts the slot's process and waits until it is ready. */
   async launch(slot: Slot): Promise<void> {
-    const args = slot.role === 'compactor' ? ['compactor', slot.queue!, '--long-poll', '5000'] : [slot.role];
+    const args =
+      slot.role === 'compactor'
+        ? [
+            'compactor',
+            slot.queue!,
+            '--long-poll',
+            '5000',
+            ...(this.options.queues.find((q) => q.name === slot.queue)?.args ?? []),
+          ]
+        : [slot.role];
     slot.starts++;
     slot.zkProxies ??= await Promise.all(this.ensemble.members.map((m) => startProxy(m.clientPort)));
     if (!slot.peer) {

@@ -12,6 +12,7 @@
  * skip: the schedule stays the seed's, what ran is in the log.
  */
 import { describeError } from '../src/errors.js';
+import type { RunningCompaction } from '../src/meta/views.js';
 import { sleep } from '../src/retry.js';
 import type { Fault } from '../test/support/fault-proxy.js';
 import type { ChaosCluster, Slot } from './cluster.js';
@@ -50,6 +51,12 @@ const ZK_FAULTS: ReadonlySet<FaultKind> = new Set([
   'zk-cut',
   'zk-partition',
 ]);
+
+/**
+ * The queues whose compactors compactor faults take (chaos/main.ts creates them): half of them the bulk
+ * queue's, whose jobs are long enough to be killed after a checkpoint or in a split.
+ */
+const COMPACTOR_QUEUES = ['small', 'large', 'bulk', 'bulk'];
 
 const WEIGHTS: Record<FaultKind, number> = {
   'compactor-kill': 14,
@@ -123,6 +130,9 @@ export function makeSchedule(rng: Rng, options: ScheduleOptions): ScheduledFault
   return out;
 }
 
+/** What a compactor was running when a fault took it: nothing, a checkpointed job, a sub-job, another. */
+export type JobShape = 'idle' | 'plain' | 'checkpointed' | 'sub-job';
+
 /** A process (slot) held by a fault. */
 interface Held {
   slot: string;
@@ -147,6 +157,8 @@ export class FaultInjector {
   readonly counts: Record<string, number> = {};
   readonly skipped: Record<string, number> = {};
   readonly compactorKills: KillRecord[] = [];
+  /** Compactor faults by what the compactor was running when it was hit. */
+  readonly jobsHit: Record<JobShape, number> = { checkpointed: 0, 'sub-job': 0, plain: 0, idle: 0 };
   readonly zombies: ZombieRecord[] = [];
   /** Compactor nodes deleted from outside, and when. */
   readonly deletedNodes: KillRecord[] = [];
@@ -203,14 +215,17 @@ export class FaultInjector {
     return all.filter((s) => s.proc?.running && !this.held.has(s.name) && s.readyAt !== undefined);
   }
 
-  private async busyCompactors(): Promise<Set<string>> {
-    const { running } = await this.cluster.meta.call<{ running: { compactor: string }[] }>(
+  /** Compactors with a job, and what their job is: one with a checkpoint, a sub-job, or a plain one. */
+  private async busyCompactors(): Promise<Map<string, JobShape>> {
+    const { running } = await this.cluster.meta.call<{ running: RunningCompaction[] }>(
       'GET',
       '/v1/compactions?state=running',
       undefined,
       { timeoutMs: 2_000 },
     );
-    return new Set(running.map((r) => r.compactor));
+    return new Map(
+      running.map((r) => [r.compactor, r.split ? 'sub-job' : r.checkpointBytes ? 'checkpointed' : 'plain']),
+    );
   }
 
   private hold(slot: Slot, ms: number): void {
@@ -224,38 +239,44 @@ export class FaultInjector {
       case 'compactor-zombie':
       case 'compactor-term':
       case 'compactor-pause': {
-        const queue = f.target % 2 === 0 ? 'small' : 'large';
+        const queue = COMPACTOR_QUEUES[f.target % COMPACTOR_QUEUES.length]!;
         const slots = this.candidates('compactor', queue);
         if (slots.length === 0) return this.skip(f, `too many ${queue} compactors down`);
         // A compactor in the middle of a job when there is one: that is the fault that matters, and the
         // one whose reclaim latency is measured.
-        const busy = await this.busyCompactors().catch(() => new Set<string>());
+        const busy = await this.busyCompactors().catch(() => new Map<string, JobShape>());
         // Another fault may have taken one of them (or the last one the queue may lose) while we asked:
         // choose again among those still free. Two faults on one process at once made the first one's exit
         // look unexpected (found by the soak: a kill -9 logged as an unexpected exit of a SIGTERMed slot).
         const still = new Set(this.candidates('compactor', queue).map((s) => s.name));
         const free = slots.filter((s) => still.has(s.name));
         if (free.length === 0) return this.skip(f, `its ${queue} compactors were taken by another fault`);
-        const working = free.filter((s) => s.identity !== undefined && busy.has(s.identity));
-        const pool = working.length > 0 ? working : free;
+        // Better still, one in a checkpointed job or a sub-job of a split: what resuming and splitting
+        // must survive.
+        const shape = (s: Slot): JobShape => (s.identity && busy.get(s.identity)) || 'idle';
+        const working = free.filter((s) => shape(s) !== 'idle');
+        const large = working.filter((s) => shape(s) === 'checkpointed' || shape(s) === 'sub-job');
+        const pool = large.length > 0 ? large : working.length > 0 ? working : free;
         const slot = pool[f.target % pool.length]!;
         const proc = slot.proc!;
         const node = slot.identity ?? '';
+        const job = shape(slot);
+        this.jobsHit[job]++;
         if (f.kind === 'compactor-kill') {
-          this.count(f, slot.name, { node });
+          this.count(f, slot.name, { node, job });
           this.hold(slot, f.restartAfterMs + 5_000);
           slot.expect = { codes: [], signals: ['SIGKILL'], until: Infinity, why: 'kill -9' };
           slot.restartAfterMs = f.restartAfterMs;
           this.compactorKills.push({ compactor: node, at: Date.now() });
           proc.kill();
         } else if (f.kind === 'compactor-term') {
-          this.count(f, slot.name, { node });
+          this.count(f, slot.name, { node, job });
           this.hold(slot, f.restartAfterMs + 35_000);
           slot.expect = { codes: [0], signals: [], until: Infinity, why: 'SIGTERM' };
           slot.restartAfterMs = f.restartAfterMs;
           proc.signal('SIGTERM');
         } else {
-          this.count(f, slot.name, { node, pauseMs: f.durationMs });
+          this.count(f, slot.name, { node, job, pauseMs: f.durationMs });
           this.hold(slot, f.durationMs + 2_000);
           proc.pause();
           await sleep(f.durationMs);

@@ -118,6 +118,9 @@ const cluster = new ChaosCluster({
   queues: [
     { name: 'small', bins: 4, compactors: 3 },
     { name: 'large', bins: 2, compactors: 3 },
+    // The `bulky` table's queue: compactors that read at most 128 KB/s, so that its jobs last seconds
+    // and report progress (and checkpoints) twice a second.
+    { name: 'bulk', bins: 2, compactors: 3, args: ['--throughput', '131072', '--progress-every', '500'] },
   ],
   tservers: 3,
   meta: flags.meta === 'postgres' ? 'postgres' : 'sqlite',
@@ -126,6 +129,7 @@ const cluster = new ChaosCluster({
 const injector = new FaultInjector(cluster, log, rng.fork('injection'), flags.sessionMs, {
   small: 4,
   large: 2,
+  bulk: 2,
 });
 
 let code = 1;

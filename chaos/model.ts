@@ -7,7 +7,9 @@
  * timestamp, a suffix of the cell's versions, so it can only hide what is older than the kept puts too).
  * Values are not stored: each put's value is a hash of the run's seed, the cell and the timestamp, so a
  * scanned value is checked against what was written, and an entry that should be hidden but shows is
- * recognised as one of ours (resurrected) rather than something never written (wrong).
+ * recognised as one of ours (resurrected) rather than something never written (wrong). A table with
+ * `valueBytes` gets values of a size drawn from that range by the same hash, from an extendable-output
+ * hash (incompressible enough that its files, and so its compactions, are as large as its data).
  *
  * Writes are applied in whatever order they are acknowledged: the result does not depend on it
  * (timestamps decide, and the generator never reuses a cell's timestamp nor writes a put at or below a
@@ -61,14 +63,22 @@ export class TableModel {
     readonly versions: number,
     /** Puts older than this (relative to now) are aged off; the generator keeps far from the boundary. */
     readonly ttlMs?: number,
+    /** Values of between these many bytes (default: 16). */
+    readonly valueBytes?: readonly [number, number],
   ) {}
 
   /** The value written for a put: derived, so that it need not be stored. */
   valueOf(row: string, cf: string, cq: string, ts: number): string {
-    return createHash('sha1')
-      .update(`${this.seed}\u0000${cellKey(row, cf, cq)}\u0000${ts}`)
+    const input = `${this.seed}\u0000${cellKey(row, cf, cq)}\u0000${ts}`;
+    const short = createHash('sha1').update(input).digest('hex').slice(0, 16);
+    if (!this.valueBytes) return short;
+    const [min, max] = this.valueBytes;
+    const length = min + (parseInt(short.slice(0, 8), 16) % (max - min + 1));
+    // Hex: two characters per byte of output.
+    return createHash('shake256', { outputLength: Math.ceil(length / 2) })
+      .update(input)
       .digest('hex')
-      .slice(0, 16);
+      .slice(0, length);
   }
 
   /** Records entries the cluster acknowledged. */
@@ -155,7 +165,7 @@ export class TableModel {
     for (const s of scanned) {
       if (ignore(s.row, s.cf)) continue;
       const key = `${cellKey(s.row, s.cf, s.cq)}@${s.ts}`;
-      const line = `${s.row}/${s.cf}/${s.cq}@${s.ts}=${s.value}`;
+      const line = `${s.row}/${s.cf}/${s.cq}@${s.ts}=${clip(s.value)}`;
       const want = expected.get(key);
       if (seen.has(key)) {
         result.wrong++;
@@ -164,7 +174,7 @@ export class TableModel {
         // as it must be
       } else if (want !== undefined) {
         result.wrong++;
-        note(`wrong value (want ${want})`, line);
+        note(`wrong value (want ${clip(want)})`, line);
       } else if (s.value === this.valueOf(s.row, s.cf, s.cq, s.ts)) {
         result.resurrected++;
         note('resurrected', line);
@@ -178,8 +188,13 @@ export class TableModel {
       if (seen.has(key)) continue;
       result.lost++;
       const [cell, ts] = key.split('@') as [string, string];
-      note('lost', `${cell.split('\u0000').join('/')}@${ts}=${value}`);
+      note('lost', `${cell.split('\u0000').join('/')}@${ts}=${clip(value)}`);
     }
     return result;
   }
+}
+
+/** A value as the report shows it: large values by their start and length. */
+function clip(value: string): string {
+  return value.length <= 40 ? value : `${value.slice(0, 32)}… (${value.length} bytes)`;
 }

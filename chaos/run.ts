@@ -57,6 +57,28 @@ export const TABLES: TableSpec[] = [
     weight: 3,
   },
   {
+    // Large, slow jobs: values of 1–6 KiB, their own queue of throttled compactors (chaos/main.ts), so that
+    // kills and pauses land in the middle of jobs that checkpoint (EXC_CHECKPOINT_BYTES in cluster.ts) and
+    // of jobs split into sub-jobs, and the next compactor resumes or redoes them. Fewer rows keep the table
+    // (and its scans) bounded in a soak: 26 × 60 × 4 cells of 3.5 KiB on average, about 22 MB.
+    name: 'bulky',
+    splits: ['i', 'r'],
+    config: [
+      'queues=bulk',
+      'ratio=2',
+      'maxFiles=4',
+      'fileLimit=10',
+      'maxAttempts=5',
+      'blockSize=4K',
+      'splitAbove=256K',
+      'maxSplits=3',
+    ],
+    versions: 1,
+    weight: 2,
+    valueBytes: [1024, 6 * 1024],
+    rowsPerLetter: 60,
+  },
+  {
     name: 'aged',
     splits: ['m'],
     config: [ROUTES, ...TUNING, 'ttl=30d'],
@@ -267,7 +289,7 @@ export async function runChaos(
     stalls,
     historyAgrees,
     cancelledByReason: history.counts.cancelled,
-    jobs: logs.jobs,
+    jobs: { ...logs.jobs, compactorFaultsIn: injector.jobsHit },
     reclaimAfterKillMs: {
       samples: judged.reclaimMs.length,
       p50: percentile(judged.reclaimMs, 50),
@@ -309,9 +331,11 @@ export async function runChaos(
     `reclaim after kill -9: p50 ${r.p50} ms, p99 ${r.p99} ms over ${r.samples} kills (session ${r.sessionTimeoutMs} ms)`,
   );
   const j = logs.jobs;
+  const h = injector.jobsHit;
   log.say(
     `large jobs: ${j.checkpointsRecorded} checkpoints recorded, ${j.checkpointsKept} kept by a cancel, ${j.resumed} resumed; ` +
-      `${j.splitJobs} split jobs, ${j.subJobsReserved} sub-jobs reserved, ${j.subJobsCancelled} cancelled and run again`,
+      `${j.splitJobs} split jobs, ${j.subJobsReserved} sub-jobs reserved, ${j.subJobsCancelled} cancelled and run again; ` +
+      `compactor faults in ${h.checkpointed} checkpointed jobs, ${h['sub-job']} sub-jobs, ${h.plain} other jobs, ${h.idle} idle compactors`,
   );
   log.say(
     `faults: ${Object.entries(injector.counts)

@@ -27,6 +27,10 @@ export interface TableSpec {
   ttlMs?: number;
   /** Share of the writes. */
   weight: number;
+  /** Values of between these many bytes (default 16: see TableModel.valueOf). */
+  valueBytes?: [number, number];
+  /** Rows per first letter that plain puts choose from (default 300). */
+  rowsPerLetter?: number;
 }
 
 const LETTERS = 'abcdefghijklmnopqrstuvwxyz'.split('');
@@ -68,7 +72,7 @@ class TableState {
     readonly spec: TableSpec,
     seed: string,
   ) {
-    this.model = new TableModel(spec.name, seed, spec.versions, spec.ttlMs);
+    this.model = new TableModel(spec.name, seed, spec.versions, spec.ttlMs, spec.valueBytes);
   }
 
   /** Resolves when no fence holds the table (check `open` again: a fence may be taken meanwhile). */
@@ -247,7 +251,8 @@ export class Workload {
     const letter = rng.pick(LETTERS);
     const op: Op = { entries: [], rowGen: t.rowGen, familyGen: t.familyGen };
     const n = rng.int(1, 8);
-    const plainRow = (): string => `${letter}${String(rng.int(0, ROWS_PER_LETTER - 1)).padStart(3, '0')}`;
+    const rows = t.spec.rowsPerLetter ?? ROWS_PER_LETTER;
+    const plainRow = (): string => `${letter}${String(rng.int(0, rows - 1)).padStart(3, '0')}`;
     for (let i = 0; i < n; i++) {
       const kind = rng.weighted({
         put: 45,

@@ -65,6 +65,7 @@ export function runningCompactions(c: Catalog, queues: QueueInfo[]): RunningComp
           r.inputs.reduce((sum, path) => sum + (t.files.get(path)?.size ?? 0), 0) / (r.split?.of ?? 1),
         ),
         ...(r.split ? { split: { id: r.split.id, index: r.split.index, of: r.split.of } } : {}),
+        ...(r.checkpoint ? { checkpointBytes: r.checkpoint.bytes } : {}),
         reservedAt: r.reservedAt,
         ageMs: now - r.reservedAt,
         progress: t.progress.get(ecid) ?? null,

@@ -48,6 +48,8 @@ export interface RunningCompaction {
   inputBytes: number;
   /** A sub-job of a split job: its split, its place there (0-based) and how many there are. */
   split?: { id: string; index: number; of: number };
+  /** Bytes of its output durable at the last checkpoint recorded (a compactor that dies now loses the rest). */
+  checkpointBytes?: number;
   reservedAt: number;
   ageMs: number;
   progress: {

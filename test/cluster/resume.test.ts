@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ClientEntry } from '../../src/client/client.js';
+import type { RunningCompaction } from '../../src/meta/views.js';
 import { compactFiles, isPartName, type ObjectStore } from '../../src/storage/index.js';
 import { readTablet, useCluster, useProcesses, useZooKeeper, waitFor } from '../support/index.js';
 
@@ -65,6 +66,11 @@ describe('resume', () => {
       45_000,
     );
     expect(slow.lines.some((l) => l.msg === 'compaction committed')).toBe(false);
+    // Operators see how much of a running job is safe (`admin compactions list --json`).
+    const { running } = await s.meta.call<{ running: RunningCompaction[] }>('GET', '/v1/compactions');
+    expect(running.find((r) => r.ecid === ecid)?.checkpointBytes).toBeGreaterThanOrEqual(
+      recorded.bytes as number,
+    );
     slow.kill();
     const cancel = await s.tserver.waitForLog(
       (l) => l.msg === 'reservation cancelled' && l.ecid === ecid,
