@@ -117,7 +117,16 @@ export class CompactionThreads {
 
   private start(): Worker {
     this.started++;
-    return startWorker(this.store);
+    const worker = startWorker(this.store);
+    // A thread that fails or ends while idle (its store could not be opened, say) is dropped, and the next
+    // job starts another; the error of a thread running a job is that job's (run() listens for it). An
+    // 'error' with no listener at all would end the process.
+    worker.on('error', () => undefined);
+    worker.once('exit', () => {
+      const i = this.idle.indexOf(worker);
+      if (i >= 0) this.idle.splice(i, 1);
+    });
+    return worker;
   }
 
   private release(worker: Worker, reusable: boolean): void {

@@ -192,4 +192,28 @@ describe('compaction threads (the pool)', () => {
       threads.compact({ store, inputs: names, output: 'out/e.rf', settings: SETTINGS }),
     ).rejects.toMatchObject({ code: 'SHUTTING_DOWN' });
   });
+
+  it('pool - a thread that fails while idle is dropped, not the process; the job that needs one gets the error', async () => {
+    const { store, names } = await inputs(100);
+    // No store of that kind: every thread fails as it starts.
+    const threads = new CompactionThreads({ store: 'ftp://nowhere/x' }, 1);
+    try {
+      threads.warm();
+      await waitUntil(() => threads.threads === 0);
+      await expect(
+        threads.compact({ store, inputs: names, output: 'out/f.rf', settings: SETTINGS }),
+      ).rejects.toThrow(/ftp:\/\/nowhere/);
+      expect(threads.threads).toBe(0);
+    } finally {
+      await threads.close();
+    }
+  });
 });
+
+async function waitUntil(ok: () => boolean, ms = 20_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > until) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
