@@ -1,10 +1,5 @@
 /**
- * The chaos run's faults: a schedule fixed by the seed, and the injector that carries it out.
- *
- * The schedule is a list of faults at random times (a Poisson process), each with its kind, target (a
- * slot index within its role) and durations (how long a pause or an object-store fault lasts, when a
- * killed process comes back), drawn before the run starts, so that a seed names one schedule. Faults
- * overlap: a tablet server may be paused while the object store fails and a compactor is killed.
+ * The chaos run's fault injector: it carries out the seed's schedule (schedule.ts).
  *
  * When a fault's time comes the injector resolves its target to the slot's current process. It skips a
  * fault that would take more of a role down than the cluster is meant to survive at once (at most two
@@ -18,117 +13,13 @@ import type { Fault } from '../test/support/fault-proxy.js';
 import type { ChaosCluster, Slot } from './cluster.js';
 import type { ChaosLog } from './report.js';
 import type { Rng } from './rng.js';
-
-export const FAULT_KINDS = [
-  'compactor-kill',
-  'compactor-zombie',
-  'compactor-term',
-  'compactor-pause',
-  'tserver-kill',
-  'tserver-zombie',
-  'tserver-pause',
-  'manager-kill',
-  'manager-zombie',
-  's3-errors',
-  's3-slow',
-  's3-resets',
-  's3-half-put',
-  'zk-node-delete',
-  'admin-cancel',
-  'queue-recreate',
-  'peer-cut',
-  'zk-leader-kill',
-  'zk-follower-kill',
-  'zk-cut',
-  'zk-partition',
-] as const;
-export type FaultKind = (typeof FAULT_KINDS)[number];
-
-/** Faults of ZooKeeper itself, and of processes' ways to it (off with --no-zk-faults). */
-const ZK_FAULTS: ReadonlySet<FaultKind> = new Set([
-  'zk-leader-kill',
-  'zk-follower-kill',
-  'zk-cut',
-  'zk-partition',
-]);
+import type { ScheduledFault } from './schedule.js';
 
 /**
  * The queues whose compactors compactor faults take (chaos/main.ts creates them): half of them the bulk
  * queue's, whose jobs are long enough to be killed after a checkpoint or in a split.
  */
 const COMPACTOR_QUEUES = ['small', 'large', 'bulk', 'bulk'];
-
-const WEIGHTS: Record<FaultKind, number> = {
-  'compactor-kill': 14,
-  'compactor-zombie': 6,
-  'compactor-term': 6,
-  'compactor-pause': 4,
-  'tserver-kill': 5,
-  'tserver-zombie': 3,
-  'tserver-pause': 3,
-  'manager-kill': 3,
-  'manager-zombie': 2,
-  's3-errors': 4,
-  's3-slow': 3,
-  's3-resets': 3,
-  's3-half-put': 3,
-  'zk-node-delete': 6,
-  'admin-cancel': 6,
-  'queue-recreate': 1,
-  'peer-cut': 4,
-  'zk-leader-kill': 3,
-  'zk-follower-kill': 2,
-  'zk-cut': 3,
-  'zk-partition': 2,
-};
-
-export interface ScheduledFault {
-  /** Milliseconds after the start of the faults. */
-  at: number;
-  kind: FaultKind;
-  /** Slot index within the role (or the queue's compactors), reduced modulo their number. */
-  target: number;
-  /** How long a pause or an object-store fault lasts. */
-  durationMs: number;
-  /** When a stopped process is started again, after it exited. */
-  restartAfterMs: number;
-  /** A number for choices made at injection (which running compaction to cancel). */
-  pick: number;
-}
-
-export interface ScheduleOptions {
-  durationMs: number;
-  meanIntervalMs: number;
-  sessionTimeoutMs: number;
-  zkFaults: boolean;
-}
-
-export function makeSchedule(rng: Rng, options: ScheduleOptions): ScheduledFault[] {
-  const weights = Object.fromEntries(
-    FAULT_KINDS.filter((k) => options.zkFaults || !ZK_FAULTS.has(k)).map((k) => [k, WEIGHTS[k]]),
-  ) as Record<FaultKind, number>;
-  const session = options.sessionTimeoutMs;
-  const out: ScheduledFault[] = [];
-  for (let at = rng.exponential(options.meanIntervalMs); at < options.durationMs;) {
-    const kind = rng.weighted(weights);
-    const long = kind.endsWith('-zombie') || kind === 'zk-partition';
-    out.push({
-      at: Math.round(at),
-      kind,
-      target: rng.int(0, 1_000),
-      // A zombie is paused well past its session timeout; a plain pause stays well inside it.
-      durationMs: long
-        ? rng.int(Math.round(1.5 * session), Math.round(2.5 * session))
-        : kind.endsWith('-pause') || kind === 'zk-cut'
-          ? rng.int(100, Math.round(0.4 * session))
-          : rng.int(1_000, 8_000),
-      restartAfterMs: rng.int(200, 4_000),
-      pick: rng.int(0, 1_000_000),
-    });
-    at += rng.exponential(options.meanIntervalMs);
-  }
-  return out;
-}
 
 /** What a compactor was running when a fault took it: nothing, a checkpointed job, a sub-job, another. */
 export type JobShape = 'idle' | 'plain' | 'checkpointed' | 'sub-job';

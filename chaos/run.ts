@@ -14,7 +14,8 @@ import {
   type OutcomeFindings,
 } from './checks.js';
 import type { ChaosCluster } from './cluster.js';
-import type { FaultInjector, ScheduledFault } from './faults.js';
+import type { FaultInjector } from './faults.js';
+import type { ScheduledFault } from './schedule.js';
 import { percentile, type ChaosLog } from './report.js';
 import type { Rng } from './rng.js';
 import { Workload, type TableSpec } from './workload.js';
