@@ -56,12 +56,14 @@ export async function openAppendable(
     await fh.close().catch(() => undefined);
   };
   const flush = async (): Promise<number> => {
+    // What was appended before the sync began is durable after it; appends made meanwhile may or may not be.
+    const durable = length;
     await fh.sync();
     if (!dirSynced) {
       await deps.syncDirectory(dir, name);
       dirSynced = true;
     }
-    return length;
+    return durable;
   };
   return {
     async append(chunks: Buffer[]): Promise<void> {

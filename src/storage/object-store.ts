@@ -37,7 +37,10 @@ export interface TemporaryInfo {
 export interface AppendableWrite {
   /** Appends bytes; durable only once flushed. */
   append(chunks: Buffer[]): Promise<void>;
-  /** Makes everything appended so far durable; resolves the object's length. */
+  /**
+   * Makes everything appended before the call durable; resolves that length. Appends may go on while it
+   * runs (they are durable only after a later flush).
+   */
   flush(): Promise<number>;
   /** Flushes and closes it, then renames it to `target` (atomically, replacing it); resolves its size. */
   finish(target: string): Promise<number>;

@@ -83,6 +83,10 @@ export async function writeAppendable(
 ): Promise<{ parts: PartRef[]; size: number }> {
   const name = partialName(output);
   const file = await store.openAppendable!(name, resume?.parts[0]);
+  // The fsync of the last checkpoint, still running: the merge goes on meanwhile (it only appends past
+  // the checkpoint), and the checkpoint is reported once the sync is done. One at a time: a checkpoint
+  // reached while the previous one syncs waits for it.
+  let syncing: Promise<void> | undefined;
   try {
     encoder.checkpointEvery(options.everyBytes);
     let pending: Buffer[] = [];
@@ -103,25 +107,30 @@ export async function writeAppendable(
       await file.append(pending);
       pending = [];
       pendingBytes = 0;
-      const length = await file.flush();
-      if (length !== chunk.offset) {
-        throw new ExcError(
-          'INTERNAL',
-          `checkpoint of ${output} at ${chunk.offset} bytes, ${name} holds ${length}`,
-        );
-      }
+      await syncing;
       lastCut = Date.now();
-      options.onCheckpoint?.({
-        parts: [{ name, size: length }],
-        bytes: length,
-        state: encodeEncoderState(chunk),
+      const state = encodeEncoderState(chunk);
+      const { offset } = chunk;
+      syncing = file.flush().then((length) => {
+        if (length !== offset) {
+          throw new ExcError(
+            'INTERNAL',
+            `checkpoint of ${output} at ${offset} bytes, ${name} holds ${length}`,
+          );
+        }
+        options.onCheckpoint?.({ parts: [{ name, size: length }], bytes: length, state });
       });
+      // A failed sync fails the run at the next checkpoint or at the end; never unhandled meanwhile.
+      syncing.catch(() => undefined);
     }
     signal?.throwIfAborted();
     await file.append(pending);
+    await syncing;
     const size = await file.finish(output);
     return { parts: [...(resume?.parts ?? []), { name, size }], size };
   } finally {
+    // Not closed under a sync still running (an error or an abort mid-run).
+    await syncing?.catch(() => undefined);
     await file.close();
   }
 }

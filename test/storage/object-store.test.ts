@@ -77,6 +77,26 @@ describe('local store', () => {
     expect(await store.stat('a/g.rf')).not.toBeNull();
   });
 
+  it('appendable - a flush answers what was appended before it, while appends go on', async () => {
+    const store = new LocalObjectStore(freshDir());
+    const file = await store.openAppendable('out/x.rf.partial');
+    try {
+      await file.append([Buffer.alloc(1000, 1)]);
+      const flushed = file.flush();
+      // Appended while the sync runs: not part of what that flush made durable.
+      await file.append([Buffer.alloc(500, 2)]);
+      expect(await flushed).toBe(1000);
+      expect(await file.flush()).toBe(1500);
+      expect(await file.finish('out/x.rf')).toBe(1500);
+    } finally {
+      await file.close();
+    }
+    const bytes = await store.readRange('out/x.rf', 0, 2000);
+    expect(bytes.length).toBe(1500);
+    expect(bytes[999]).toBe(1);
+    expect(bytes[1000]).toBe(2);
+  });
+
   it('crash - a writer killed mid-write leaves no object under the final name', async () => {
     const root = freshDir();
     const script = new URL('./support/slow-writer.ts', import.meta.url).pathname;
