@@ -148,7 +148,8 @@ export class FaultInjector {
         const working = free.filter((s) => shape(s) !== 'idle');
         const large = working.filter((s) => shape(s) === 'checkpointed' || shape(s) === 'sub-job');
         const pool = large.length > 0 ? large : working.length > 0 ? working : free;
-        const slot = pool[f.target % pool.length]!;
+        // The target's low digits chose the queue: the rest chooses the compactor.
+        const slot = pool[Math.floor(f.target / COMPACTOR_QUEUES.length) % pool.length]!;
         const proc = slot.proc!;
         const node = slot.identity ?? '';
         const job = shape(slot);

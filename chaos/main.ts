@@ -118,7 +118,8 @@ const cluster = new ChaosCluster({
   gcGraceMs: 20_000,
   queues: [
     { name: 'small', bins: 4, compactors: 3 },
-    { name: 'large', bins: 2, compactors: 3 },
+    // Two jobs at once on each, on a compactor's pool of threads.
+    { name: 'large', bins: 2, compactors: 3, args: ['--concurrency', '2'] },
     // The `bulky` table's queue: compactors that read at most 128 KB/s, so that its jobs last seconds
     // and report progress (and checkpoints) twice a second.
     { name: 'bulk', bins: 2, compactors: 3, args: ['--throughput', '131072', '--progress-every', '500'] },

@@ -9,7 +9,8 @@
  * scanned value is checked against what was written, and an entry that should be hidden but shows is
  * recognised as one of ours (resurrected) rather than something never written (wrong). A table with
  * `valueBytes` gets values of a size drawn from that range by the same hash, from an extendable-output
- * hash (incompressible enough that its files, and so its compactions, are as large as its data).
+ * hash in base64url, which compresses to about three quarters: its files, and so its compactions, stay
+ * close to the size of its data.
  *
  * Writes are applied in whatever order they are acknowledged: the result does not depend on it
  * (timestamps decide, and the generator never reuses a cell's timestamp nor writes a put at or below a
@@ -74,10 +75,10 @@ export class TableModel {
     if (!this.valueBytes) return short;
     const [min, max] = this.valueBytes;
     const length = min + (parseInt(short.slice(0, 8), 16) % (max - min + 1));
-    // Hex: two characters per byte of output.
-    return createHash('shake256', { outputLength: Math.ceil(length / 2) })
+    // base64url: four characters per three bytes of output (compressed, about three quarters of its size).
+    return createHash('shake256', { outputLength: Math.ceil((length * 3) / 4) })
       .update(input)
-      .digest('hex')
+      .digest('base64url')
       .slice(0, length);
   }
 

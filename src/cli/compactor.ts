@@ -85,7 +85,7 @@ Examples:
         // --throughput, whose throttle wraps this thread's store.
         const threads =
           flags.concurrency > 1 && !flags.throughput
-            ? new CompactionThreads(config, flags.concurrency)
+            ? new CompactionThreads(config, flags.concurrency, logger)
             : undefined;
         threads?.warm();
         const compactor = new Compactor({

@@ -17,7 +17,8 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { ExcError, type ErrorCode, type ErrorDetails } from '../errors.js';
+import { ExcError, describeError, type ErrorCode, type ErrorDetails } from '../errors.js';
+import type { Logger } from '../log.js';
 import type {
   Checkpoint,
   CompactFilesArgs,
@@ -57,6 +58,12 @@ function startWorker(store: StoreSettings): Worker {
   return worker;
 }
 
+/** Why an aborted job ended: the abort's reason, as compactFiles rejects with it. */
+function abortReason(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason : new ExcError('SHUTTING_DOWN', String(reason));
+}
+
 /** Only what names the store crosses to the threads (not the rest of the process's configuration). */
 function storeOnly(settings: StoreSettings): StoreSettings {
   return {
@@ -74,6 +81,7 @@ export class CompactionThreads {
   private readonly store: StoreSettings;
   private readonly idle: Worker[] = [];
   private readonly busy = new Set<Worker>();
+  private readonly dead = new WeakSet<Worker>();
   private nextId = 1;
   private closed = false;
   /** Threads started so far (each costs a thread's start; a warm pool starts no more). */
@@ -82,6 +90,7 @@ export class CompactionThreads {
   constructor(
     settings: StoreSettings,
     private readonly keep: number,
+    private readonly log?: Logger,
   ) {
     this.store = storeOnly(settings);
   }
@@ -98,10 +107,12 @@ export class CompactionThreads {
 
   /** The shape of compactFiles: runs one compaction on a thread of the pool. */
   readonly compact = (args: CompactFilesArgs): Promise<CompactionResult> => {
-    args.signal?.throwIfAborted();
+    if (args.signal?.aborted) return Promise.reject(abortReason(args.signal));
     if (this.closed)
       return Promise.reject(new ExcError('SHUTTING_DOWN', 'the compaction threads are closed'));
-    const worker = this.idle.pop() ?? this.start();
+    let worker = this.idle.pop();
+    while (worker && this.dead.has(worker)) worker = this.idle.pop();
+    worker ??= this.start();
     // A running job keeps the process alive, as an in-process compaction would.
     worker.ref();
     this.busy.add(worker);
@@ -118,20 +129,27 @@ export class CompactionThreads {
   private start(): Worker {
     this.started++;
     const worker = startWorker(this.store);
-    // A thread that fails or ends while idle (its store could not be opened, say) is dropped, and the next
-    // job starts another; the error of a thread running a job is that job's (run() listens for it). An
-    // 'error' with no listener at all would end the process.
-    worker.on('error', () => undefined);
-    worker.once('exit', () => {
+    // A thread that fails or ends while idle (its store could not be opened, say) is dropped at once (its
+    // 'exit' comes in a later callback than its 'error'), and the next job starts another; the error of a
+    // thread running a job is that job's (run() listens for it). An 'error' with no listener at all would
+    // end the process.
+    const drop = (): void => {
+      this.dead.add(worker);
       const i = this.idle.indexOf(worker);
       if (i >= 0) this.idle.splice(i, 1);
+    };
+    worker.on('error', (err) => {
+      if (!this.busy.has(worker))
+        this.log?.warn({ err: describeError(err) }, 'an idle compaction thread failed');
+      drop();
     });
+    worker.once('exit', drop);
     return worker;
   }
 
   private release(worker: Worker, reusable: boolean): void {
     this.busy.delete(worker);
-    if (reusable && !this.closed && this.threads < this.keep) {
+    if (reusable && !this.closed && !this.dead.has(worker) && this.threads < this.keep) {
       worker.unref();
       this.idle.push(worker);
     } else void worker.terminate();
@@ -171,19 +189,13 @@ export class CompactionThreads {
       const onAbort = (): void => {
         const reason: unknown = signal?.reason;
         post({ type: 'abort', id, reason: reason instanceof Error ? reason.message : String(reason) });
-        killer = setTimeout(
-          () => settle(false, () => reject(failure(new Error('the compaction thread did not stop')))),
-          STOP_GRACE_MS,
-        );
+        // The job ends once the thread has exited (onExit), with the abort's reason.
+        killer = setTimeout(() => void worker.terminate(), STOP_GRACE_MS);
         killer.unref();
       };
       // Once aborted, the job ends with the abort's reason, as compactFiles does — but only when its thread
       // has stopped it (having removed its partial output) or was terminated.
-      const failure = (err: Error): Error => {
-        if (!signal?.aborted) return err;
-        const reason: unknown = signal.reason;
-        return reason instanceof Error ? reason : new ExcError('SHUTTING_DOWN', String(reason));
-      };
+      const failure = (err: Error): Error => (signal?.aborted ? abortReason(signal) : err);
       const onMessage = (m: FromWorker): void => {
         if (m.id !== id) return;
         if (m.type === 'progress') onProgress?.(m.progress);

@@ -6,7 +6,7 @@
  * is paid once per thread, not once per job.
  *
  * Messages in: `{ type: 'job', id, args }`, `{ type: 'abort', id, reason }` (ignored unless job `id` is
- * running), `{ type: 'close' }`. Out, for job `id`: `{ type: 'progress', id, progress }` and
+ * running). The pool ends a thread by terminating it. Out, for job `id`: `{ type: 'progress', id, progress }` and
  * `{ type: 'checkpoint', id, checkpoint }` (checkpointed output, storage/parts.ts), then exactly one
  * `{ type: 'done', id, result }` or `{ type: 'failed', id, error: { code, message, details } }`.
  */
@@ -22,9 +22,7 @@ import {
 export type JobArgs = Omit<CompactFilesArgs, 'store' | 'signal' | 'onProgress'>;
 
 export type ToWorker =
-  | { type: 'job'; id: number; args: JobArgs }
-  | { type: 'abort'; id: number; reason: string }
-  | { type: 'close' };
+  { type: 'job'; id: number; args: JobArgs } | { type: 'abort'; id: number; reason: string };
 
 const port = parentPort;
 if (!port) throw new Error('compaction-worker.ts runs only as a worker thread');
@@ -33,14 +31,7 @@ let running: { id: number; abort: AbortController } | undefined;
 
 port.on('message', (m: ToWorker) => {
   if (m.type === 'job') void run(m.id, m.args);
-  else if (m.type === 'abort') {
-    if (running?.id === m.id) running.abort.abort(new ExcError('SHUTTING_DOWN', m.reason));
-  } else {
-    void store
-      .close()
-      .catch(() => undefined)
-      .finally(() => port.close());
-  }
+  else if (running?.id === m.id) running.abort.abort(new ExcError('SHUTTING_DOWN', m.reason));
 });
 
 async function run(id: number, args: JobArgs): Promise<void> {

@@ -87,12 +87,14 @@ export async function writeAppendable(
   // the checkpoint), and the checkpoint is reported once the sync is done. One at a time: a checkpoint
   // reached while the previous one syncs waits for it.
   let syncing: Promise<void> | undefined;
+  let syncFailed: { err: unknown } | undefined;
   try {
     encoder.checkpointEvery(options.everyBytes);
     let pending: Buffer[] = [];
     let pendingBytes = 0;
     let lastCut = Date.now();
     for await (const chunk of encoder.encodeMarked(batches, signal)) {
+      if (syncFailed) throw syncFailed.err;
       if (Buffer.isBuffer(chunk)) {
         pending.push(chunk);
         pendingBytes += chunk.length;
@@ -120,8 +122,10 @@ export async function writeAppendable(
         }
         options.onCheckpoint?.({ parts: [{ name, size: length }], bytes: length, state });
       });
-      // A failed sync fails the run at the next checkpoint or at the end; never unhandled meanwhile.
-      syncing.catch(() => undefined);
+      // A failed sync fails the run at the next chunk (never an unhandled rejection meanwhile).
+      syncing.catch((err: unknown) => {
+        syncFailed = { err };
+      });
     }
     signal?.throwIfAborted();
     await file.append(pending);

@@ -19,6 +19,7 @@ import {
   type IteratorSettings,
   type ObjectStore,
 } from '../../src/storage/index.js';
+import { ExcError } from '../../src/errors.js';
 import { uniqueName, useS3 } from '../support/index.js';
 import { useTempDirs } from '../support/temp-dirs.js';
 import { collect } from '../support/entries.js';
@@ -185,6 +186,43 @@ describe('compactFiles', () => {
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(await store.stat('out/aborted.rf')).toBeNull();
     expect(filesUnder(root)).toEqual(before);
+  });
+
+  it('checkpoints - a failed checkpoint sync fails the compaction with its error, and no checkpoint is reported', async () => {
+    const { store } = localStore();
+    const { names } = await writeInputs(store, 3, 20_000);
+    let flushes = 0;
+    // The disk fails the first sync of the checkpointed output (the appends before it succeed).
+    const failing = Object.assign(Object.create(store) as LocalObjectStore, {
+      openAppendable: async (name: string, from?: { name: string; size: number }) => {
+        const file = await store.openAppendable(name, from);
+        return {
+          ...file,
+          flush: async () => {
+            flushes++;
+            throw new ExcError('STORE_UNAVAILABLE', 'the disk went away');
+          },
+        };
+      },
+    });
+    const checkpoints: number[] = [];
+    await expect(
+      compactFiles({
+        store: failing,
+        inputs: names,
+        output: 'out/c.rf',
+        settings: SCAN,
+        compression: 'none',
+        checkpoints: {
+          everyBytes: 16 * 1024,
+          everyMs: 60_000,
+          onCheckpoint: (cp) => checkpoints.push(cp.bytes),
+        },
+      }),
+    ).rejects.toMatchObject({ code: 'STORE_UNAVAILABLE', message: 'the disk went away' });
+    expect(flushes).toBe(1);
+    expect(checkpoints).toEqual([]);
+    expect(await store.stat('out/c.rf')).toBeNull();
   });
 
   it('a corrupt input rejects with CORRUPT_FILE naming the file and block, and leaves no output', async () => {
