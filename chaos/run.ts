@@ -18,7 +18,8 @@ import type { FaultInjector } from './faults.js';
 import type { ScheduledFault } from './schedule.js';
 import { percentile, type ChaosLog } from './report.js';
 import type { Rng } from './rng.js';
-import { Workload, type TableSpec } from './workload.js';
+import type { TableSpec } from './tables.js';
+import { Workload } from './workload.js';
 
 export interface ChaosOptions {
   seconds: number;
