@@ -262,12 +262,16 @@ export class Compactor extends EventEmitter<Events> {
         const { registration } = generation;
         const reserved = await reserve(
           this.peers,
+          generation.meta,
           found.server,
           { tablet: found.tablet, queueId: registration.queue.id, compactor: registration.path },
           generation.abort.signal,
+          // Long enough for a dead host's tablets to be given to another (its session's expiry at most).
+          { followMs: 2 * this.options.zkSessionTimeoutMs + 5_000 },
         ).finally(unlink);
         if (reserved === 'gone') this.onLost(generation, 'a tablet server reports our node gone');
-        const job = reserved === 'gone' ? null : reserved;
+        const { job, server } =
+          reserved === 'gone' || reserved === null ? { job: null, server: '' } : reserved;
         if (!job) {
           misses++;
           await sleep(backoffDelay(misses, { baseMs: 20, maxMs: 2_000 }), signal).catch(() => undefined);
@@ -277,7 +281,7 @@ export class Compactor extends EventEmitter<Events> {
         if (this.stopTakingWork.signal.aborted) {
           // Stopping: reserved just as the shutdown began. Give it back at once rather than run it.
           await this.peers
-            .get(found.server)
+            .get(server)
             .post(
               '/v1/release',
               { tablet: job.tablet, ecid: job.ecid, compactor: generation.registration.path },
@@ -307,7 +311,7 @@ export class Compactor extends EventEmitter<Events> {
             resumes: this.resumes,
           },
           job,
-          found.server,
+          server,
           (running) => this.running.set(job.ecid, running),
         ).finally(() => this.running.delete(job.ecid));
         this.outcomes[outcome]++;
