@@ -220,14 +220,7 @@ async function runLinked(
       return 'abandoned';
     }
     log.warn({ err: describeError(err) }, 'compaction failed');
-    await deps.peers
-      .get(running.server)
-      .post(
-        '/v1/fail',
-        { ...owned, error: describeError(err).slice(0, 4_000) },
-        { attempts: 3, timeoutMs: 5_000 },
-      )
-      .catch((e: unknown) => log.warn({ err: describeError(e) }, 'could not report the failure'));
+    await reportFailure(deps, running, describeError(err), log, follow);
     return 'failed';
   }
   clearInterval(ticker);
@@ -311,20 +304,51 @@ async function commit(
   }
   // Giving up: end the reservation with the error, rather than leave it to the stall detector.
   log.warn({ err: describeError(lastError) }, 'commit failed');
-  await deps.peers
-    .get(running.server)
-    .post(
-      '/v1/fail',
-      {
-        tablet: job.tablet,
-        ecid: job.ecid,
-        compactor: deps.compactor,
-        error: `commit failed: ${describeError(lastError)}`.slice(0, 4_000),
-      },
-      { attempts: 3, timeoutMs: 5_000 },
-    )
-    .catch((e: unknown) => log.warn({ err: describeError(e) }, 'could not report the failed commit'));
+  await reportFailure(deps, running, `commit failed: ${describeError(lastError)}`, log, follow);
   return 'failed';
+}
+
+/** How long a failure report follows its tablet (a host that died, a tablet handed over). */
+const FAILURE_REPORT_MS = 20_000;
+
+/**
+ * Ends the reservation with the job's error on the tablet's host, following the tablet when its host
+ * died or gave it away. A failure that never arrives leaves the reservation to the stall detector, or to
+ * the fencing of this whole compactor when its link to that host closes.
+ */
+async function reportFailure(
+  deps: JobRunnerDeps,
+  running: RunningJob,
+  error: string,
+  log: Logger,
+  follow: (server: string) => void,
+): Promise<void> {
+  const { job } = running;
+  const body = {
+    tablet: job.tablet,
+    ecid: job.ecid,
+    compactor: deps.compactor,
+    error: error.slice(0, 4_000),
+  };
+  const deadline = Date.now() + FAILURE_REPORT_MS;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await deps.peers.get(running.server).post('/v1/fail', body, { attempts: 2, timeoutMs: 5_000 });
+      return;
+    } catch (err) {
+      const code = err instanceof ExcError ? err.code : undefined;
+      // Already ended (cancelled, or the repeat of a report that arrived): nothing left to tell.
+      if (code === 'RESERVATION_GONE') return;
+      const moved = code === 'NOT_SERVING' || code === 'UNAVAILABLE' || code === 'TIMEOUT';
+      if (!moved || Date.now() > deadline) {
+        log.warn({ err: describeError(err) }, 'could not report the failure');
+        return;
+      }
+      await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 2_000 }));
+      running.server = (await currentHost(deps.meta, job.tablet).catch(() => undefined)) ?? running.server;
+      follow(running.server);
+    }
+  }
 }
 
 /**
