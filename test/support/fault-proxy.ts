@@ -20,7 +20,12 @@ export type Fault =
   /** Forward this fraction of the request body, then drop both connections. */
   | { kind: 'cut-request'; fraction: number }
   /** Answer normally, after this long. */
-  | { kind: 'delay'; ms: number };
+  | { kind: 'delay'; ms: number }
+  /**
+   * Forward the request and let the server act on it, then lose its answer: `then` runs (a test kills the
+   * server there, as if it died right after acting), and the client's connection is cut.
+   */
+  | { kind: 'lose-answer'; then?: () => void };
 
 /** Random faults: each request matching `method` gets one of `faults` with `probability`. */
 export interface RandomFaults {
@@ -159,6 +164,12 @@ export class FaultProxy {
     const upstream = request(
       { host: '127.0.0.1', port: this.targetPort, method: req.method, path: req.url, headers: req.headers },
       (up) => {
+        if (fault?.kind === 'lose-answer') {
+          up.resume();
+          fault.then?.();
+          req.socket.destroy();
+          return;
+        }
         res.writeHead(up.statusCode ?? 502, up.headers);
         if (fault?.kind !== 'cut-body') {
           up.pipe(res);
