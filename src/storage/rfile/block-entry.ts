@@ -26,9 +26,17 @@ export class BlockEntry implements Entry {
     readonly valueStart: number,
     /** One past the last byte of the value, and of the encoded entry. */
     readonly end: number,
-    readonly timestamp: number,
     readonly deleted: boolean,
   ) {}
+
+  /**
+   * Read from the block when asked: a field would hold it as a heap number (timestamps are past 2^31),
+   * one more allocation per entry decoded (about 10% of a scan's time); comparisons read the encoded
+   * words instead.
+   */
+  get timestamp(): number {
+    return this.view.getUint32(this.rowStart - 8) * 0x100000000 + this.view.getUint32(this.rowStart - 4);
+  }
 
   /** The key, as Buffers that are views of the block (made on first use, then kept). */
   get key(): Key {
@@ -83,7 +91,14 @@ export function compareBlockKeys(a: BlockEntry, b: BlockEntry): number {
   if (c !== 0) return c;
   c = compareRanges(a.view, a.qualifierStart, a.valueStart, b.view, b.qualifierStart, b.valueStart);
   if (c !== 0) return c;
-  if (a.timestamp !== b.timestamp) return a.timestamp > b.timestamp ? -1 : 1;
+  // The encoded timestamps, a word at a time (newest first).
+  let x = a.view.getUint32(a.rowStart - 8);
+  let y = b.view.getUint32(b.rowStart - 8);
+  if (x === y) {
+    x = a.view.getUint32(a.rowStart - 4);
+    y = b.view.getUint32(b.rowStart - 4);
+  }
+  if (x !== y) return x > y ? -1 : 1;
   if (a.deleted !== b.deleted) return a.deleted ? -1 : 1;
   return 0;
 }
@@ -161,9 +176,7 @@ export function decodeDataBlock(block: Buffer, count: number): BlockEntry[] {
       p = varintEnd;
     }
     if (p + 8 > end) throw new FormatError(`entry ${i}: timestamp runs past the end of the block`);
-    const hi = view.getUint32(p);
-    if (hi >= 0x200000) throw new FormatError(`entry ${i}: timestamp is 2^53 or more`);
-    const timestamp = hi * 0x100000000 + view.getUint32(p + 4);
+    if (view.getUint32(p) >= 0x200000) throw new FormatError(`entry ${i}: timestamp is 2^53 or more`);
     const rowStart = p + 8;
     const familyStart = rowStart + rowLen;
     const qualifierStart = familyStart + familyLen;
@@ -179,7 +192,6 @@ export function decodeDataBlock(block: Buffer, count: number): BlockEntry[] {
       qualifierStart,
       valueStart,
       p,
-      timestamp,
       flags === 1,
     );
   }
