@@ -35,12 +35,16 @@ function referenceOrder(a: Key, b: Key): number {
   return 0;
 }
 
-/** Entries as they come out of a data block: encoded, then decoded. */
+/**
+ * Entries as they come out of data blocks: encoded, then decoded, each in a block of its own (a block's
+ * entries must be in order, and these are any two entries).
+ */
 function throughBlock(entries: Entry[]): BlockEntry[] {
-  const buf = Buffer.alloc(entries.reduce((n, e) => n + entrySize(e.key, e.value.length), 0));
-  let pos = 0;
-  for (const e of entries) pos = writeEntry(buf, pos, e.key, e.value);
-  return decodeDataBlock(buf, entries.length);
+  return entries.map((e) => {
+    const buf = Buffer.alloc(entrySize(e.key, e.value.length));
+    writeEntry(buf, 0, e.key, e.value);
+    return decodeDataBlock(buf, 1)[0]!;
+  });
 }
 
 const bytesArb = fc.uint8Array({ maxLength: 80 }).map((b) => Buffer.from(b));

@@ -8,6 +8,9 @@
  * `accept` sees every entry in merged order and says whether it is kept: the stack's rules (stack.ts)
  * run inside the merge loop rather than as further async stages. Output batches may be empty (a
  * heartbeat when many entries in a row are dropped).
+ *
+ * Entries of file blocks take mergeBlockBatches (merge-blocks.ts) instead: the same tree and output, with
+ * offset-value codes.
  */
 import { BATCH_SIZE, type BatchSource } from '../batches.js';
 import type { Entry } from '../key.js';
@@ -141,7 +144,7 @@ export async function* mergeBatches<T extends Entry = Entry>(
   }
 }
 
-function asyncIterator<T>(source: AsyncIterable<T> | Iterable<T>): AsyncIterator<T> {
+export function asyncIterator<T>(source: AsyncIterable<T> | Iterable<T>): AsyncIterator<T> {
   if (Symbol.asyncIterator in source) return source[Symbol.asyncIterator]();
   const it = source[Symbol.iterator]();
   return {

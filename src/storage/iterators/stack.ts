@@ -35,9 +35,11 @@
  */
 import { batchesOf, flatten, type BatchSource } from '../batches.js';
 import { formatKey, type Entry } from '../key.js';
-import { ENTRY_OPS, entryOrder, type EntryOps } from '../order.js';
+import { BLOCK_ENTRY_OPS, ENTRY_OPS, entryOrder, type EntryOps } from '../order.js';
+import type { BlockEntry } from '../rfile/block-entry.js';
 import { ExcError } from '../../errors.js';
 import { mergeBatches, type MergeStats } from './merge.js';
+import { mergeBlockBatches, type BlockAccept } from './merge-blocks.js';
 import { compileSettings, type CompiledSettings, type IteratorSettings } from './settings.js';
 
 /**
@@ -45,14 +47,19 @@ import { compileSettings, type CompiledSettings, type IteratorSettings } from '.
  * whether it is kept. The closure carries the state of the current cell: its first entry, whether a
  * marker has been seen, how many live versions.
  */
-export function cellRules<T extends Entry>(s: CompiledSettings, ops: EntryOps<T>): (e: T) => boolean {
+export function cellRules<T extends Entry>(
+  s: CompiledSettings,
+  ops: EntryOps<T>,
+): (e: T, sameCell?: boolean) => boolean {
   const { versions, cutoff, filter, dropDeletes } = s;
   const { sameCell, isDelete, timestamp } = ops;
   let cell: T | null = null;
   let hidden = false;
   let seen = 0;
-  return (e: T): boolean => {
-    if (cell === null || !sameCell(cell, e)) {
+  // `same`, when the merge knows it (mergeBlockBatches), says whether e has the previous entry's cell,
+  // which is the current cell: the comparison is then skipped.
+  return (e: T, same?: boolean): boolean => {
+    if (cell === null || !(same ?? sameCell(cell, e))) {
       cell = e;
       hidden = false;
       seen = 0;
@@ -87,6 +94,14 @@ export function iteratorStackBatches<T extends Entry = Entry>(
 ): AsyncGenerator<T[]> {
   const ops: EntryOps<T> = options.ops ?? ENTRY_OPS;
   const accept = cellRules(settings, ops);
+  if (ops === (BLOCK_ENTRY_OPS as EntryOps<Entry>)) {
+    // File blocks: the merge with offset-value codes (same output, fewer byte comparisons).
+    const blockSources = sources as readonly BatchSource<BlockEntry>[];
+    return mergeBlockBatches(blockSources, accept as unknown as BlockAccept, {
+      stats: options.stats,
+      signal: options.signal,
+    }) as AsyncGenerator<T[]>;
+  }
   return mergeBatches(sources, accept, {
     stats: options.stats,
     signal: options.signal,

@@ -6,10 +6,13 @@
  * merge (a Buffer slice costs ~30 ns, more than a whole comparison).
  *
  * {@link compareBlockEntries} is the key order of key.ts (compareKeys, then value bytes) over encoded
- * fields. test/storage/key.test.ts checks that the two agree on random keys.
+ * fields. test/storage/key.test.ts checks that the two agree on random keys. The decoder also gives each
+ * entry its offset-value code relative to the entry before it (offset-value.ts), which checks that the
+ * block is in order and lets the merge (iterators/merge-blocks.ts) skip most byte comparisons.
  */
 import type { Entry, Key } from '../key.js';
 import { FormatError } from './codec.js';
+import { compareFrom } from './offset-value.js';
 
 export class BlockEntry implements Entry {
   private materialized: Key | undefined;
@@ -27,6 +30,11 @@ export class BlockEntry implements Entry {
     /** One past the last byte of the value, and of the encoded entry. */
     readonly end: number,
     readonly deleted: boolean,
+    /**
+     * The offset-value code of this entry relative to the entry right before it in its block
+     * (offset-value.ts), for the merge; for a block's first entry, nothing (0). Set by decodeDataBlock.
+     */
+    public ovc: number,
   ) {}
 
   /**
@@ -149,6 +157,7 @@ export function decodeDataBlock(block: Buffer, count: number): BlockEntry[] {
   const view = new DataView(block.buffer, block.byteOffset, block.length);
   const end = block.length;
   let p = 0;
+  let prev: BlockEntry | null = null;
   for (let i = 0; i < count; i++) {
     const start = p;
     // flags + four one-byte varints + timestamp: the smallest possible entry.
@@ -183,7 +192,7 @@ export function decodeDataBlock(block: Buffer, count: number): BlockEntry[] {
     const valueStart = qualifierStart + qualifierLen;
     p = valueStart + valueLen;
     if (p > end) throw new FormatError(`entry ${i}: fields run past the end of the block`);
-    out[i] = new BlockEntry(
+    const e = new BlockEntry(
       block,
       view,
       start,
@@ -193,7 +202,15 @@ export function decodeDataBlock(block: Buffer, count: number): BlockEntry[] {
       valueStart,
       p,
       flags === 1,
+      0,
     );
+    if (prev !== null) {
+      // The entry's code relative to the one before it (for the merge), which also checks the order.
+      const c = compareFrom(prev, e, 0);
+      if (c > 0) throw new FormatError(`entry ${i} is out of order`);
+      e.ovc = -c;
+    }
+    out[i] = prev = e;
   }
   if (p !== end) throw new FormatError(`${end - p} bytes after the last entry`);
   return out;

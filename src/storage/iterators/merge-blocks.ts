@@ -1,0 +1,240 @@
+/**
+ * The merge of file blocks (BlockEntry batches): mergeBatches' loser tree, with offset-value codes
+ * (rfile/offset-value.ts) so that most matches are one integer compare.
+ *
+ * Every entry in the tree carries a code relative to the entry it lost to. The losers on the winner's
+ * path all lost to the winner, and the winner's successor from its own source gets its code relative to
+ * the winner (one comparison, which also checks that the source is in order); so during the replay every
+ * code at hand has the same base, and the smaller code is the smaller entry. The loser of such a match
+ * keeps its code: it is also its code relative to the new winner. Only equal codes need the entries
+ * themselves, compared from the offset their codes share; the loser takes the code that comparison gives.
+ *
+ * The code of each winner relative to the entry output before it also says, for free, whether the two
+ * share a cell (they first differ after the qualifier): `accept` gets that as its second argument.
+ * Same output as mergeBatches with compareBlockEntries: entries that compare equal come out in source
+ * order; test/storage/merge-blocks.test.ts checks the two against each other.
+ */
+import { BATCH_SIZE, type BatchSource } from '../batches.js';
+import type { BlockEntry } from '../rfile/block-entry.js';
+import {
+  compareFrom,
+  OVC_CAP,
+  OVC_EQUAL,
+  OVC_FAR,
+  OVC_NONE,
+  ovcOffset,
+  sameCellByCode,
+} from '../rfile/offset-value.js';
+import { ExcError } from '../../errors.js';
+import { asyncIterator, type MergeStats } from './merge.js';
+
+/** Entries read between two yields at most, kept or not (as mergeBatches). */
+const HEARTBEAT_ENTRIES = 65_536;
+
+/**
+ * Says whether an entry is kept. `sameCell`: true when it has the cell (row, family, qualifier) of the
+ * entry before it in merged order, false when not, undefined when the merge does not know.
+ */
+export type BlockAccept = (e: BlockEntry, sameCell: boolean | undefined) => boolean;
+
+export interface MergeBlocksOptions {
+  stats?: MergeStats;
+  signal?: AbortSignal | undefined;
+}
+
+export async function* mergeBlockBatches(
+  sources: readonly BatchSource<BlockEntry>[],
+  accept: BlockAccept,
+  options: MergeBlocksOptions = {},
+): AsyncGenerator<BlockEntry[]> {
+  const k = sources.length;
+  const stats = options.stats ?? { entriesRead: 0 };
+  const { signal } = options;
+  const iterators = sources.map(asyncIterator);
+  const t = new BlockTree(k, accept);
+  const refill = async (i: number): Promise<void> => {
+    for (;;) {
+      const r = await iterators[i]!.next();
+      if (r.done) return t.setBatch(i, null);
+      if (r.value.length > 0) return t.setBatch(i, r.value);
+    }
+  };
+
+  try {
+    if (k === 0) return;
+    await Promise.all(sources.map((_, i) => refill(i)));
+    signal?.throwIfAborted();
+    t.build();
+    for (;;) {
+      const r = t.run();
+      if (r >= 0) {
+        // Source r's batch ran out under the entry just output: its next batch, then the replay.
+        const e = t.last!;
+        await refill(r);
+        t.replay(r, e);
+      }
+      if (r === DONE || t.out.length >= BATCH_SIZE || t.read >= HEARTBEAT_ENTRIES) {
+        // Also (possibly an empty batch) after many entries read: a merge that drops everything still
+        // reports progress and notices an abort promptly.
+        stats.entriesRead += t.read;
+        t.read = 0;
+        signal?.throwIfAborted();
+        if (r === DONE) {
+          if (t.out.length > 0) yield t.out;
+          return;
+        }
+        const out = t.out;
+        t.out = [];
+        yield out;
+      }
+    }
+  } finally {
+    await Promise.allSettled(
+      iterators.map(async (it) => {
+        await it.return?.();
+      }),
+    );
+  }
+}
+
+/** What BlockTree.run returns when every source is exhausted, or when an output batch is due. */
+const DONE = -2;
+const FLUSH = -1;
+
+/**
+ * The loser tree and its codes. The hot loop (run, replay) is synchronous and out of the async
+ * generator: V8 optimises a plain method's loop far better than one inside an async generator's body.
+ */
+class BlockTree {
+  /** tree[0] is the winner; tree[1..k-1] hold the losers. Leaf i sits at k + i (as in mergeBatches). */
+  private readonly tree: Int32Array;
+  /** codes[i]: the code of heads[i] relative to the entry it last lost to (see the module comment). */
+  private readonly codes: Int32Array;
+  /** The current entry of each source, null once it is exhausted. */
+  private readonly heads: (BlockEntry | null)[];
+  private readonly batches: (readonly BlockEntry[])[];
+  private readonly positions: Int32Array;
+  /** Whether the winner's code is relative to the entry output before it (not for the first). */
+  private related = false;
+  out: BlockEntry[] = [];
+  /** Entries read since the stats were last updated. */
+  read = 0;
+  /** The entry output last, when run stopped for its source's next batch. */
+  last: BlockEntry | null = null;
+
+  constructor(
+    private readonly k: number,
+    private readonly accept: BlockAccept,
+  ) {
+    this.tree = new Int32Array(Math.max(k, 1));
+    this.codes = new Int32Array(k);
+    this.heads = new Array<BlockEntry | null>(k).fill(null);
+    this.batches = new Array<readonly BlockEntry[]>(k).fill([]);
+    this.positions = new Int32Array(k);
+  }
+
+  setBatch(i: number, batch: readonly BlockEntry[] | null): void {
+    if (batch === null) {
+      this.heads[i] = null;
+      return;
+    }
+    this.batches[i] = batch;
+    this.positions[i] = 0;
+    this.heads[i] = batch[0]!;
+  }
+
+  /** The first tournament, with every match compared in full. */
+  build(): void {
+    const { k, heads, tree, codes } = this;
+    const match = (node: number): number => {
+      if (node >= k) return node - k;
+      const left = match(2 * node);
+      const right = match(2 * node + 1);
+      const x = heads[left]!;
+      const y = heads[right]!;
+      let c: number;
+      if (y === null) c = x === null ? 0 : -OVC_NONE;
+      else if (x === null) c = OVC_NONE;
+      else c = compareFrom(x, y, 0);
+      if (c <= 0) {
+        tree[node] = right;
+        codes[right] = -c;
+        return left;
+      }
+      tree[node] = left;
+      codes[left] = c;
+      return right;
+    };
+    tree[0] = k === 1 ? 0 : match(1);
+  }
+
+  /**
+   * Outputs entries until every source is exhausted (DONE), an output batch may be due (FLUSH), or the
+   * winner's source needs its next batch (its index; `last` is the entry just output).
+   */
+  run(): number {
+    const { heads, batches, positions, codes, tree } = this;
+    for (;;) {
+      const w = tree[0]!;
+      const e = heads[w];
+      if (e === null || e === undefined) return DONE;
+      this.read++;
+      if (this.accept(e, this.related ? sameCellByCode(e, codes[w]!) : undefined)) this.out.push(e);
+      const batch = batches[w]!;
+      const next = positions[w]! + 1;
+      if (next >= batch.length) {
+        this.last = e;
+        return w;
+      }
+      positions[w] = next;
+      heads[w] = batch[next]!;
+      this.replay(w, e);
+      if (this.out.length >= BATCH_SIZE || this.read >= HEARTBEAT_ENTRIES) return FLUSH;
+    }
+  }
+
+  /** Source w's new head follows e, the entry just output: its code, then the replay of its path. */
+  replay(w: number, e: BlockEntry): void {
+    const { heads, codes, tree, k } = this;
+    let h: BlockEntry | null = heads[w] ?? null;
+    let hc: number;
+    if (h === null) hc = OVC_NONE;
+    else if (h.start === e.end && h.block === e.block) {
+      // Its successor in the same block: the decoder's code, relative to e, checked in order.
+      hc = h.ovc;
+    } else {
+      const c = compareFrom(e, h, 0);
+      if (c > 0) throw new ExcError('INTERNAL', `merge source ${w} is out of order`);
+      hc = -c;
+    }
+    // Every code met on the path is relative to e.
+    for (let node = (w + k) >> 1; node > 0; node >>= 1) {
+      const l = tree[node]!;
+      const lc = codes[l]!;
+      if (lc > hc) continue;
+      if (lc < hc) {
+        tree[node] = w;
+        codes[w] = hc;
+        w = l;
+        hc = lc;
+        h = heads[l]!;
+        continue;
+      }
+      // Equal codes: both agree with e up to the offset they share (or are both exhausted, or both e).
+      if (lc === OVC_NONE) continue;
+      let c = 0;
+      if (lc !== OVC_EQUAL) c = compareFrom(heads[l]!, h!, lc === OVC_FAR ? OVC_CAP : ovcOffset(lc) + 1);
+      if (c < 0 || (c === 0 && l < w)) {
+        tree[node] = w;
+        codes[w] = -c;
+        w = l;
+        h = heads[l]!;
+      } else {
+        codes[l] = c;
+      }
+    }
+    tree[0] = w;
+    codes[w] = hc;
+    this.related = true;
+  }
+}

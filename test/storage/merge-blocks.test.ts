@@ -1,0 +1,175 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { mergeBatches, MAX_TIMESTAMP, type Entry } from '../../src/storage/index.js';
+import type { BlockEntry } from '../../src/storage/rfile/block-entry.js';
+import { compareBlockEntries, decodeDataBlock, sameBlockCell } from '../../src/storage/rfile/block-entry.js';
+import { entrySize, FormatError, writeEntry } from '../../src/storage/rfile/codec.js';
+import { compareFrom, OVC_FAR, ovcOffset, sameCellByCode } from '../../src/storage/rfile/offset-value.js';
+import { mergeBlockBatches } from '../../src/storage/iterators/merge-blocks.js';
+import { runs } from './arbitraries.js';
+
+const sign = (n: number): number => (n < 0 ? -1 : n > 0 ? 1 : 0);
+
+/** Encodes entries into one data block payload and decodes it (in the given order, sorted or not). */
+function block(entries: Entry[]): Buffer {
+  const buf = Buffer.alloc(entries.reduce((n, e) => n + entrySize(e.key, e.value.length), 0));
+  let pos = 0;
+  for (const e of entries) pos = writeEntry(buf, pos, e.key, e.value);
+  return buf;
+}
+
+/** Each entry decoded alone (in a block of its own), so no order is assumed between them. */
+function alone(e: Entry): BlockEntry {
+  return decodeDataBlock(block([e]), 1)[0]!;
+}
+
+const latin1 = (s: string): Buffer => Buffer.from(s, 'latin1');
+/** Long shared prefixes (past the codes' 8 KB cap), short ones, and prefixes of each other. */
+const prefix = fc.constantFrom('', 'a', 'ab', 'row00000', 'x'.repeat(8189), 'x'.repeat(8200)).map(latin1);
+const tail = fc.constantFrom('', '\x00', '1', '12', '123', '\xff', '2').map(latin1);
+const field = fc.tuple(prefix, tail).map(([p, t]) => Buffer.concat([p, t]));
+const small = fc.constantFrom('', 'f', 'fa', '\xff').map(latin1);
+
+const entryArb: fc.Arbitrary<Entry> = fc
+  .record({
+    row: field,
+    family: small,
+    qualifier: fc.oneof(small, field),
+    timestamp: fc.oneof(
+      fc.integer({ min: 0, max: 3 }),
+      fc.constantFrom(0xffff, 0x10000, 2 ** 32 - 1, 2 ** 32, 2 ** 48, MAX_TIMESTAMP),
+    ),
+    deleted: fc.boolean(),
+    value: fc.oneof(small, field),
+  })
+  .map(({ value, ...key }): Entry => ({ key, value }));
+
+describe('offset-value codes', () => {
+  it('compareFrom orders as compareBlockEntries, and its code says where the entries first differ', () => {
+    fc.assert(
+      fc.property(entryArb, entryArb, entryArb, (p, q, r) => {
+        const [x, y, z] = [p, q, r].map(alone).sort(compareBlockEntries) as [
+          BlockEntry,
+          BlockEntry,
+          BlockEntry,
+        ];
+        for (const [a, b] of [
+          [x, y],
+          [y, z],
+          [z, x],
+          [x, x],
+        ] as const) {
+          expect(sign(compareFrom(a, b, 0))).toBe(sign(compareBlockEntries(a, b)));
+        }
+        // y and z both ≥ x: their codes relative to x order them, unless equal.
+        const cy = -compareFrom(x, y, 0);
+        const cz = -compareFrom(x, z, 0);
+        expect(cy).toBeGreaterThanOrEqual(0);
+        if (cy !== cz) {
+          expect(sign(compareBlockEntries(y, z))).toBe(sign(cy - cz));
+          // The loser keeps its code: relative to the winner it is the same as relative to x.
+          expect(Math.abs(compareFrom(y, z, 0))).toBe(Math.max(cy, cz));
+        } else if (cy > OVC_FAR) {
+          // Equal codes: the entries agree up to and including that symbol; comparing from the next
+          // one gives the same answer as from the start.
+          expect(compareFrom(y, z, ovcOffset(cy) + 1)).toBe(compareFrom(y, z, 0));
+        }
+        // Whether y has x's cell, read from the code.
+        const same = sameCellByCode(y, cy);
+        if (same !== undefined) expect(same).toBe(sameBlockCell(x, y));
+      }),
+      { numRuns: runs(3000) },
+    );
+  });
+
+  it('decodeDataBlock gives each entry its code relative to the one before, and refuses a block out of order', () => {
+    fc.assert(
+      fc.property(fc.array(entryArb, { minLength: 2, maxLength: 8 }), (entries) => {
+        const sorted = [...entries].map(alone).sort(compareBlockEntries);
+        const decoded = decodeDataBlock(
+          block(sorted.map((e) => ({ key: e.key, value: e.value }))),
+          sorted.length,
+        );
+        for (let i = 1; i < decoded.length; i++) {
+          expect(decoded[i]!.ovc).toBe(-compareFrom(decoded[i - 1]!, decoded[i]!, 0));
+        }
+        const reversed = [...sorted].reverse();
+        if (compareBlockEntries(reversed[0]!, reversed[reversed.length - 1]!) > 0) {
+          const bytes = block(reversed.map((e) => ({ key: e.key, value: e.value })));
+          expect(() => decodeDataBlock(bytes, reversed.length)).toThrow(FormatError);
+        }
+      }),
+      { numRuns: runs(500) },
+    );
+  });
+});
+
+/** Sources for a merge: each sorted, cut into batches, some taken whole from one block, some not. */
+const sourcesArb = fc
+  .array(
+    fc.record({
+      entries: fc.array(entryArb, { maxLength: 12 }),
+      cuts: fc.array(fc.nat(12), { maxLength: 4 }),
+      // Skip some entries of the block: a batch whose neighbours are not neighbours in their block.
+      skip: fc.array(fc.boolean(), { maxLength: 12 }),
+    }),
+    { maxLength: 6 },
+  )
+  .map((specs) =>
+    specs.map(({ entries, cuts, skip }) => {
+      const sorted = entries.map(alone).sort(compareBlockEntries);
+      const decoded = decodeDataBlock(
+        block(sorted.map((e) => ({ key: e.key, value: e.value }))),
+        sorted.length,
+      );
+      const kept = decoded.filter((_, i) => !skip[i]);
+      const at = [...new Set(cuts.map((c) => Math.min(c, kept.length)))].sort((a, b) => a - b);
+      const batches: BlockEntry[][] = [];
+      let from = 0;
+      for (const c of [...at, kept.length]) {
+        batches.push(kept.slice(from, c));
+        from = c;
+      }
+      return batches;
+    }),
+  );
+
+describe('mergeBlockBatches', () => {
+  it('merges exactly as mergeBatches with compareBlockEntries, and tells accept when the cell repeats', async () => {
+    await fc.assert(
+      fc.asyncProperty(sourcesArb, async (sources) => {
+        const expected: BlockEntry[] = [];
+        for await (const b of mergeBatches<BlockEntry>(sources, () => true, { compare: compareBlockEntries }))
+          expected.push(...b);
+        const got: BlockEntry[] = [];
+        let prev: BlockEntry | null = null;
+        const accept = (e: BlockEntry, same: boolean | undefined): boolean => {
+          if (same !== undefined) expect(same).toBe(prev !== null && sameBlockCell(prev, e));
+          prev = e;
+          return true;
+        };
+        for await (const b of mergeBlockBatches(sources, accept)) got.push(...b);
+        expect(got.length).toBe(expected.length);
+        // The same objects in the same order: equal entries come out in source order in both.
+        for (let i = 0; i < got.length; i++) expect(got[i]).toBe(expected[i]);
+      }),
+      { numRuns: runs(1000) },
+    );
+  });
+
+  it('drops what accept refuses and refuses a source out of order', async () => {
+    const [a, b, c] = ['a', 'b', 'c'].map((row) =>
+      alone({
+        key: { row: latin1(row), family: latin1('f'), qualifier: latin1('q'), timestamp: 1, deleted: false },
+        value: latin1(''),
+      }),
+    ) as [BlockEntry, BlockEntry, BlockEntry];
+    const kept: BlockEntry[] = [];
+    for await (const batch of mergeBlockBatches([[[a, c]], [[b]]], (e) => e !== b)) kept.push(...batch);
+    expect(kept).toEqual([a, c]);
+    const run = async (): Promise<void> => {
+      for await (const batch of mergeBlockBatches([[[c], [a]]], () => true)) void batch;
+    };
+    await expect(run()).rejects.toThrow(/out of order/);
+  });
+});
