@@ -71,7 +71,9 @@ export function cellRules<T extends Entry>(
     }
     if (seen >= versions) return false;
     seen++;
-    if (timestamp(e) < cutoff) return false;
+    // Timestamps are never negative: without a TTL (cutoff -1) or with one longer than the clock's
+    // reading, nothing is aged off, and the timestamp is not even read.
+    if (cutoff > 0 && timestamp(e) < cutoff) return false;
     return filter === null || filter(e);
   };
 }
