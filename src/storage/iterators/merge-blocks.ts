@@ -156,9 +156,10 @@ class BlockTree {
       if (y === null) c = x === null ? 0 : -OVC_NONE;
       else if (x === null) c = OVC_NONE;
       else c = compareFrom(x, y, 0);
+      // An exhausted loser keeps OVC_NONE even against another exhausted source.
       if (c <= 0) {
         tree[node] = right;
-        codes[right] = -c;
+        codes[right] = y === null ? OVC_NONE : -c;
         return left;
       }
       tree[node] = left;
