@@ -21,7 +21,9 @@ import {
   OVC_CAP,
   OVC_EQUAL,
   OVC_FAR,
+  OVC_MIN_OFFSET_CODE,
   OVC_NONE,
+  nextCode,
   ovcOffset,
   sameCellByCode,
 } from '../rfile/offset-value.js';
@@ -211,27 +213,35 @@ class BlockTree {
     // Every code met on the path is relative to e.
     for (let node = (w + k) >> 1; node > 0; node >>= 1) {
       const l = tree[node]!;
-      const lc = codes[l]!;
-      if (lc > hc) continue;
-      if (lc < hc) {
+      let lc = codes[l]!;
+      if (lc !== hc) {
+        // Codes with the same offset and first symbol: the loser's code relative to the winner starts
+        // at its second symbol (nextCode).
+        const shared = lc >> 9 === hc >> 9 && lc >= OVC_MIN_OFFSET_CODE;
+        if (lc > hc) {
+          if (shared) codes[l] = nextCode(heads[l]!, lc);
+          continue;
+        }
         tree[node] = w;
-        codes[w] = hc;
+        codes[w] = shared ? nextCode(h!, hc) : hc;
         w = l;
         hc = lc;
         h = heads[l]!;
         continue;
       }
-      // Equal codes: both agree with e up to the offset they share (or are both exhausted, or both e).
+      // Equal codes: both agree with e up to the two symbols they share (or are both exhausted, or
+      // both equal to e).
       if (lc === OVC_NONE) continue;
       let c = 0;
-      if (lc !== OVC_EQUAL) c = compareFrom(heads[l]!, h!, lc === OVC_FAR ? OVC_CAP : ovcOffset(lc) + 1);
+      if (lc !== OVC_EQUAL) c = compareFrom(heads[l]!, h!, lc === OVC_FAR ? OVC_CAP : ovcOffset(lc) + 2);
       if (c < 0 || (c === 0 && l < w)) {
         tree[node] = w;
         codes[w] = -c;
         w = l;
         h = heads[l]!;
       } else {
-        codes[l] = c;
+        lc = c;
+        codes[l] = lc;
       }
     }
     tree[0] = w;

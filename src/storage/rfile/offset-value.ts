@@ -2,23 +2,26 @@
  * Offset-value codes (Graefe's OVC) over BlockEntry fields: how the merge (iterators/merge-blocks.ts)
  * decides most comparisons with one integer compare instead of reading the entries' bytes.
  *
- * An entry is read as a sequence of symbols whose lexicographic order is compareBlockEntries. Each byte
- * field (row, family, qualifier, then value) is cut into 2-byte chunks, the last one short or empty: a
- * field of L bytes gives ⌊L/2⌋ + 1 symbols, each `v × 3 + r` where r (0-2) is the chunk's real bytes
- * and v their big-endian value padded with zeros, so a field that is a prefix of another sorts first,
- * as compareBytes says. Between the qualifier and the value, the timestamp's four 2-byte chunks v
- * give `0xffff − v` (newest first) and the delete flag one symbol (0 for a marker, 1 for a put).
+ * An entry is read as a sequence of symbols (0-256) whose lexicographic order is compareBlockEntries:
+ *
+ *   row bytes + 1, 0 | family bytes + 1, 0 | qualifier bytes + 1, 0 | 255 − each byte of the u64
+ *   timestamp (newest first) | 0 for a delete marker, 1 for a put | value bytes + 1, 0
+ *
+ * (a terminating 0 makes a field that is a prefix of another sort first, as compareBytes says).
  *
  * The code of an entry `b` relative to an entry `a` ≤ b is 0 when they are equal, else made from the
- * offset of the first symbol where they differ and b's symbol there: `(CAP − offset) × 2^18 + symbol`.
- * Among entries ≥ a, a smaller code is a smaller entry (it differs from a later, or at the same place
- * with a smaller symbol); equal codes say only that both agree with a up to and including that symbol.
- * Offsets of {@link OVC_CAP} or more (keys over 8 KB alike) all get {@link OVC_FAR}: such entries are
- * compared from there. Codes stay below 2^30, so V8 keeps them as small integers.
+ * offset of the first symbol where they differ, b's symbol there and b's next symbol (0 past its end):
+ * `(CAP − offset) × 2^18 + symbol × 2^9 + next`. Among entries ≥ a, a smaller code is a smaller entry
+ * (it differs from a later, or at the same place with smaller symbols); equal codes say only that both
+ * agree with a up to and including those two symbols. Offsets of {@link OVC_CAP} or more (keys of over
+ * 4 KB alike) all get {@link OVC_FAR}: such entries are compared from there. Codes stay below 2^30, so
+ * V8 keeps them as small integers.
  *
- * Two-byte symbols rather than bytes: on keys that count up (`row0000001234`), the entries a merge
- * compares usually differ from the last one written in different chunks, or in different values of the
- * same chunk; with one-byte symbols about one match per entry was a tie to settle on the bytes.
+ * The second symbol is what keeps matches off the bytes on keys that count up: the heads of a merge
+ * after `row…1234` are mostly `row…124x`, which all first differ from it at the tens digit; with the
+ * first symbol alone every match between them was a tie settled on the bytes (about one per entry).
+ * When two codes share offset and first symbol, the loser's code relative to the winner starts one
+ * symbol later, and {@link nextCode} makes it from the old code and one symbol read from the entry.
  */
 import type { BlockEntry } from './block-entry.js';
 
@@ -30,33 +33,62 @@ export const OVC_EQUAL = 0;
 export const OVC_FAR = 1;
 /** Above every code: what the merge gives an exhausted source. */
 export const OVC_NONE = 2 ** 30 - 1;
+/** Codes from here on carry an offset (below: OVC_EQUAL and OVC_FAR). */
+export const OVC_MIN_OFFSET_CODE = 2 ** 18;
 
-const SYMBOL_BITS = 2 ** 18;
+function code(offset: number, symbol: number, next: number): number {
+  return offset >= OVC_CAP ? OVC_FAR : (OVC_CAP - offset) * 262_144 + symbol * 512 + next;
+}
 
-/** The offset of a code above {@link OVC_FAR}: the first symbol where its entry differs from its base. */
+/** The offset of a code of {@link OVC_MIN_OFFSET_CODE} or more: where its entry differs from its base. */
 export function ovcOffset(ovc: number): number {
   return OVC_CAP - (ovc >> 18);
 }
 
-/** The symbol of the chunk at byte `at` of a field [s, e) of a block (see the module comment). */
-function chunk(view: DataView, s: number, e: number, at: number): number {
-  const r = e - s - at;
-  if (r >= 2) return view.getUint16(s + at) * 3 + 2;
-  if (r === 1) return view.getUint8(s + at) * 768 + 1;
-  return 0;
+/**
+ * The code of `e` relative to an entry `w` that beat it, where e's code `ovc` (relative to an earlier
+ * base) has the offset and first symbol of w's: e and w first differ at the next symbol, which is e's
+ * second symbol in `ovc`; the symbol after it is read from e.
+ */
+export function nextCode(e: BlockEntry, ovc: number): number {
+  const offset = ovcOffset(ovc) + 1;
+  return code(offset, ovc & 511, symbolAt(e, offset + 1));
 }
 
-/** A difference at `offset` between symbols x (of a) and y (of b): the result of compareFrom. */
-function result(offset: number, x: number, y: number): number {
-  if (offset >= OVC_CAP) return x < y ? -OVC_FAR : OVC_FAR;
-  const base = (OVC_CAP - offset) * SYMBOL_BITS;
-  return x < y ? -(base + y) : base + x;
+/** The symbol at offset `p` of an entry (see the module comment); 0 past its end. */
+export function symbolAt(e: BlockEntry, p: number): number {
+  const b = e.block;
+  let len = e.familyStart - e.rowStart;
+  if (p <= len) return p < len ? b[e.rowStart + p]! + 1 : 0;
+  p -= len + 1;
+  len = e.qualifierStart - e.familyStart;
+  if (p <= len) return p < len ? b[e.familyStart + p]! + 1 : 0;
+  p -= len + 1;
+  len = e.valueStart - e.qualifierStart;
+  if (p <= len) return p < len ? b[e.qualifierStart + p]! + 1 : 0;
+  p -= len + 1;
+  if (p < 8) return 255 - b[e.rowStart - 8 + p]!;
+  if (p === 8) return e.deleted ? 0 : 1;
+  p -= 9;
+  return p < e.end - e.valueStart ? b[e.valueStart + p]! + 1 : 0;
 }
 
 /**
- * Compares two byte fields, a's at [as, ae) and b's at [bs, be), whose first `skip` symbols agree and
- * whose first symbol is at offset `pos`: compareFrom's result for the first symbol from `skip` on where
- * they differ, or 0 when the fields are equal.
+ * A difference at `offset` between symbols x (of a) and y (of b): compareFrom's result, the code of
+ * the greater relative to the smaller, negated when a is the smaller.
+ */
+function result(a: BlockEntry, b: BlockEntry, offset: number, x: number, y: number): number {
+  if (offset >= OVC_CAP) return x < y ? -OVC_FAR : OVC_FAR;
+  return x < y ? -code(offset, y, symbolAt(b, offset + 1)) : code(offset, x, symbolAt(a, offset + 1));
+}
+
+/** Where fieldDiff found a difference: the symbols there (second return values without allocating). */
+let symA = 0;
+let symB = 0;
+
+/**
+ * The first symbol from `skip` on where two byte fields (each with its terminator) differ, as an index
+ * into the field, with the symbols there in symA and symB; -1 when the fields are equal.
  */
 function fieldDiff(
   av: DataView,
@@ -66,36 +98,36 @@ function fieldDiff(
   bs: number,
   be: number,
   skip: number,
-  pos: number,
 ): number {
   const la = ae - as;
   const lb = be - bs;
   const n = la < lb ? la : lb;
-  let i = 2 * skip;
-  let d = -1;
+  let i = skip;
   // getUint32 is big-endian, so the first differing byte of two words is the highest differing one.
   for (; i + 4 <= n; i += 4) {
     const x = av.getUint32(as + i);
     const y = bv.getUint32(bs + i);
     if (x !== y) {
-      d = i + (Math.clz32(x ^ y) >> 3);
-      break;
+      const j = Math.clz32(x ^ y) >> 3;
+      symA = ((x >>> (24 - 8 * j)) & 0xff) + 1;
+      symB = ((y >>> (24 - 8 * j)) & 0xff) + 1;
+      return i + j;
     }
   }
-  if (d < 0) {
-    for (; i < n; i++) {
-      if (av.getUint8(as + i) !== bv.getUint8(bs + i)) {
-        d = i;
-        break;
-      }
-    }
-    if (d < 0) {
-      if (la === lb) return 0;
-      d = n;
+  for (; i < n; i++) {
+    const x = av.getUint8(as + i);
+    const y = bv.getUint8(bs + i);
+    if (x !== y) {
+      symA = x + 1;
+      symB = y + 1;
+      return i;
     }
   }
-  const at = d & ~1;
-  return result(pos + (at >> 1), chunk(av, as, ae, at), chunk(bv, bs, be, at));
+  if (la === lb) return -1;
+  // One is a prefix of the other: its terminator (0) meets the other's next byte.
+  symA = la === n ? 0 : av.getUint8(as + n) + 1;
+  symB = lb === n ? 0 : bv.getUint8(bs + n) + 1;
+  return n;
 }
 
 /**
@@ -107,50 +139,53 @@ function fieldDiff(
 export function compareFrom(a: BlockEntry, b: BlockEntry, from: number): number {
   const av = a.view;
   const bv = b.view;
-  // Row, family, qualifier: a field of L bytes covers ⌊L/2⌋ + 1 symbols; one that ends before `from` is
+  // Row, family, qualifier: a field of L bytes covers L + 1 symbols; one that ends before `from` is
   // known to be equal (and so of the same length) and skipped whole.
   let pos = 0;
-  let c: number;
-  let end = (a.familyStart - a.rowStart) >> 1;
+  let d: number;
+  let end = a.familyStart - a.rowStart;
   if (from <= end) {
-    c = fieldDiff(av, a.rowStart, a.familyStart, bv, b.rowStart, b.familyStart, from, 0);
-    if (c !== 0) return c;
+    d = fieldDiff(av, a.rowStart, a.familyStart, bv, b.rowStart, b.familyStart, from);
+    if (d >= 0) return result(a, b, d, symA, symB);
   }
   pos = end + 1;
-  end = pos + ((a.qualifierStart - a.familyStart) >> 1);
-  if (from <= end) {
-    const skip = from > pos ? from - pos : 0;
-    c = fieldDiff(av, a.familyStart, a.qualifierStart, bv, b.familyStart, b.qualifierStart, skip, pos);
-    if (c !== 0) return c;
-  }
-  pos = end + 1;
-  end = pos + ((a.valueStart - a.qualifierStart) >> 1);
+  end = pos + (a.qualifierStart - a.familyStart);
   if (from <= end) {
     const skip = from > pos ? from - pos : 0;
-    c = fieldDiff(av, a.qualifierStart, a.valueStart, bv, b.qualifierStart, b.valueStart, skip, pos);
-    if (c !== 0) return c;
+    d = fieldDiff(av, a.familyStart, a.qualifierStart, bv, b.familyStart, b.qualifierStart, skip);
+    if (d >= 0) return result(a, b, pos + d, symA, symB);
   }
   pos = end + 1;
-  // The timestamp (the 8 bytes right before the row) as two words, a larger chunk being a smaller
+  end = pos + (a.valueStart - a.qualifierStart);
+  if (from <= end) {
+    const skip = from > pos ? from - pos : 0;
+    d = fieldDiff(av, a.qualifierStart, a.valueStart, bv, b.qualifierStart, b.valueStart, skip);
+    if (d >= 0) return result(a, b, pos + d, symA, symB);
+  }
+  pos = end + 1;
+  // The timestamp (the 8 bytes right before the row) as two words, a larger byte being a smaller
   // symbol (newest first); then the delete flag.
-  if (from < pos + 5) {
+  if (from < pos + 9) {
     let x = av.getUint32(a.rowStart - 8);
     let y = bv.getUint32(b.rowStart - 8);
     let at = pos;
     if (x === y) {
       x = av.getUint32(a.rowStart - 4);
       y = bv.getUint32(b.rowStart - 4);
-      at += 2;
+      at += 4;
     }
     if (x !== y) {
-      if (x >>> 16 !== y >>> 16) return result(at, 0xffff - (x >>> 16), 0xffff - (y >>> 16));
-      return result(at + 1, 0xffff - (x & 0xffff), 0xffff - (y & 0xffff));
+      const j = Math.clz32(x ^ y) >> 3;
+      const sx = 255 - ((x >>> (24 - 8 * j)) & 0xff);
+      const sy = 255 - ((y >>> (24 - 8 * j)) & 0xff);
+      return result(a, b, at + j, sx, sy);
     }
-    if (a.deleted !== b.deleted) return result(pos + 4, a.deleted ? 0 : 1, b.deleted ? 0 : 1);
+    if (a.deleted !== b.deleted) return result(a, b, pos + 8, a.deleted ? 0 : 1, b.deleted ? 0 : 1);
   }
-  pos += 5;
+  pos += 9;
   const skip = from > pos ? from - pos : 0;
-  return fieldDiff(av, a.valueStart, a.end, bv, b.valueStart, b.end, skip, pos);
+  d = fieldDiff(av, a.valueStart, a.end, bv, b.valueStart, b.end, skip);
+  return d >= 0 ? result(a, b, pos + d, symA, symB) : 0;
 }
 
 /**
@@ -160,10 +195,5 @@ export function compareFrom(a: BlockEntry, b: BlockEntry, from: number): number 
 export function sameCellByCode(e: BlockEntry, ovc: number): boolean | undefined {
   if (ovc === OVC_EQUAL) return true;
   if (ovc === OVC_FAR) return undefined;
-  const cellSymbols =
-    ((e.familyStart - e.rowStart) >> 1) +
-    ((e.qualifierStart - e.familyStart) >> 1) +
-    ((e.valueStart - e.qualifierStart) >> 1) +
-    3;
-  return ovcOffset(ovc) >= cellSymbols;
+  return ovcOffset(ovc) >= e.valueStart - e.rowStart + 3;
 }
