@@ -5,8 +5,10 @@
  *
  * Writes the merge benchmark's data set into memory, then times the merge's stages by subtraction, each
  * the best of five passes over the same blocks: checksums alone (crc32 of every stored block), the scan
- * (checksums, decompression and decoding into BlockEntry objects), the scan plus the loser-tree merge
- * (every entry kept), and the whole stack (plus the versioning and delete rules). With --profile, a CPU
+ * (checksums, decompression, decoding into BlockEntry objects with their offset-value codes), the scan
+ * plus the loser-tree merge the stack uses for file blocks (mergeBlockBatches, every entry kept), and
+ * the whole stack (plus the versioning and delete rules). `--compare` also times mergeBatches, the
+ * general merge, over the same blocks with compareBlockEntries: what the offset-value codes save. With --profile, a CPU
  * profile of five whole-stack merges is written (open it in Chrome DevTools) and its self time by
  * function summarised; tsx's transform hides line numbers, not function names.
  */
@@ -19,6 +21,7 @@ import {
   compileSettings,
   isCompression,
   mergeBatches,
+  mergeBlockBatches,
   MemoryObjectStore,
   RFileReader,
 } from '../src/storage/index.js';
@@ -32,6 +35,7 @@ const { values: flags } = parseArgs({
     entries: { type: 'string', default: '200000' },
     codec: { type: 'string', default: 'none' },
     profile: { type: 'string' },
+    compare: { type: 'boolean', default: false },
   },
 });
 const files = Number(flags.files);
@@ -58,28 +62,41 @@ const scanMs = await best(5, async () => {
 const mergeMs = await best(5, async () => {
   const readers = await open();
   let n = 0;
-  for await (const batch of mergeBatches(
+  for await (const batch of mergeBlockBatches(
     readers.map((r) => r.scanBatches()),
     () => true,
-    { compare: BLOCK_ENTRY_OPS.compare },
   ))
     n += batch.length;
   if (n !== total) throw new Error(`merged ${n}`);
 });
+const generalMs = !flags.compare
+  ? null
+  : await best(5, async () => {
+      const readers = await open();
+      let n = 0;
+      for await (const batch of mergeBatches(
+        readers.map((r) => r.scanBatches()),
+        () => true,
+        { compare: BLOCK_ENTRY_OPS.compare },
+      ))
+        n += batch.length;
+      if (n !== total) throw new Error(`merged ${n}`);
+    });
 const stackMs = await best(5, () => mergeOnly(store, inputs, total));
 void compileSettings(SETTINGS);
 
 const row = (what: string, ms: number): void =>
   say(
-    `${what.padEnd(58)} ${ms.toFixed(0).padStart(6)} ms  ${((100 * ms) / stackMs).toFixed(0).padStart(3)}%`,
+    `${what.padEnd(64)} ${ms.toFixed(0).padStart(6)} ms  ${((100 * ms) / stackMs).toFixed(0).padStart(3)}%`,
   );
 say(
   `${files} files × ${entries} entries (${codec}); whole stack ${(total / (stackMs / 1000) / 1e6).toFixed(2)} M entries/s`,
 );
 row('checksums (crc32 of every stored byte)', checksumMs);
-row('scan: checksums, decompression, decoding to BlockEntry', scanMs);
-row('  of which decompression and decoding', scanMs - checksumMs);
-row('loser-tree merge (comparisons, batching), by subtraction', mergeMs - scanMs);
+row('scan: checksums, decompression, decoding, codes', scanMs);
+row('  of which decompression, decoding and codes', scanMs - checksumMs);
+row('loser-tree merge (offset-value codes, batching), by subtraction', mergeMs - scanMs);
+if (generalMs !== null) row('  the same with mergeBatches (byte comparisons)', generalMs - scanMs);
 row('versioning and delete rules, by subtraction', stackMs - mergeMs);
 row('whole stack', stackMs);
 

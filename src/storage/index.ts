@@ -65,6 +65,7 @@ export {
   type IteratorSettings,
 } from './iterators/settings.js';
 export { mergeBatches, type MergeStats } from './iterators/merge.js';
+export { mergeBlockBatches, type BlockAccept } from './iterators/merge-blocks.js';
 export { cellRules, iteratorStack, iteratorStackBatches } from './iterators/stack.js';
 export {
   compactFiles,
