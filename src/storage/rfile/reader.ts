@@ -4,7 +4,7 @@
  * `open` reads the footer (one ranged read of the file's tail) and keeps the root index. A scan seeks
  * with the root and one index block, then streams the blocks it needs with a single streaming read —
  * one request per file and scan on S3, where the latency of a request per block would dominate — and
- * parses them as they arrive, decompressing them a couple of blocks ahead (deflate on the thread pool).
+ * parses them as they arrive, inflating deflated blocks a couple of blocks ahead on the thread pool.
  * Every block passed is verified: header checksum, kind and number (the block expected at that place),
  * payload checksum, and a decode that must consume exactly its bytes. Any violation is CORRUPT_FILE
  * naming the file and the block; nothing is ever returned from a block that failed a check. Memory: the
@@ -19,6 +19,7 @@ import { ByteQueue } from './byte-queue.js';
 import {
   BLOCK_HEADER_SIZE,
   ByteReader,
+  CODEC_DEFLATE,
   crc32,
   FOOTER_TAIL_SIZE,
   FormatError,
@@ -48,7 +49,11 @@ import { copyKey, type FileSummary } from './writer.js';
 /** How much of the tail `open` reads at once: the footer of any but a huge file. */
 const OPEN_READ = 64 * 1024;
 
-/** Data blocks decoded ahead of the one being consumed (deflated ones are inflated on the thread pool meanwhile). */
+/**
+ * Deflated data blocks inflated ahead of the one being consumed (on the thread pool, meanwhile). Blocks
+ * of the other codecs are decoded on this thread when asked for: decoding them ahead gained nothing and
+ * kept more entries in memory, which cost the merge about 10% in cache misses and garbage collection.
+ */
 const DECODE_AHEAD = 2;
 
 export interface ScanOptions {
@@ -164,7 +169,8 @@ export class RFileReader {
     try {
       for await (const block of this.verifiedBlocks(range, signal)) {
         pending.push(decodeBlock(this.file, block));
-        if (pending.length > DECODE_AHEAD) yield await pending.shift()!;
+        const ahead = block.header.codec === CODEC_DEFLATE ? DECODE_AHEAD : 0;
+        if (pending.length > ahead) yield await pending.shift()!;
       }
       while (pending.length > 0) yield await pending.shift()!;
     } finally {
