@@ -3,11 +3,13 @@
  * (rfile/offset-value.ts) so that most matches are one integer compare.
  *
  * Every entry in the tree carries a code relative to the entry it lost to. The losers on the winner's
- * path all lost to the winner, and the winner's successor from its own source gets its code relative to
- * the winner (one comparison, which also checks that the source is in order); so during the replay every
- * code at hand has the same base, and the smaller code is the smaller entry. The loser of such a match
- * keeps its code: it is also its code relative to the new winner. Only equal codes need the entries
- * themselves, compared from the offset their codes share; the loser takes the code that comparison gives.
+ * path all lost to the winner, and the winner's successor from its own source has its code relative to
+ * the winner (the decoder's, when it is the next entry of the same block; otherwise one comparison,
+ * which also checks that the source is in order); so during the replay every code at hand has the same
+ * base, and the smaller code is the smaller entry. The loser of such a match keeps its code, which is
+ * also its code relative to the new winner, unless the two codes share offset and first symbol: then the
+ * loser's new code starts one symbol later (nextCode). Only equal codes need the entries themselves,
+ * compared from the symbol after those their codes share; the loser takes the code that comparison gives.
  *
  * The code of each winner relative to the entry output before it also says, for free, whether the two
  * share a cell (they first differ after the qualifier): `accept` gets that as its second argument.
