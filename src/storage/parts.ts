@@ -130,6 +130,8 @@ export async function writeAppendable(
     signal?.throwIfAborted();
     await file.append(pending);
     await syncing;
+    // A stop that came with the last checkpoint (its handler may abort) still stops the run.
+    signal?.throwIfAborted();
     const size = await file.finish(output);
     return { parts: [...(resume?.parts ?? []), { name, size }], size };
   } finally {
