@@ -86,6 +86,9 @@ export class Hosting {
    * hosted now (when known) if it is not hosted here.
    */
   async get(row: string): Promise<HostedTablet> {
+    // Being loaded: its location may already name this server (the load's mutation wrote it), so a
+    // client that read it is here already; it gets the tablet once loaded, not NOT_SERVING naming us.
+    await this.loading.get(row)?.catch(() => undefined);
     const tablet = this.tablets.get(row);
     if (tablet && tablet.state === 'hosted') {
       if (tablet.stale) await tablet.mutex.run(() => this.resync(tablet));
