@@ -3,7 +3,7 @@
 // (Node 20, npm, Java, apt). Plain Node with no dependencies: it runs before anything is installed.
 //
 //  1. npm dependencies, from the lock file, when node_modules is missing or older than the lock file;
-//     the native SQLite binding is rebuilt if it does not load.
+//     the native bindings (better-sqlite3, zstd-napi) are rebuilt if they do not load.
 //  2. ZooKeeper, unless EXC_ZK names an existing server: the Debian/Ubuntu package `zookeeper`
 //     (/usr/share/java/zookeeper.jar), installed with apt-get when we are root; otherwise stop and say
 //     exactly what to install.
@@ -53,12 +53,16 @@ function npmDependenciesStale() {
   return undefined;
 }
 
-function nativeBindingLoads() {
-  const result = spawnSync(
-    process.execPath,
-    ['-e', "const D=require('better-sqlite3'); new D(':memory:').close()"],
-    { cwd: root, stdio: 'ignore' },
-  );
+// The packages that compile native code at install time (node-gyp), each with a line that loads and
+// uses it. npm leaves such a package without its binary when the build could not run (no compiler then,
+// or an install with scripts turned off).
+const NATIVE = {
+  'better-sqlite3': "const D=require('better-sqlite3'); new D(':memory:').close()",
+  'zstd-napi': "const z=require('zstd-napi'); z.decompress(z.compress(Buffer.from('x')))",
+};
+
+function nativeBindingLoads(name) {
+  const result = spawnSync(process.execPath, ['-e', NATIVE[name]], { cwd: root, stdio: 'ignore' });
   return result.status === 0;
 }
 
@@ -84,24 +88,18 @@ function ensureNpmDependencies() {
     const ok = run('npm', ['install', '--no-audit', '--no-fund'], { env: npmEnv() });
     if (!ok) fail('npm could not install the dependencies (see the output above)');
   }
-  if (!nativeBindingLoads()) {
-    say('building the native SQLite binding (better-sqlite3)');
-    if (!run('npm', ['rebuild', 'better-sqlite3'], { env: npmEnv() }) || !nativeBindingLoads()) {
+  for (const name of Object.keys(NATIVE)) {
+    if (nativeBindingLoads(name)) continue;
+    say(`building the native binding of ${name}`);
+    if (!run('npm', ['rebuild', name], { env: npmEnv() }) || !nativeBindingLoads(name)) {
       fail(
-        'better-sqlite3 does not load; it needs python3, make and g++ to build (apt-get install python3 make g++)',
+        `${name} does not load; it needs python3, make and g++ to build (apt-get install python3 make g++)`,
       );
     }
   }
   // Make sure the modules the project resolves at run time are really there.
   const require = createRequire(join(root, 'package.json'));
-  for (const name of [
-    'node-zookeeper-client',
-    'express',
-    'pino',
-    'zod',
-    'lz4-napi',
-    '@toondepauw/node-zstd',
-  ]) {
+  for (const name of ['node-zookeeper-client', 'express', 'pino', 'zod', 'lz4-napi', 'zstd-napi']) {
     try {
       require.resolve(name);
     } catch {

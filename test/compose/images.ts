@@ -254,7 +254,8 @@ export async function buildImages(root: string, full: boolean): Promise<Images> 
     }
   } else {
     const sqlite = at('node_modules/better-sqlite3/build/Release/better_sqlite3.node');
-    if (!existsSync(at('dist/cli/main.js')) || !existsSync(sqlite))
+    const zstd = at('node_modules/zstd-napi/build/Release/binding.node');
+    if (!existsSync(at('dist/cli/main.js')) || !existsSync(sqlite) || !existsSync(zstd))
       throw new ComposeTestError('SETUP', 'build the project first: npm run setup && npm run build');
     const imageDir = at('test/compose/images/excompact');
     excompact = new Hasher()
@@ -266,6 +267,7 @@ export async function buildImages(root: string, full: boolean): Promise<Images> 
       .path(at('package.json'))
       .path(at('package-lock.json'))
       .path(sqlite)
+      .path(zstd)
       .tag('excompact');
     if (!(await exists(excompact))) {
       say(`building ${excompact} from this machine's dist/ and production node_modules`);

@@ -4,8 +4,8 @@
  * if it is intended, bump FORMAT_VERSION and regenerate with `EXC_UPDATE_GOLDEN=1 npx vitest run
  * test/storage/rfile-golden.test.ts`. (The deflate fixture also pins zlib's output at level 1: a Node
  * upgrade that changes zlib may change those bytes without any format change; likewise the lz4 and zstd
- * fixtures pin lz4-napi's and @toondepauw/node-zstd's output: the read test is the one that guards
- * compatibility.)
+ * fixtures pin lz4-napi's and zstd-napi's output: the read test is the one that guards compatibility.)
+ * Fixtures named compat-* were written by earlier versions and are only read.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -86,3 +86,16 @@ for (const compression of COMPRESSIONS) {
     });
   });
 }
+
+describe('rfile compatibility - zstd frames without a content size', () => {
+  // Written with the same entries and options by @toondepauw/node-zstd, whose streaming encoder left the
+  // content size out of each frame; zstd-napi's frames carry it. Files written then must still read.
+  it('reads a file of such frames back to the golden entries', async () => {
+    const store = new MemoryObjectStore();
+    store.put('old.rf', readFileSync(new URL('compat-zstd-without-content-size.rf', FIXTURES)));
+    const reader = await RFileReader.open(store, 'old.rf');
+    const read: Entry[] = [];
+    for await (const e of reader.scan()) read.push(e);
+    expect(show(read)).toEqual(show(ENTRIES));
+  });
+});

@@ -4,15 +4,18 @@
  *   0 none     the payload as is
  *   1 deflate  a raw RFC 1951 stream (node:zlib, level 1), compressed on the thread pool
  *   2 lz4      an LZ4 block with its decompressed length in front (u32 little-endian), lz4-napi
- *   3 zstd     one Zstandard frame (level 1), @toondepauw/node-zstd
+ *   3 zstd     one Zstandard frame (level 1), zstd-napi
  *
- * Node 20's zlib has no zstd, and lz4 is in no core module: both come from native packages with
- * prebuilt binaries on the npm registry (napi-rs: Node-API, so one binary serves every Node version).
- * They were chosen by measurement on 64 KiB blocks of the benchmark's data (bench/README.md, "codecs"):
- * zstd level 1 stores 0.39× the bytes at ~290 MB of input per CPU-second and decodes at ~790; deflate
- * level 1 stores 0.55× at ~77 and decodes at ~355; lz4 stores 0.83× at ~176 and decodes at ~3,400.
- * The older @mongodb-js/zstd line with prebuilt binaries on the registry compressed at ~160 MB per
- * CPU-second; its current line downloads its binary from elsewhere at install time.
+ * Node 20's zlib has no zstd, and lz4 is in no core module: both come from native packages (Node-API, so
+ * one binary serves every Node version), chosen by measurement on 64 KiB blocks of the benchmark's data
+ * (bench/README.md, "codecs"). lz4-napi has prebuilt binaries on the npm registry. zstd-napi compiles
+ * the zstd library at install time (python3, make, g++, as better-sqlite3 does; scripts/setup.mjs), and
+ * is used through its low-level binding: one compression and one decompression context per thread,
+ * reused for every block, and a block decoded straight into a buffer of the length its header gives.
+ * That is 1.7× the compression and 1.8× the decompression speed of @toondepauw/node-zstd, which made a
+ * streaming context for every block: zstd level 1 stores 0.39× the bytes at ~400 MB of input per
+ * CPU-second and decodes at ~1,000; deflate level 1 stores 0.55× at ~77 and decodes at ~355; lz4 stores
+ * 0.83× at ~176 and decodes at ~3,400.
  *
  * lz4 and zstd run synchronously on the calling thread: at these speeds a 64 KiB block takes a fraction
  * of a millisecond, less than a hop to the thread pool and back costs in CPU, and a compactor gets more
@@ -60,16 +63,16 @@ interface Lz4Binding {
   compressSync(data: Buffer): Buffer;
   uncompressSync(data: Uint8Array): Buffer;
 }
+/** The part of zstd-napi's low-level binding (zstd-napi/binding: ZSTD_* calls, one context each) we use. */
 interface ZstdBinding {
-  Encoder: new (level: number) => { encodeSync(data: Buffer): Buffer };
-  Decoder: new () => { decodeSync(data: Buffer): Buffer };
+  CCtx: new () => { compress(dst: Uint8Array, src: Uint8Array, level: number): number };
+  DCtx: new () => { decompress(dst: Uint8Array, src: Uint8Array): number };
+  compressBound(size: number): number;
 }
 
 const require = createRequire(import.meta.url);
 let lz4: Lz4Binding | undefined;
-let zstd:
-  | { encoder: { encodeSync(data: Buffer): Buffer }; decoder: { decodeSync(data: Buffer): Buffer } }
-  | undefined;
+let zstd: ZstdCodec | undefined;
 
 function load<T>(name: string): T {
   try {
@@ -87,13 +90,38 @@ function lz4Binding(): Lz4Binding {
   return (lz4 ??= load<Lz4Binding>('lz4-napi'));
 }
 
-/** One encoder and decoder per thread: the binding keeps a zstd context in each and reuses it. */
-function zstdBinding(): NonNullable<typeof zstd> {
-  if (!zstd) {
-    const b = load<ZstdBinding>('@toondepauw/node-zstd');
-    zstd = { encoder: new b.Encoder(ZSTD_LEVEL), decoder: new b.Decoder() };
+/**
+ * One compression and one decompression context per thread (module state is per thread), reused for
+ * every block, and one scratch buffer that compressed frames are written into before they are copied out
+ * at their exact length (a frame is a fraction of its bound, and a block may be kept for a while).
+ */
+class ZstdCodec {
+  private readonly cctx;
+  private readonly dctx;
+  private scratch = Buffer.alloc(0);
+
+  constructor(private readonly binding: ZstdBinding) {
+    this.cctx = new binding.CCtx();
+    this.dctx = new binding.DCtx();
   }
-  return zstd;
+
+  compress(payload: Buffer): Buffer {
+    const bound = this.binding.compressBound(payload.length);
+    if (this.scratch.length < bound) this.scratch = Buffer.allocUnsafe(bound);
+    const n = this.cctx.compress(this.scratch, payload, ZSTD_LEVEL);
+    return Buffer.from(this.scratch.subarray(0, n));
+  }
+
+  /** Decodes into exactly `rawLength` bytes: a frame that holds more fails (zstd: destination too small). */
+  decompress(payload: Buffer, rawLength: number): Buffer {
+    const raw = Buffer.allocUnsafe(rawLength);
+    const n = this.dctx.decompress(raw, payload);
+    return n === rawLength ? raw : raw.subarray(0, n);
+  }
+}
+
+function zstdCodec(): ZstdCodec {
+  return (zstd ??= new ZstdCodec(load<ZstdBinding>('zstd-napi/binding')));
 }
 
 /**
@@ -105,7 +133,7 @@ export function compressSync(codec: number, payload: Buffer): Buffer {
     case CODEC_LZ4:
       return lz4Binding().compressSync(payload);
     case CODEC_ZSTD:
-      return zstdBinding().encoder.encodeSync(payload);
+      return zstdCodec().compress(payload);
     default:
       throw new ExcError('INTERNAL', `codec ${codec} has no synchronous compressor`);
   }
@@ -119,8 +147,8 @@ export function deflateBlock(payload: Buffer): Promise<Buffer> {
 /**
  * Decompresses a verified payload to exactly `rawLength` bytes; anything else (damage that passed the
  * checksum, a codec's own error) is a FormatError, which the reader reports as CORRUPT_FILE naming the
- * block. Never more than `rawLength` bytes are produced for deflate and lz4 (their length is checked
- * or capped first); zstd frames are bounded by the check after decoding.
+ * block. Never more than `rawLength` bytes are produced: deflate's output is capped, lz4's length is
+ * checked first, and zstd decodes into a buffer of exactly that length.
  */
 export async function decompressBlock(codec: number, payload: Buffer, rawLength: number): Promise<Buffer> {
   let raw: Buffer;
@@ -142,7 +170,7 @@ export async function decompressBlock(codec: number, payload: Buffer, rawLength:
         raw = lz4Binding().uncompressSync(payload);
         break;
       case CODEC_ZSTD:
-        raw = zstdBinding().decoder.decodeSync(payload);
+        raw = zstdCodec().decompress(payload, rawLength);
         break;
       default:
         throw new FormatError(`unknown codec ${codec}`);
