@@ -172,10 +172,19 @@ export type SplitPart = z.infer<typeof splitPartSchema>;
  * A job split by row range (DESIGN.md, "Split jobs"): sub-job i compacts the rows of `inputs` in
  * [bounds[i-1], bounds[i]) (the first from the start, the last to the end), each reserved on its own.
  * `done[i]` is sub-job i's committed output; the commit that completes the last one replaces the inputs
- * with every output in one mutation. The inputs stay out of every other job until then.
+ * with every output in one mutation. The inputs stay out of every other job until then. A split user job
+ * names the user compactions it satisfies (`userCompactionIds`, as its sub-jobs' reservations do).
  */
 export const splitJobSchema = reservationSchema
-  .pick({ inputs: true, kind: true, allFiles: true, compression: true, blockSize: true, settings: true })
+  .pick({
+    inputs: true,
+    kind: true,
+    allFiles: true,
+    compression: true,
+    blockSize: true,
+    settings: true,
+    userCompactionIds: true,
+  })
   .extend({
     /** The rows that separate the sub-jobs, hex, ascending: one fewer than the sub-jobs. */
     bounds: z.array(hexRow).min(1),

@@ -22,16 +22,22 @@
  *   that). The next step drops it from the selection; a selection left with no request is dropped with
  *   the failure record of its job (a parked user job does not hold its files out of system work any
  *   more), and the tablet server cancels a running user job none of whose requests is left
- *   ({@link abandonedUserJobs}).
+ *   ({@link abandonedUserJobs}). A split user job (tserver/split-rules.ts) none of whose requests is left
+ *   is abandoned likewise: its running sub-jobs are cancelled, the others are not planned, and the first
+ *   step after the last of them ended drops the split, its failure record, and marks the outputs of the
+ *   sub-jobs done for the collector. Nothing of a cancelled rewrite is installed.
  */
 import { isDeepStrictEqual } from 'node:util';
+import { delRow } from '../meta/keys.js';
 import {
   COL_SELECTED,
   compactCol,
   failedCol,
   failureKey,
+  splitCol,
   type Reservation,
   type Selection,
+  type SplitJob,
   type TabletMeta,
 } from '../meta/tablet.js';
 import type { Cell } from '../meta/types.js';
@@ -45,8 +51,11 @@ export interface UserStep {
   finished: string[];
 }
 
-/** The next selection and the requests completed, or undefined when nothing changes. */
-export function userStep(meta: TabletMeta): UserStep | undefined {
+/**
+ * The next selection and the requests completed, or undefined when nothing changes. `now` is when the
+ * outputs of a dropped split stopped being referenced (their deletion marks).
+ */
+export function userStep(meta: TabletMeta, now = 0): UserStep | undefined {
   let selection = meta.selection;
   // Requests cancelled since the selection was made leave it; with none left, so does the selection.
   let dropped: Selection | undefined;
@@ -57,7 +66,11 @@ export function userStep(meta: TabletMeta): UserStep | undefined {
   }
   // Its job's failure record goes with a dropped selection, so a parked user job frees its files.
   const failure = dropped && failureKey(dropped.files);
-  const moot = failure !== undefined && meta.failures.has(failure) ? failure : undefined;
+  const moot = new Set(failure !== undefined && meta.failures.has(failure) ? [failure] : []);
+  // Abandoned user splits none of whose sub-jobs runs any more go, with their failure records.
+  const drops = droppedSplits(meta);
+  for (const [, s] of drops) if (meta.failures.has(failureKey(s.inputs))) moot.add(failureKey(s.inputs));
+  const doneOutputs = drops.flatMap(([, s]) => s.done.flatMap((d) => (d?.output ? [d.output] : [])));
   const finished: string[] = [];
   const pending = () =>
     [...meta.userCompactions]
@@ -93,19 +106,26 @@ export function userStep(meta: TabletMeta): UserStep | undefined {
     }
     break;
   }
-  if (finished.length === 0 && isDeepStrictEqual(selection, meta.selection)) return undefined;
+  if (finished.length === 0 && drops.length === 0 && isDeepStrictEqual(selection, meta.selection)) {
+    return undefined;
+  }
   const { row } = meta;
   const result = selection;
   return {
-    puts: result ? [{ row, col: COL_SELECTED, value: JSON.stringify(result) }] : [],
+    puts: [
+      ...(result ? [{ row, col: COL_SELECTED, value: JSON.stringify(result) }] : []),
+      ...doneOutputs.map((f) => ({ row: delRow(f), col: 'at', value: String(now) })),
+    ],
     deletes: [
       ...(result || !meta.selection ? [] : [{ row, col: COL_SELECTED }]),
       ...finished.map((id) => ({ row, col: compactCol(id) })),
-      ...(moot === undefined ? [] : [{ row, col: failedCol(moot) }]),
+      ...[...moot].map((k) => ({ row, col: failedCol(k) })),
+      ...drops.map(([id]) => ({ row, col: splitCol(id) })),
     ],
     apply: (m) => {
       for (const id of finished) m.userCompactions.delete(id);
-      if (moot !== undefined) m.failures.delete(moot);
+      for (const k of moot) m.failures.delete(k);
+      for (const [id] of drops) m.splits.delete(id);
       if (result) m.selection = result;
       else delete m.selection;
     },
@@ -121,9 +141,24 @@ function canJoin(meta: TabletMeta, selection: Selection, filters: Selection['fil
     if (r.kind === 'user') return false; // the rewrite has started
     if (r.inputs.some((f) => !selected.has(f))) return false;
   }
-  // A split job holds its inputs between its sub-jobs too.
-  for (const s of meta.splits.values()) if (s.inputs.some((f) => !selected.has(f))) return false;
+  // A split job holds its inputs between its sub-jobs too; a split user job is a rewrite that has started.
+  for (const s of meta.splits.values()) {
+    if (s.kind === 'user' || s.inputs.some((f) => !selected.has(f))) return false;
+  }
   return true;
+}
+
+/** Whether `split` is a user job none of whose requests is left (an admin cancelled them all). */
+export function isAbandonedSplit(meta: TabletMeta, split: SplitJob): boolean {
+  const ids = split.userCompactionIds ?? [];
+  return split.kind === 'user' && ids.length > 0 && ids.every((id) => !meta.userCompactions.has(id));
+}
+
+/** The abandoned user splits none of whose sub-jobs is reserved any more: the step drops them. */
+function droppedSplits(meta: TabletMeta): [string, SplitJob][] {
+  const running = new Set<string>();
+  for (const r of meta.reservations.values()) if (r.split) running.add(r.split.id);
+  return [...meta.splits].filter(([id, s]) => isAbandonedSplit(meta, s) && !running.has(id));
 }
 
 /**

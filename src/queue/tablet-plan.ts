@@ -15,8 +15,9 @@ import {
   type PlanInput,
   type PlannedJob,
   type PlannerFile,
+  USER_PRIORITY_BASE,
 } from './planner.js';
-import { userStep } from './selection.js';
+import { isAbandonedSplit, userStep } from './selection.js';
 import type { QueueInfo } from './registry.js';
 
 /**
@@ -31,7 +32,12 @@ export function planTablet(meta: TabletMeta, config: TableConfig): PlannedJob[] 
   const step = userStep(meta);
   if (step) {
     // On a copy: the step may drop a failure record too (planning changes nothing).
-    meta = { ...meta, userCompactions: new Map(meta.userCompactions), failures: new Map(meta.failures) };
+    meta = {
+      ...meta,
+      userCompactions: new Map(meta.userCompactions),
+      failures: new Map(meta.failures),
+      splits: new Map(meta.splits),
+    };
     step.apply(meta);
   }
   const selection = meta.selection;
@@ -60,14 +66,16 @@ export function planTablet(meta: TabletMeta, config: TableConfig): PlannedJob[] 
 
 /**
  * The sub-jobs of the tablet's split jobs that wait for a compactor: neither done nor reserved, and their
- * split not parked. They come first (their split holds its inputs out of every other job until its last
- * sub-job commits), routed like the whole job.
+ * split neither parked nor abandoned (a user split whose requests were all cancelled). They come first
+ * (their split holds its inputs out of every other job until its last sub-job commits), routed like the
+ * whole job, with the priority of its kind (a user job's, or a forced job's).
  */
 export function splitJobs(meta: TabletMeta, config: TableConfig): PlannedJob[] {
   const out: PlannedJob[] = [];
   for (const [id, s] of meta.splits) {
     const failure = meta.failures.get(failureKey(s.inputs));
     if (failure && isParked(failure, config.maxAttempts)) continue;
+    if (isAbandonedSplit(meta, s)) continue;
     // A split whose inputs are not all the tablet's any more can never commit (a bug elsewhere): planning
     // its sub-jobs first would only block the queue's other work on this tablet.
     if (!s.inputs.every((f) => meta.files.has(f))) continue;
@@ -81,7 +89,9 @@ export function splitJobs(meta: TabletMeta, config: TableConfig): PlannedJob[] {
         files: s.inputs,
         inputBytes,
         queue: routeBySize(config.queues, inputBytes),
-        priority: FORCED_PRIORITY_BASE + Math.min(meta.files.size, MAX_FILE_COUNT_PRIORITY),
+        priority:
+          (s.kind === 'user' ? USER_PRIORITY_BASE : FORCED_PRIORITY_BASE) +
+          Math.min(meta.files.size, MAX_FILE_COUNT_PRIORITY),
         allFiles: s.allFiles,
         split: { id, index },
       });

@@ -289,7 +289,7 @@ export class Hosting {
       });
     }
     let jobs: PlannedJob[] | undefined;
-    if (change.replan) change = withUserStep(tablet, change);
+    if (change.replan) change = withUserStep(tablet, change, Date.now());
     const previewed = change.replan ? preview(tablet, change) : undefined;
     if (previewed) {
       // Planned on the tablet as it will be, so the queue says what the tablet will want.

@@ -73,13 +73,17 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
   if (!job) return { kind: 'no-work' };
   if (job.split) return reserveSubJob(meta, req, ctx, job.split);
   const { resume, drop } = resumeOf(meta, job);
+  const filters: FilterSpec[] = job.kind === 'user' ? (job.filters ?? []) : [];
+  const userIds = job.kind === 'user' ? (job.userCompactionIds ?? []) : [];
+  // A user job is planned on the tablet as it will be once its requests are selected: the selection it
+  // runs is written with it (or with its split), so the requests it satisfies are exactly those recorded.
+  const selection: Selection | undefined =
+    job.kind === 'user' ? { ids: userIds, files: [...job.files].sort(), filters } : undefined;
   const parts = resume ? 1 : splitCount(job, ctx.config);
   if (parts > 1) {
     if (!ctx.splitBounds || !boundsFit(ctx.splitBounds, job)) return { kind: 'split', job, parts };
-    if (ctx.splitBounds.bounds.length > 0) return reserveNewSplit(meta, req, ctx, job, drop);
+    if (ctx.splitBounds.bounds.length > 0) return reserveNewSplit(meta, req, ctx, job, drop, selection);
   }
-  const filters: FilterSpec[] = job.kind === 'user' ? (job.filters ?? []) : [];
-  const userIds = job.kind === 'user' ? (job.userCompactionIds ?? []) : [];
   // A job resumed from a kept checkpoint runs with the settings and codec it was checkpointed under: its
   // output must be the bytes the first attempt was writing (resume-rules.ts).
   const reservation: Reservation = {
@@ -107,10 +111,6 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
           settings: iteratorSettings(ctx.config, filters, job.allFiles, ctx.now),
         }),
   };
-  // A user job is planned on the tablet as it will be once its requests are selected: the selection it
-  // runs is written with it, so the requests it satisfies are exactly those recorded.
-  const selection: Selection | undefined =
-    job.kind === 'user' ? { ids: userIds, files: [...job.files].sort(), filters } : undefined;
   const { ecid } = ctx;
   return {
     kind: 'reserve',
@@ -153,12 +153,14 @@ function reserveNewSplit(
   ctx: ReserveContext,
   job: PlannedJob,
   drop: string[],
+  selection: Selection | undefined,
 ): ReserveDecision {
   const { id, split, reservation, conditions } = newSplit(meta, req, job, ctx.splitBounds!.bounds, ctx);
   const decision = reserveWith(meta, ctx, reservation, conditions);
   if (decision.kind !== 'reserve') return decision;
   const { change } = decision;
   change.puts.push({ row: meta.row, col: splitCol(id), value: JSON.stringify(split) });
+  if (selection) change.puts.push({ row: meta.row, col: COL_SELECTED, value: JSON.stringify(selection) });
   change.deletes.push(...drop.map((k) => ({ row: meta.row, col: resumeCol(k) })));
   return {
     ...decision,
@@ -167,6 +169,7 @@ function reserveNewSplit(
       apply: (m) => {
         m.splits.set(id, split);
         for (const k of drop) m.resumes.delete(k);
+        if (selection) m.selection = selection;
         change.apply(m);
       },
     },

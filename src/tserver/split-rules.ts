@@ -1,7 +1,7 @@
 /**
  * Split jobs on the tablet (DESIGN.md, "Split jobs"), as pure functions beside rules.ts:
  *
- * 1. Split. A system job with more input than the table's `splitAbove` is split by row range into
+ * 1. Split. A job with more input than the table's `splitAbove` is split by row range into
  *    ceil(input / splitAbove) sub-jobs (at most `maxSplits`), the ranges cut where the inputs' indexes put
  *    equal shares of their bytes (storage/split-rows.ts; the tablet server reads them first). The first
  *    reservation writes the split (`split:<id>`: inputs, settings, codec, the rows between the sub-jobs)
@@ -16,6 +16,12 @@
  * 4. Cancel. A sub-job that ends without a commit (its compactor died, failed, released it) is planned
  *    again; the outputs of the others stay in the split. A failure counts against the whole split (its
  *    failure record is keyed by its inputs) and parks it after the table's `maxAttempts`.
+ * 5. User jobs. A split user job carries its requests and filters into every sub-job, and the commit of
+ *    its last sub-job satisfies the requests, as the whole job's commit would. A user split none of whose
+ *    requests is left (an admin cancelled them all) is abandoned: its sub-jobs are not planned, running
+ *    ones are cancelled (selection.ts, abandonedUserJobs), and once none runs the split is dropped and the
+ *    outputs of those done are marked for the collector (queue/selection.ts, userStep): a cancelled rewrite
+ *    changes nothing.
  */
 import { ExcError } from '../errors.js';
 import type { TableConfig } from '../meta/table-config.js';
@@ -32,12 +38,9 @@ import type { PlannedJob } from '../queue/planner.js';
 import type { ReserveRequest } from '../queue/protocol.js';
 import { iteratorSettings } from './table-configs.js';
 
-/** Into how many sub-jobs a planned job is split (1: not split). Only system jobs are split. */
-export function splitCount(
-  job: Pick<PlannedJob, 'kind' | 'inputBytes' | 'split'>,
-  config: TableConfig,
-): number {
-  if (job.kind !== 'system' || job.split) return 1;
+/** Into how many sub-jobs a planned job is split (1: not split). */
+export function splitCount(job: Pick<PlannedJob, 'inputBytes' | 'split'>, config: TableConfig): number {
+  if (job.split) return 1;
   if (job.inputBytes <= config.splitAbove) return 1;
   return Math.min(config.maxSplits, Math.ceil(job.inputBytes / config.splitAbove));
 }
@@ -70,13 +73,16 @@ export function newSplit(
   ctx: SubJobContext,
 ): { id: string; split: SplitJob; reservation: Reservation; conditions: Condition[] } {
   const id = ctx.ecid;
+  const user = job.kind === 'user';
+  const userIds = user ? (job.userCompactionIds ?? []) : [];
   const split: SplitJob = {
     inputs: job.files,
     kind: job.kind,
     allFiles: job.allFiles,
     compression: ctx.config.compression,
     blockSize: ctx.config.blockSize,
-    settings: iteratorSettings(ctx.config, [], job.allFiles, ctx.now),
+    settings: iteratorSettings(ctx.config, user ? (job.filters ?? []) : [], job.allFiles, ctx.now),
+    ...(userIds.length > 0 ? { userCompactionIds: userIds } : {}),
     bounds,
     done: Array.from({ length: bounds.length + 1 }, () => null),
     createdAt: ctx.now,
@@ -98,6 +104,7 @@ export function subJobReservation(
   index: number,
   ctx: Pick<SubJobContext, 'output' | 'now'>,
 ): Reservation {
+  const userIds = split.userCompactionIds ?? [];
   return {
     compactor: req.compactor,
     queueId: req.queueId,
@@ -107,6 +114,7 @@ export function subJobReservation(
     attempt: meta.failures.get(failureKey(split.inputs))?.attempts ?? 0,
     reservedAt: ctx.now,
     allFiles: split.allFiles,
+    ...(userIds.length > 0 ? { userCompactionId: userIds[0], userCompactionIds: userIds } : {}),
     ...(req.requestId ? { requestId: req.requestId } : {}),
     ...(split.compression ? { compression: split.compression } : {}),
     ...(split.blockSize ? { blockSize: split.blockSize } : {}),

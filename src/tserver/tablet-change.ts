@@ -54,11 +54,11 @@ export function preview(tablet: HostedTablet, change: TabletChange): TabletMeta 
  * carries this step, so the queue entries written with it describe the tablet as it will be. The step's
  * cell for the selection supersedes the change's own (it was computed on the tablet after the change).
  */
-export function withUserStep(tablet: HostedTablet, change: TabletChange): TabletChange {
-  const step = userStep(preview(tablet, change));
+export function withUserStep(tablet: HostedTablet, change: TabletChange, now: number): TabletChange {
+  const step = userStep(preview(tablet, change), now);
   if (!step) return change;
   const notSelection = (c: { col: string }) => c.col !== COL_SELECTED;
-  const touchesSelection = step.puts.length > 0 || step.deletes.some((d) => !notSelection(d));
+  const touchesSelection = [...step.puts, ...step.deletes].some((c) => !notSelection(c));
   return {
     ...change,
     puts: [...(change.puts ?? []).filter((c) => !touchesSelection || notSelection(c)), ...step.puts],

@@ -4,12 +4,14 @@
  * is killed with SIGKILL in the middle of its sub-job, which is planned again and run by another; the
  * last commit installs every sub-job's output at once. The tablet then holds one file per non-empty range,
  * the ranges do not overlap, a scan sees exactly what was written, and the collector and the check agree
- * that nothing is left over.
+ * that nothing is left over. A large user compaction is split the same way: cancelled while a sub-job
+ * runs, it installs nothing; requested again, its filter applies once its last sub-job commits.
  */
 import { describe, expect, it } from 'vitest';
 import type { ClientEntry } from '../../src/client/client.js';
 import type { RunningCompaction } from '../../src/meta/views.js';
 import { compareBytes, RFileReader } from '../../src/storage/index.js';
+import { cliJson, cliOk } from '../support/cli.js';
 import { readTablet, useCluster, useProcesses, useZooKeeper, waitFor } from '../support/index.js';
 
 const ROWS = 20_000;
@@ -119,6 +121,78 @@ describe('split jobs', () => {
     const present: string[] = [];
     for await (const o of store.list('tables/')) present.push(o.name);
     expect(present.sort()).toEqual(files.sort());
+    const check = await c.cli(['admin', 'check', '--json']);
+    const report = JSON.parse(check.stdout) as { problems: Record<string, { count: number }> };
+    for (const [name, p] of Object.entries(report.problems)) expect(p.count, name).toBe(0);
+  }, 150_000);
+
+  it('a large user compaction is split too: cancelled mid-way it installs nothing; run again, its filter applies at the last commit', async () => {
+    const c = cluster();
+    const s = await c.startWithTable({
+      queue: 'q',
+      config: { versions: 1, splitAbove: 256 * 1024, maxSplits: 4 },
+    });
+    const tablet = s.tablets[0]!.tablet;
+    for (const ts of [1, 2, 3]) await s.client.ingest(s.table, batch(ts));
+    const before = await readTablet(s.meta, tablet);
+    const scan = async () => {
+      const out: string[] = [];
+      for await (const e of s.client.scan(s.table)) out.push(`${e.row.toString()}=${e.value.toString()}`);
+      return out;
+    };
+    const all = batch(3).map((e) => `${String(e.row)}=${String(e.value)}`);
+    // Drops rows r000000–r000999.
+    const filter = `dropRowPrefix:${JSON.stringify({ prefixes: ['r000'] })}`;
+    const compact = async () =>
+      (await cliJson<{ id: string }>(c, ['admin', 'table', 'compact', s.table, '--filter', filter, '--json']))
+        .id;
+
+    // The first request's job is split; a slow compactor runs its first sub-job, then the request is
+    // cancelled: the sub-job is cancelled, the split dropped, and the filter never applied.
+    const first = await compact();
+    const slow = await c.startCompactor('q', { name: 'slow', args: ['--throughput', '150000'] });
+    const started = await slow.waitForLog((l) => l.msg === 'compaction started', 30_000);
+    const reserved = await s.tserver.waitForLog((l) => l.msg === 'reserved' && l.ecid === started.ecid);
+    expect(reserved).toMatchObject({ kind: 'user', subJob: '1/4' });
+    const splitId = reserved.split as string;
+    await cliOk(c, ['admin', 'compactions', 'cancel', first]);
+    const cancelled = await s.tserver.waitForLog(
+      (l) => l.msg === 'reservation cancelled' && l.ecid === started.ecid,
+      15_000,
+    );
+    expect(cancelled).toMatchObject({ reason: 'admin' });
+    const dropped = await waitFor(async () => {
+      const t = await readTablet(s.meta, tablet);
+      return !t.splits.has(splitId) && t.selection === undefined && t.userCompactions.size === 0 && t;
+    }, 'the cancelled split to be dropped');
+    expect([...dropped.files.keys()].every((f) => before.files.has(f))).toBe(true);
+    expect(await scan()).toEqual(all);
+    slow.kill();
+
+    // Requested again with compactors to run it (after the system work the first cancel let through):
+    // every sub-job is a user sub-job, and `--wait` returns once the last one committed the rewrite.
+    await c.startCompactor('q', { name: 'a', args: ['--throughput', '1500000'] });
+    await c.startCompactor('q', { name: 'b', args: ['--throughput', '1500000'] });
+    const second = await compact();
+    const waited = await c.cli(['admin', 'compactions', 'status', second, '--wait']);
+    expect(waited.code, waited.stderr).toBe(0);
+    expect(await scan()).toEqual(all.filter((line) => !line.startsWith('r000')));
+    const userSubJobs = s.tserver.lines.filter(
+      (l) => l.msg === 'reserved' && l.kind === 'user' && l.split !== undefined && l.split !== splitId,
+    );
+    expect(new Set(userSubJobs.map((l) => l.subJob)).size).toBeGreaterThanOrEqual(2);
+    const final = await readTablet(s.meta, tablet);
+    expect(final.splits.size).toBe(0);
+    expect(final.userCompactions.size).toBe(0);
+    const lastSplit = userSubJobs.at(-1)!.split as string;
+    expect([...final.files.values()].every((f) => f.group === lastSplit)).toBe(true);
+
+    // The cancelled sub-job's output and every replaced file are collected; the check is clean.
+    await new Promise((r) => setTimeout(r, 1_200));
+    await s.meta.call('POST', '/v1/gc/run', {});
+    const present: string[] = [];
+    for await (const o of c.store().list('tables/')) present.push(o.name);
+    expect(present.sort()).toEqual([...final.files.keys()].sort());
     const check = await c.cli(['admin', 'check', '--json']);
     const report = JSON.parse(check.stdout) as { problems: Record<string, { count: number }> };
     for (const [name, p] of Object.entries(report.problems)) expect(p.count, name).toBe(0);

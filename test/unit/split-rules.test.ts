@@ -9,6 +9,8 @@ import { describe, expect, it } from 'vitest';
 import { DONE_PREFIX, parseOutcome } from '../../src/meta/outcomes.js';
 import { tableConfigSchema } from '../../src/meta/table-config.js';
 import { failureKey, parseTablet, type TabletMeta } from '../../src/meta/tablet.js';
+import { USER_PRIORITY_BASE } from '../../src/queue/planner.js';
+import { abandonedUserJobs, userStep } from '../../src/queue/selection.js';
 import { planTablet } from '../../src/queue/tablet-plan.js';
 import { decideReserve, reservedJob, type ReserveContext } from '../../src/tserver/reserve-rules.js';
 import { commitHappened, decideCancel, decideCommit } from '../../src/tserver/rules.js';
@@ -17,6 +19,7 @@ const ROW = '0001<';
 const MB = 1024 * 1024;
 // Jobs over 1 MB split into up to 4 sub-jobs; jobs go to queue `q` (id q001).
 const CONFIG = tableConfigSchema.parse({ splitAbove: MB, maxSplits: 4, queues: [{ queue: 'q' }] });
+const DROP_X = [{ name: 'dropRowPrefix', options: { prefixes: ['x'] } }];
 const compactor = (n: number) => `/exc/compactors/q001/_c_x-c-000000000${n}`;
 
 function tablet(sizes: Record<string, number>): TabletMeta {
@@ -90,7 +93,7 @@ describe('split rules', () => {
     expect(whole.kind === 'reserve' && whole.reservation.split).toBeUndefined();
   });
 
-  it('split - small jobs, user jobs and maxSplits=1 are never split; the count is capped by maxSplits', () => {
+  it('split - small jobs and maxSplits=1 are never split; the count is capped by maxSplits', () => {
     const req = { tablet: ROW, queueId: 'q001', compactor: compactor(1) };
     expect(decideReserve(tablet({ a: 400_000, b: 400_000 }), req, ctx(tablet({}))).kind).toBe('no-work');
     const small = tablet({ a: 300_000, b: 300_000, c: 300_000 });
@@ -99,10 +102,6 @@ describe('split rules', () => {
     expect(decideReserve(big, req, ctx(big))).toMatchObject({ kind: 'split', parts: 4 });
     const never = { ...ctx(big), config: { ...CONFIG, maxSplits: 1 } };
     expect(decideReserve(big, req, never).kind).toBe('reserve');
-    const user = tablet({ a: 5 * MB, b: 5 * MB });
-    user.userCompactions.set('U1', { requestedAt: 1, filters: [] });
-    const d = decideReserve(user, req, ctx(user));
-    expect(d.kind === 'reserve' && d.reservation.kind).toBe('user');
   });
 
   it('split - sub-jobs go to different compactors; the last commit installs every output at once', () => {
@@ -225,5 +224,117 @@ describe('split rules', () => {
     expect(jobs).toHaveLength(1);
     expect(jobs[0]).toMatchObject({ kind: 'user', userCompactionIds: ['U1'] });
     expect([...jobs[0]!.files].sort()).toEqual(outputs);
+  });
+
+  it('split - a large user job is split too; its last sub-job satisfies the requests, with their filters', () => {
+    const meta = tablet({ a: MB, b: MB, c: MB });
+    meta.userCompactions.set('U1', { requestedAt: 1, filters: DROP_X });
+    meta.userCompactions.set('U2', { requestedAt: 2, filters: DROP_X });
+    const s0 = reserve(meta, 1);
+    const id = s0.ecid;
+    expect(s0.reservation).toMatchObject({ kind: 'user', userCompactionIds: ['U1', 'U2'] });
+    expect(s0.reservation.split).toMatchObject({ id, index: 0, of: 3 });
+    expect(s0.reservation.settings.filters).toEqual(DROP_X);
+    // The selection is written with the split, and the split names the requests.
+    expect(meta.selection).toEqual({ ids: ['U1', 'U2'], files: ['a', 'b', 'c'], filters: DROP_X });
+    expect(meta.splits.get(id)).toMatchObject({ kind: 'user', userCompactionIds: ['U1', 'U2'] });
+    // The other sub-jobs are planned with a user job's priority, ahead of forced system work.
+    const planned = planTablet(meta, CONFIG);
+    expect(planned.map((j) => [j.kind, j.split?.index])).toEqual([
+      ['user', 1],
+      ['user', 2],
+    ]);
+    expect(planned[0]!.priority).toBeGreaterThanOrEqual(USER_PRIORITY_BASE);
+    const s1 = reserve(meta, 2);
+    const s2 = reserve(meta, 3);
+    expect(s2.reservation).toMatchObject({ kind: 'user', userCompactionIds: ['U1', 'U2'] });
+    expect(s2.reservation.settings.filters).toEqual(DROP_X);
+    const c0 = commit(meta, s0.ecid, { size: 300, entries: 3 });
+    commit(meta, s2.ecid, { size: 300, entries: 3 });
+    const gone = decideCancel(meta, s1.ecid, 'compactor-gone', {
+      now: 9_000,
+      server: 'ts:1',
+      maxAttempts: CONFIG.maxAttempts,
+      queueExists: true,
+    });
+    if (gone.kind === 'cancel') gone.change.apply(meta);
+    // A request made now cannot join, even with no sub-job running: the rewrite has started.
+    meta.userCompactions.set('U3', { requestedAt: 3, filters: DROP_X });
+    expect(userStep(meta)).toBeUndefined();
+    // Until the last sub-job commits, the requests stay and the selection with them.
+    expect([...meta.userCompactions.keys()]).toEqual(['U1', 'U2', 'U3']);
+    expect(c0.change.deletes.some((d) => d.col.startsWith('compact:'))).toBe(false);
+    const s1again = reserve(meta, 4);
+    expect(s1again.reservation.split).toMatchObject({ id, index: 1 });
+    const last = commit(meta, s1again.ecid, { size: 300, entries: 3 });
+    expect([...meta.userCompactions.keys()]).toEqual(['U3']);
+    expect(meta.selection).toBeUndefined();
+    expect(meta.splits.size).toBe(0);
+    expect(last.change.deletes).toEqual(
+      expect.arrayContaining([
+        { row: ROW, col: 'compact:U1' },
+        { row: ROW, col: 'compact:U2' },
+      ]),
+    );
+    const outcome = last.change.puts.find((p) => p.row === `${DONE_PREFIX}${s1again.ecid}`)!;
+    expect(parseOutcome(outcome.value)).toMatchObject({
+      outcome: 'committed',
+      userCompactionIds: ['U1', 'U2'],
+    });
+    // U3 rewrites the split's outputs next, as one job.
+    const jobs = planTablet(meta, CONFIG);
+    expect(jobs).toHaveLength(1);
+    expect(jobs[0]).toMatchObject({ kind: 'user', userCompactionIds: ['U3'] });
+  });
+
+  it('split - a user split whose requests are all cancelled installs nothing: it is dropped, its outputs marked', () => {
+    const meta = tablet({ a: MB, b: MB, c: MB });
+    meta.userCompactions.set('U1', { requestedAt: 1, filters: DROP_X });
+    const s0 = reserve(meta, 1);
+    const s1 = reserve(meta, 2);
+    const id = s0.ecid;
+    commit(meta, s1.ecid, { size: 300, entries: 3 });
+    // Sub-job 0 failed once: the failure record goes with the split.
+    const fail = decideCancel(meta, s0.ecid, 'failed', {
+      now: 9_000,
+      server: 'ts:1',
+      maxAttempts: CONFIG.maxAttempts,
+      queueExists: true,
+    });
+    if (fail.kind === 'cancel') fail.change.apply(meta);
+    expect(meta.failures.has(failureKey(['a', 'b', 'c']))).toBe(true);
+    const s0again = reserve(meta, 3);
+    // The admin cancels U1 (the manager deletes compact:U1).
+    meta.userCompactions.delete('U1');
+    // The running sub-job is cancelled by the tablet server; the one not taken is not planned.
+    expect(abandonedUserJobs(meta)).toEqual([s0again.ecid]);
+    expect(planTablet(meta, CONFIG)).toEqual([]);
+    // While a sub-job still runs, the split stays (its commit must still find it).
+    expect(userStep(meta, 7_000)?.deletes ?? []).not.toContainEqual({ row: ROW, col: `split:${id}` });
+    const cancel = decideCancel(meta, s0again.ecid, 'admin', {
+      now: 9_000,
+      server: 'ts:1',
+      maxAttempts: CONFIG.maxAttempts,
+      queueExists: true,
+    });
+    if (cancel.kind !== 'cancel') throw new Error('no cancel');
+    expect(cancel.failure).toBeUndefined();
+    cancel.change.apply(meta);
+    const step = userStep(meta, 7_000)!;
+    expect(step.deletes).toEqual(
+      expect.arrayContaining([
+        { row: ROW, col: `split:${id}` },
+        { row: ROW, col: `failed:${failureKey(['a', 'b', 'c'])}` },
+      ]),
+    );
+    // The output of the sub-job that was done is marked for the collector; nothing is installed.
+    expect(step.puts).toContainEqual({ row: `~del:${s1.reservation.output}`, col: 'at', value: '7000' });
+    expect(step.puts.some((p) => p.col.startsWith('file:'))).toBe(false);
+    step.apply(meta);
+    expect(meta.splits.size).toBe(0);
+    expect([...meta.files.keys()].sort()).toEqual(['a', 'b', 'c']);
+    expect(meta.failures.size).toBe(0);
+    // The files are free again: system work is planned over them as before the request.
+    expect(userStep(meta, 7_000)).toBeUndefined();
   });
 });

@@ -82,13 +82,13 @@ describe('tablet change', () => {
   it('a replanned change carries the user step: a request selected, or completed on a tablet left without files', () => {
     const t = tablet(3);
     t.meta.userCompactions.set('U1', { requestedAt: 1, filters: [] });
-    const selected = withUserStep(t, { puts: [{ row: '0001<', col: 'file:b', value: '{}' }] });
+    const selected = withUserStep(t, { puts: [{ row: '0001<', col: 'file:b', value: '{}' }] }, 0);
     expect(selected.puts).toContainEqual({
       row: '0001<',
       col: 'selected',
       value: JSON.stringify({ ids: ['U1'], files: ['a'], filters: [] }),
     });
-    const emptied = withUserStep(t, { apply: (m) => m.files.delete('a') });
+    const emptied = withUserStep(t, { apply: (m) => m.files.delete('a') }, 0);
     expect(emptied.deletes).toContainEqual({ row: '0001<', col: 'compact:U1' });
     const p = preview(t, emptied);
     expect(p.userCompactions.size).toBe(0);
