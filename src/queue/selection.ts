@@ -55,7 +55,7 @@ export interface UserStep {
  * The next selection and the requests completed, or undefined when nothing changes. `now` is when the
  * outputs of a dropped split stopped being referenced (their deletion marks).
  */
-export function userStep(meta: TabletMeta, now = 0): UserStep | undefined {
+export function userStep(meta: TabletMeta, now: number): UserStep | undefined {
   let selection = meta.selection;
   // Requests cancelled since the selection was made leave it; with none left, so does the selection.
   let dropped: Selection | undefined;

@@ -29,7 +29,8 @@ export function planTablet(meta: TabletMeta, config: TableConfig): PlannedJob[] 
   // Planned as the tablet will be once its pending user compactions are selected (the tablet server
   // writes that step with the change it plans; the check judges a tablet whose step is not written yet
   // the same way).
-  const step = userStep(meta);
+  // (Only planned with, never written: no deletion mark it makes is kept, so its time does not matter.)
+  const step = userStep(meta, 0);
   if (step) {
     // On a copy: the step may drop a failure record too (planning changes nothing).
     meta = {

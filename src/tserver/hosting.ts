@@ -50,7 +50,7 @@ export interface HostingDeps {
   onFenced: (err: ExcError) => void;
   /** How long to keep trying to read a tablet back after an unknown outcome (default 30 s). */
   resyncForMs?: number;
-  /** Called after a tablet was refreshed from its row (outside its mutex). */
+  /** Called after a tablet was loaded, or refreshed from its row (outside its mutex). */
   onRefreshed?: (tablet: HostedTablet) => void;
 }
 
@@ -178,6 +178,8 @@ export class Hosting {
       this.deps.watch.add(r.compactor, { tablet: row, ecid });
     }
     await tablet.mutex.run(() => this.change(tablet, { replan: true }));
+    // What the manager changed while no one hosted the tablet (requests cancelled) is acted on now.
+    if (tablet.state === 'hosted') this.deps.onRefreshed?.(tablet);
   }
 
   /** Stops hosting a tablet and gives up its location (when it is still ours). */

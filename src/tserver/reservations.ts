@@ -30,6 +30,7 @@ import {
   commitHappened,
   decideCancel,
   decideCommit,
+  isAbandoned,
   ownedReservation,
   type CancelReason,
 } from './rules.js';
@@ -226,6 +227,16 @@ export class Reservations {
       throw new ExcError(
         'RESERVATION_GONE',
         `compactor ${r.compactor} has no live node; reservation ${req.ecid} cancelled`,
+        { details: { ecid: req.ecid, tablet: req.tablet } },
+      );
+    }
+    // A user job whose requests were all cancelled commits nothing, even before the cancel that the
+    // refresh started has run (its filter must never be applied, in whole or, for a split, in part).
+    if (isAbandoned(tablet.meta, req.ecid)) {
+      await this.cancelLocked(tablet, req.ecid, 'admin');
+      throw new ExcError(
+        'RESERVATION_GONE',
+        `the user compactions of reservation ${req.ecid} were cancelled; reservation cancelled`,
         { details: { ecid: req.ecid, tablet: req.tablet } },
       );
     }

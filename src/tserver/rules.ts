@@ -84,15 +84,28 @@ export function ownedReservation(meta: TabletMeta, ecid: string, compactor: stri
   return r;
 }
 
-/** The outcome row of reservation `r` of `meta`, ending now on `server`. */
+/**
+ * Whether reservation `ecid` is a user job none of whose requests is left (an admin cancelled them all):
+ * it must not commit, and ends as cancelled (selection.ts, abandonedUserJobs).
+ */
+export function isAbandoned(meta: TabletMeta, ecid: string): boolean {
+  return abandonedUserJobs(meta).includes(ecid);
+}
+
+/**
+ * The outcome row of reservation `r` of `meta`, ending now on `server`. It names the user compactions the
+ * job ran for, except on the commit of a sub-job that does not complete its split: only the commit that
+ * installs the rewrite satisfies them (the status of a user compaction reads it so).
+ */
 function ended(
   meta: TabletMeta,
   r: Reservation,
   server: string,
   how: Pick<Outcome, 'outcome' | 'at'> &
     Partial<Pick<Outcome, 'reason' | 'error' | 'entries' | 'inputBytes' | 'outputBytes'>>,
+  namesRequests = true,
 ): Outcome {
-  const satisfied = r.kind === 'user' ? satisfiedBy(r) : [];
+  const satisfied = r.kind === 'user' && namesRequests ? satisfiedBy(r) : [];
   return {
     ...how,
     ...(satisfied.length > 0 ? { userCompactionIds: satisfied } : {}),
@@ -117,16 +130,22 @@ export function decideCommit(
   const output = req.output;
   const conditions = [reservationExists(row, req.ecid), notEnded(req.ecid), ...filesPresent(row, r.inputs)];
   const inputBytes = r.inputs.reduce((sum, f) => sum + (meta.files.get(f)?.size ?? 0), 0);
-  const committed = (share: number) =>
+  const committed = (share: number, completes: boolean) =>
     outcomeCell(
       req.ecid,
-      ended(meta, r, ctx.server, {
-        outcome: 'committed',
-        entries: output?.entries ?? 0,
-        inputBytes: Math.round(inputBytes / share),
-        outputBytes: output?.size ?? 0,
-        at: ctx.now,
-      }),
+      ended(
+        meta,
+        r,
+        ctx.server,
+        {
+          outcome: 'committed',
+          entries: output?.entries ?? 0,
+          inputBytes: Math.round(inputBytes / share),
+          outputBytes: output?.size ?? 0,
+          at: ctx.now,
+        },
+        completes,
+      ),
     );
   const endReservation = [
     { row, col: ecompCol(req.ecid) },
@@ -136,7 +155,7 @@ export function decideCommit(
     // A sub-job: its output waits in the split until the last one commits them all (split-rules.ts).
     const { id, split, index } = splitOf(meta, r);
     const after = splitAfterCommit(split, index, r.output, output);
-    const outcome = committed(split.done.length);
+    const outcome = committed(split.done.length, after.complete);
     if (!after.complete) {
       return {
         conditions: [...conditions, splitPresent(row, id)],
@@ -166,7 +185,7 @@ export function decideCommit(
   return {
     conditions,
     deletes: [...endReservation, ...change.deletes],
-    puts: [...change.puts, committed(1)],
+    puts: [...change.puts, committed(1, true)],
     apply: (m) => {
       m.reservations.delete(req.ecid);
       m.progress.delete(req.ecid);
@@ -271,7 +290,7 @@ export function decideCancel(
   const key = failureKey(r.inputs);
   let failure: Failure | undefined;
   // A user job whose requests were all cancelled is not retried: its failure is nothing to record.
-  const abandoned = abandonedUserJobs(meta).includes(ecid);
+  const abandoned = isAbandoned(meta, ecid);
   // A compactor that died after recording a checkpoint past where its attempt started made progress the
   // next attempt keeps: a job killed again and again (compactors scaled down) is not a failing job, and
   // is never parked for it. A job that kills its compactors before any progress still is.

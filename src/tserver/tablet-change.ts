@@ -59,9 +59,13 @@ export function withUserStep(tablet: HostedTablet, change: TabletChange, now: nu
   if (!step) return change;
   const notSelection = (c: { col: string }) => c.col !== COL_SELECTED;
   const touchesSelection = [...step.puts, ...step.deletes].some((c) => !notSelection(c));
+  // Likewise a cell the step deletes (a dropped split) is not also written: a mutation's puts would win.
+  const deleted = new Set(step.deletes.map((d) => `${d.row}\0${d.col}`));
+  const kept = (c: { row: string; col: string }) =>
+    (!touchesSelection || notSelection(c)) && !deleted.has(`${c.row}\0${c.col}`);
   return {
     ...change,
-    puts: [...(change.puts ?? []).filter((c) => !touchesSelection || notSelection(c)), ...step.puts],
+    puts: [...(change.puts ?? []).filter(kept), ...step.puts],
     deletes: [...(change.deletes ?? []).filter((c) => !touchesSelection || notSelection(c)), ...step.deletes],
     apply: (m) => {
       change.apply?.(m);

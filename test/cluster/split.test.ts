@@ -9,6 +9,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ClientEntry } from '../../src/client/client.js';
+import type { UserCompactionStatus } from '../../src/meta/user-compactions.js';
 import type { RunningCompaction } from '../../src/meta/views.js';
 import { compareBytes, RFileReader } from '../../src/storage/index.js';
 import { cliJson, cliOk } from '../support/cli.js';
@@ -147,14 +148,21 @@ describe('split jobs', () => {
       (await cliJson<{ id: string }>(c, ['admin', 'table', 'compact', s.table, '--filter', filter, '--json']))
         .id;
 
-    // The first request's job is split; a slow compactor runs its first sub-job, then the request is
-    // cancelled: the sub-job is cancelled, the split dropped, and the filter never applied.
+    // The first request's job is split; a slow compactor runs its first sub-job, a fast one commits
+    // another; then the request is cancelled. The running sub-jobs are cancelled, the split dropped with
+    // the outputs of those done, and the filter never applied.
     const first = await compact();
-    const slow = await c.startCompactor('q', { name: 'slow', args: ['--throughput', '150000'] });
+    const slow = await c.startCompactor('q', { name: 'slow', args: ['--throughput', '50000'] });
     const started = await slow.waitForLog((l) => l.msg === 'compaction started', 30_000);
     const reserved = await s.tserver.waitForLog((l) => l.msg === 'reserved' && l.ecid === started.ecid);
     expect(reserved).toMatchObject({ kind: 'user', subJob: '1/4' });
     const splitId = reserved.split as string;
+    await c.startCompactor('q', { name: 'a', args: ['--throughput', '1500000'] });
+    const partly = await waitFor(async () => {
+      const t = await readTablet(s.meta, tablet);
+      return t.splits.get(splitId)?.done.some((d) => d?.output) && t;
+    }, 'a sub-job of the user split to commit');
+    expect([...partly.files.keys()].sort()).toEqual([...before.files.keys()].sort());
     await cliOk(c, ['admin', 'compactions', 'cancel', first]);
     const cancelled = await s.tserver.waitForLog(
       (l) => l.msg === 'reservation cancelled' && l.ecid === started.ecid,
@@ -167,11 +175,12 @@ describe('split jobs', () => {
     }, 'the cancelled split to be dropped');
     expect([...dropped.files.keys()].every((f) => before.files.has(f))).toBe(true);
     expect(await scan()).toEqual(all);
+    const st = await cliJson<UserCompactionStatus>(c, ['admin', 'compactions', 'status', first, '--json']);
+    expect(st.tablets.map((t) => t.state)).toEqual(['cancelled']);
     slow.kill();
 
     // Requested again with compactors to run it (after the system work the first cancel let through):
     // every sub-job is a user sub-job, and `--wait` returns once the last one committed the rewrite.
-    await c.startCompactor('q', { name: 'a', args: ['--throughput', '1500000'] });
     await c.startCompactor('q', { name: 'b', args: ['--throughput', '1500000'] });
     const second = await compact();
     const waited = await c.cli(['admin', 'compactions', 'status', second, '--wait']);

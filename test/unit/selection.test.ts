@@ -23,7 +23,7 @@ function request(meta: TabletMeta, id: string, at: number, filters: typeof DROP_
 }
 
 function step(meta: TabletMeta): TabletMeta {
-  userStep(meta)?.apply(meta);
+  userStep(meta, 0)?.apply(meta);
   return meta;
 }
 
@@ -51,7 +51,7 @@ describe('user compaction selection', () => {
       files: ['a', 'b', 'c'],
       filters: [],
     });
-    expect(userStep(meta)).toBeUndefined();
+    expect(userStep(meta, 0)).toBeUndefined();
     const jobs = planTablet(meta, tableConfigSchema.parse({ queues: [{ queue: 'q' }] }));
     expect(jobs.filter((j) => j.kind === 'user')).toHaveLength(1);
   });
@@ -94,7 +94,7 @@ describe('user compaction selection', () => {
     request(meta, 'U1', 1);
     request(meta, 'U2', 2, DROP_X);
     request(meta, 'U3', 3);
-    const s = userStep(meta)!;
+    const s = userStep(meta, 0)!;
     expect(s.finished).toEqual(['U1', 'U2', 'U3']);
     expect(s.deletes.map((d) => d.col).sort()).toEqual(['compact:U1', 'compact:U2', 'compact:U3']);
     s.apply(meta);
@@ -119,7 +119,7 @@ describe('user compaction selection', () => {
     // U1 cancelled (the manager deleted its request): U2 keeps the selection and the job.
     meta.userCompactions.delete('U1');
     expect(abandonedUserJobs(meta)).toEqual([]);
-    const first = userStep(meta)!;
+    const first = userStep(meta, 0)!;
     expect(first.deletes).toEqual([]);
     first.apply(meta);
     expect(meta.selection?.ids).toEqual(['U2']);
@@ -128,7 +128,7 @@ describe('user compaction selection', () => {
     // U2 cancelled too: the selection goes with its failure record, and the running job is abandoned.
     meta.userCompactions.delete('U2');
     expect(abandonedUserJobs(meta)).toEqual(['E1']);
-    const last = userStep(meta)!;
+    const last = userStep(meta, 0)!;
     expect(last.deletes.map((d) => d.col).sort()).toEqual([`failed:${key}`, 'selected']);
     last.apply(meta);
     expect(meta.selection).toBeUndefined();

@@ -13,7 +13,7 @@ import { USER_PRIORITY_BASE } from '../../src/queue/planner.js';
 import { abandonedUserJobs, userStep } from '../../src/queue/selection.js';
 import { planTablet } from '../../src/queue/tablet-plan.js';
 import { decideReserve, reservedJob, type ReserveContext } from '../../src/tserver/reserve-rules.js';
-import { commitHappened, decideCancel, decideCommit } from '../../src/tserver/rules.js';
+import { commitHappened, decideCancel, decideCommit, isAbandoned } from '../../src/tserver/rules.js';
 
 const ROW = '0001<';
 const MB = 1024 * 1024;
@@ -260,10 +260,14 @@ describe('split rules', () => {
     if (gone.kind === 'cancel') gone.change.apply(meta);
     // A request made now cannot join, even with no sub-job running: the rewrite has started.
     meta.userCompactions.set('U3', { requestedAt: 3, filters: DROP_X });
-    expect(userStep(meta)).toBeUndefined();
+    expect(userStep(meta, 0)).toBeUndefined();
     // Until the last sub-job commits, the requests stay and the selection with them.
     expect([...meta.userCompactions.keys()]).toEqual(['U1', 'U2', 'U3']);
     expect(c0.change.deletes.some((d) => d.col.startsWith('compact:'))).toBe(false);
+    // Its outcome does not name the requests: only the commit that installs the rewrite satisfies them.
+    const c0outcome = c0.change.puts.find((p) => p.row === `${DONE_PREFIX}${s0.ecid}`)!;
+    expect(parseOutcome(c0outcome.value)).toMatchObject({ outcome: 'committed', kind: 'user' });
+    expect(parseOutcome(c0outcome.value)!.userCompactionIds).toBeUndefined();
     const s1again = reserve(meta, 4);
     expect(s1again.reservation.split).toMatchObject({ id, index: 1 });
     const last = commit(meta, s1again.ecid, { size: 300, entries: 3 });
@@ -306,8 +310,10 @@ describe('split rules', () => {
     const s0again = reserve(meta, 3);
     // The admin cancels U1 (the manager deletes compact:U1).
     meta.userCompactions.delete('U1');
-    // The running sub-job is cancelled by the tablet server; the one not taken is not planned.
+    // The running sub-job is cancelled by the tablet server, and may not commit before that; the one not
+    // taken is not planned.
     expect(abandonedUserJobs(meta)).toEqual([s0again.ecid]);
+    expect(isAbandoned(meta, s0again.ecid)).toBe(true);
     expect(planTablet(meta, CONFIG)).toEqual([]);
     // While a sub-job still runs, the split stays (its commit must still find it).
     expect(userStep(meta, 7_000)?.deletes ?? []).not.toContainEqual({ row: ROW, col: `split:${id}` });

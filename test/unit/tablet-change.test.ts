@@ -94,4 +94,46 @@ describe('tablet change', () => {
     expect(p.userCompactions.size).toBe(0);
     expect(p.selection).toBeUndefined();
   });
+
+  it('a cell the user step deletes is not also written by the change (a split dropped as its sub-job ends)', () => {
+    const t = tablet(3);
+    // A user split whose request is gone (cancelled), with one sub-job done and one still reserved.
+    const split = {
+      inputs: ['a'],
+      kind: 'user' as const,
+      allFiles: true,
+      settings: { versions: 1, nowMs: 1, filters: [], dropDeletes: true },
+      userCompactionIds: ['U1'],
+      bounds: ['6d'],
+      done: [{ output: 'tables/0001/C1.rf', size: 5, entries: 1 }, null],
+      createdAt: 1,
+    };
+    t.meta.splits.set('S', split);
+    t.meta.reservations.set('E', { split: { id: 'S', index: 1, of: 2 } } as never);
+    // The change ends the last reservation and records its output in the split, as a commit would.
+    const after = { ...split, done: [split.done[0]!, { output: 'tables/0001/C2.rf', size: 5, entries: 1 }] };
+    const change = withUserStep(
+      t,
+      {
+        puts: [
+          { row: '0001<', col: 'split:S', value: JSON.stringify(after) },
+          { row: '0001<', col: 'file:b', value: '{}' },
+        ],
+        apply: (m) => {
+          m.reservations.delete('E');
+          m.splits.set('S', after);
+        },
+      },
+      42,
+    );
+    expect(change.deletes).toContainEqual({ row: '0001<', col: 'split:S' });
+    expect(change.puts!.filter((c) => c.col === 'split:S')).toEqual([]);
+    expect(change.puts).toContainEqual({ row: '0001<', col: 'file:b', value: '{}' });
+    // Both sub-jobs' outputs are marked for the collector.
+    expect(change.puts!.filter((c) => c.row.startsWith('~del:')).map((c) => c.row)).toEqual([
+      '~del:tables/0001/C1.rf',
+      '~del:tables/0001/C2.rf',
+    ]);
+    expect(preview(t, change).splits.size).toBe(0);
+  });
 });
