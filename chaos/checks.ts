@@ -124,8 +124,9 @@ export interface JobFigures {
   checkpointsKept: number;
   /** Reservations that went on from a kept checkpoint. */
   resumed: number;
-  /** Split jobs started, and their sub-jobs reserved. */
+  /** Split jobs started (of them, user compactions' jobs), and their sub-jobs reserved. */
   splitJobs: number;
+  userSplitJobs: number;
   subJobsReserved: number;
   /** Sub-jobs cancelled (their compactor killed, paused, cut off…) and run again. */
   subJobsCancelled: number;
@@ -137,11 +138,13 @@ export async function readLogs(dir: string): Promise<LogFindings> {
     checkpointsKept: 0,
     resumed: 0,
     splitJobs: 0,
+    userSplitJobs: 0,
     subJobsReserved: 0,
     subJobsCancelled: 0,
   };
   const found: LogFindings = { reserved: new Set(), ends: new Map(), compactorCommitted: new Set(), jobs };
   const splits = new Set<string>();
+  const userSplits = new Set<string>();
   const subJobs = new Set<string>();
   const cancelled: string[] = [];
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.log'))) {
@@ -151,7 +154,14 @@ export async function readLogs(dir: string): Promise<LogFindings> {
     const lines = createInterface({ input: createReadStream(join(dir, file)) });
     for await (const raw of lines) {
       if (!raw.includes('"ecid"')) continue;
-      let l: { msg?: string; ecid?: string; split?: string; resumedFrom?: string; keptCheckpoint?: boolean };
+      let l: {
+        msg?: string;
+        ecid?: string;
+        kind?: string;
+        split?: string;
+        resumedFrom?: string;
+        keptCheckpoint?: boolean;
+      };
       try {
         l = JSON.parse(raw) as typeof l;
       } catch {
@@ -162,6 +172,7 @@ export async function readLogs(dir: string): Promise<LogFindings> {
         found.reserved.add(l.ecid);
         if (l.resumedFrom) jobs.resumed++;
         if (l.split) splits.add(l.split);
+        if (l.split && l.kind === 'user') userSplits.add(l.split);
         if (l.split) subJobs.add(l.ecid);
       }
       if (tserver && (l.msg === 'committed' || l.msg === 'reservation cancelled'))
@@ -175,6 +186,7 @@ export async function readLogs(dir: string): Promise<LogFindings> {
     }
   }
   jobs.splitJobs = splits.size;
+  jobs.userSplitJobs = userSplits.size;
   jobs.subJobsReserved = subJobs.size;
   jobs.subJobsCancelled = cancelled.filter((e) => subJobs.has(e)).length;
   return found;

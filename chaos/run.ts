@@ -336,7 +336,7 @@ export async function runChaos(
   const h = injector.jobsHit;
   log.say(
     `large jobs: ${j.checkpointsRecorded} checkpoints recorded, ${j.checkpointsKept} kept by a cancel, ${j.resumed} resumed; ` +
-      `${j.splitJobs} split jobs, ${j.subJobsReserved} sub-jobs reserved, ${j.subJobsCancelled} cancelled and run again; ` +
+      `${j.splitJobs} split jobs (${j.userSplitJobs} of user compactions), ${j.subJobsReserved} sub-jobs reserved, ${j.subJobsCancelled} cancelled and run again; ` +
       `compactor faults in ${h.checkpointed} checkpointed jobs, ${h['sub-job']} sub-jobs, ${h.plain} other jobs, ${h.idle} idle compactors`,
   );
   log.say(
