@@ -117,7 +117,10 @@ async function tabletStatus(
         ecid,
         compactor: r.compactor,
         bytesRead: t.progress.get(ecid)?.bytesRead ?? 0,
-        inputBytes: r.inputs.reduce((sum, f) => sum + (t.files.get(f)?.size ?? 0), 0),
+        // A sub-job's share of its split's inputs, as `admin compactions list` shows it.
+        inputBytes: Math.round(
+          r.inputs.reduce((sum, f) => sum + (t.files.get(f)?.size ?? 0), 0) / (r.split?.of ?? 1),
+        ),
       };
     }
     return { ...base, state: t.selection?.ids.includes(id) ? 'selected' : 'pending' };
