@@ -54,6 +54,20 @@ export const SPLIT_PREFIX = 'split:';
  */
 export const INGEST_DEDUPE_MS = 15 * 60_000;
 
+/**
+ * The ids of `ingests` (oldest first, as {@link TabletMeta.ingests} keeps them) remembered for longer than
+ * INGEST_DEDUPE_MS at `now`: only the expired ones are visited, however many a busy tablet remembers. An
+ * id out of order (a clock stepping back) is only forgotten later than it could be, never sooner.
+ */
+export function expiredIngests(ingests: ReadonlyMap<string, number>, now: number): string[] {
+  const out: string[] = [];
+  for (const [id, at] of ingests) {
+    if (now - at <= INGEST_DEDUPE_MS) break;
+    out.push(id);
+  }
+  return out;
+}
+
 export const fileCol = (name: string): string => `${FILE_PREFIX}${name}`;
 export const ecompCol = (ecid: string): string => `${ECOMP_PREFIX}${ecid}`;
 export const compactCol = (id: string): string => `${COMPACT_PREFIX}${id}`;
@@ -313,7 +327,7 @@ export interface TabletMeta {
   progress: Map<string, Progress>;
   /** queue id → the ~cq row this tablet has in that queue. */
   queued: Map<string, string>;
-  /** Ingest request id → when it was applied. */
+  /** Ingest request id → when it was applied, oldest first (see {@link expiredIngests}). */
   ingests: Map<string, number>;
   /** Changes made by hosting tablet servers so far (0: none). */
   version: number;
@@ -383,6 +397,8 @@ export function parseTablet(row: string, cols: ReadonlyMap<string, string>): Tab
     else if (col.startsWith(INGEST_PREFIX))
       tablet.ingests.set(col.slice(INGEST_PREFIX.length), Number(value));
   }
+  // Columns come in id order; the tablet server adds ids as they are applied, so keep them by time.
+  if (tablet.ingests.size > 1) tablet.ingests = new Map([...tablet.ingests].sort((a, b) => a[1] - b[1]));
   return tablet;
 }
 

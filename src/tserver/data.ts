@@ -14,7 +14,7 @@
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { newFileName } from '../meta/paths.js';
-import { fileCol, INGEST_DEDUPE_MS, ingestRow, type TabletMeta } from '../meta/tablet.js';
+import { expiredIngests, fileCol, ingestRow, type TabletMeta } from '../meta/tablet.js';
 import {
   compareKeys,
   intersectRanges,
@@ -139,9 +139,7 @@ export class DataPath {
       // Checked again in the mutex: a repeated request may have been applied while this one wrote its file.
       if (seen()) return false;
       const now = Date.now();
-      const expired = [...tablet.meta.ingests]
-        .filter(([, at]) => now - at > INGEST_DEDUPE_MS)
-        .map(([id]) => id);
+      const expired = expiredIngests(tablet.meta.ingests, now);
       const ids = ingestRow(tablet.row);
       return this.hosting.change(tablet, {
         conditions: requestId ? [{ op: 'absent', row: ids, col: requestId }] : [],

@@ -41,7 +41,11 @@ export interface BuiltChange {
   empty: boolean;
 }
 
-/** The tablet as it will be once `change` is applied (the copy is not touched). */
+/**
+ * The tablet as it will be once `change` is applied (the copy is not touched), without its ingest ids:
+ * nothing decided from a preview (the plan, the user step) reads them, and a busy tablet remembers tens
+ * of thousands, which every ingest copied. A change's apply adds and removes them on an empty map.
+ */
 export function preview(tablet: HostedTablet, change: TabletChange): TabletMeta {
   const meta = cloneMeta(tablet.meta);
   change.apply?.(meta);
@@ -111,6 +115,7 @@ export function buildChange(
   return { mutation, ...(queued ? { queued } : {}), empty };
 }
 
+/** A copy of `meta` to apply a change to, but for its ingest ids (see {@link preview}). */
 export function cloneMeta(meta: TabletMeta): TabletMeta {
   return {
     ...meta,
@@ -122,6 +127,6 @@ export function cloneMeta(meta: TabletMeta): TabletMeta {
     splits: new Map(meta.splits),
     progress: new Map(meta.progress),
     queued: new Map(meta.queued),
-    ingests: new Map(meta.ingests),
+    ingests: new Map(),
   };
 }
