@@ -156,7 +156,7 @@ async function main(): Promise<void> {
     ? await s3Figures(stores.get(codec)!, inputs, codec, totalEntries, logical, rounds, progress)
     : null;
   const parallel = withParallel
-    ? await parallelFigures(stores.get(codec)!, inputs, codec, logical, progress)
+    ? await parallelFigures(stores.get(codec)!, inputs, codec, logical, progress, rounds)
     : null;
 
   progress('peak memory (each compaction in its own process)');
