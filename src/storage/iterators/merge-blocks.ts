@@ -77,19 +77,17 @@ export async function* mergeBlockBatches(
         await refill(r);
         t.replay(r, e);
       }
-      if (r === DONE || t.out.length >= BATCH_SIZE || t.read >= HEARTBEAT_ENTRIES) {
+      if (r === DONE || t.kept >= BATCH_SIZE || t.read >= HEARTBEAT_ENTRIES) {
         // Also (possibly an empty batch) after many entries read: a merge that drops everything still
         // reports progress and notices an abort promptly.
         stats.entriesRead += t.read;
         t.read = 0;
         signal?.throwIfAborted();
         if (r === DONE) {
-          if (t.out.length > 0) yield t.out;
+          if (t.kept > 0) yield t.take();
           return;
         }
-        const out = t.out;
-        t.out = [];
-        yield out;
+        yield t.take();
       }
     }
   } finally {
@@ -120,7 +118,13 @@ class BlockTree {
   private readonly positions: Int32Array;
   /** Whether the winner's code is relative to the entry output before it (not for the first). */
   private related = false;
-  out: BlockEntry[] = [];
+  /**
+   * The output batch being filled, made at its full size at once: growing an array by push, from empty
+   * to BATCH_SIZE, copied it seven times over.
+   */
+  private out = new Array<BlockEntry>(BATCH_SIZE);
+  /** Entries in `out`. */
+  kept = 0;
   /** Entries read since the stats were last updated. */
   read = 0;
   /** The entry output last, when run stopped for its source's next batch. */
@@ -145,6 +149,15 @@ class BlockTree {
     this.batches[i] = batch;
     this.positions[i] = 0;
     this.heads[i] = batch[0]!;
+  }
+
+  /** The entries kept since the last call, as a batch of their number. */
+  take(): BlockEntry[] {
+    const out = this.out;
+    out.length = this.kept;
+    this.out = new Array<BlockEntry>(BATCH_SIZE);
+    this.kept = 0;
+    return out;
   }
 
   /** The first tournament, with every match compared in full. */
@@ -184,7 +197,7 @@ class BlockTree {
       const e = heads[w];
       if (e === null || e === undefined) return DONE;
       this.read++;
-      if (this.accept(e, this.related ? sameCellByCode(e, codes[w]!) : undefined)) this.out.push(e);
+      if (this.accept(e, this.related ? sameCellByCode(e, codes[w]!) : undefined)) this.out[this.kept++] = e;
       const batch = batches[w]!;
       const next = positions[w]! + 1;
       if (next >= batch.length) {
@@ -194,7 +207,7 @@ class BlockTree {
       positions[w] = next;
       heads[w] = batch[next]!;
       this.replay(w, e);
-      if (this.out.length >= BATCH_SIZE || this.read >= HEARTBEAT_ENTRIES) return FLUSH;
+      if (this.kept >= BATCH_SIZE || this.read >= HEARTBEAT_ENTRIES) return FLUSH;
     }
   }
 
