@@ -213,4 +213,30 @@ describe('mergeBlockBatches', () => {
     };
     await expect(run()).rejects.toThrow(/out of order/);
   });
+
+  it('an output batch holds at most about 1 MiB of entries: large values do not keep thousands of blocks alive', async () => {
+    const value = Buffer.alloc(300_000, 0x61);
+    const entries = (prefix: string) =>
+      Array.from({ length: 20 }, (_, i) =>
+        alone({
+          key: {
+            row: latin1(`${prefix}${String(i).padStart(3, '0')}`),
+            family: latin1('f'),
+            qualifier: latin1('q'),
+            timestamp: 1,
+            deleted: false,
+          },
+          value,
+        }),
+      );
+    const sizes: number[] = [];
+    let total = 0;
+    for await (const batch of mergeBlockBatches([[entries('a')], [entries('b')]], () => true)) {
+      sizes.push(batch.length);
+      total += batch.length;
+    }
+    expect(total).toBe(40);
+    // 300 KB each: the fourth passes 1 MiB and the batch goes.
+    expect(Math.max(...sizes)).toBe(4);
+  });
 });

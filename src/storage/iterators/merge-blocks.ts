@@ -41,6 +41,11 @@ const HEARTBEAT_ENTRIES = 65_536;
  * receives about four 64 KiB blocks' worth at a time.
  */
 const OUTPUT_BATCH = 2048;
+/**
+ * Encoded bytes per output batch at most (and one entry): a batch keeps the blocks its entries lie in
+ * alive, and entries of large values (one per block, megabytes each) must not make it hold thousands.
+ */
+const OUTPUT_BATCH_BYTES = 1 << 20;
 
 /**
  * Says whether an entry is kept. `sameCell`: true when it has the cell (row, family, qualifier) of the
@@ -84,7 +89,7 @@ export async function* mergeBlockBatches(
         await refill(r);
         t.replay(r, e);
       }
-      if (r === DONE || t.kept >= OUTPUT_BATCH || t.read >= HEARTBEAT_ENTRIES) {
+      if (r === DONE || t.full() || t.read >= HEARTBEAT_ENTRIES) {
         // Also (possibly an empty batch) after many entries read: a merge that drops everything still
         // reports progress and notices an abort promptly.
         stats.entriesRead += t.read;
@@ -130,8 +135,9 @@ class BlockTree {
    * to 512 entries, copied it seven times over.
    */
   private out = new Array<BlockEntry>(OUTPUT_BATCH);
-  /** Entries in `out`. */
+  /** Entries in `out`, and their encoded bytes. */
   kept = 0;
+  private keptBytes = 0;
   /** Entries read since the stats were last updated. */
   read = 0;
   /** The entry output last, when run stopped for its source's next batch. */
@@ -164,7 +170,13 @@ class BlockTree {
     out.length = this.kept;
     this.out = new Array<BlockEntry>(OUTPUT_BATCH);
     this.kept = 0;
+    this.keptBytes = 0;
     return out;
+  }
+
+  /** Whether the output batch is due: by its entries, or by the bytes they keep alive. */
+  full(): boolean {
+    return this.kept >= OUTPUT_BATCH || this.keptBytes >= OUTPUT_BATCH_BYTES;
   }
 
   /** The first tournament, with every match compared in full. */
@@ -204,7 +216,10 @@ class BlockTree {
       const e = heads[w];
       if (e === null || e === undefined) return DONE;
       this.read++;
-      if (this.accept(e, this.related ? sameCellByCode(e, codes[w]!) : undefined)) this.out[this.kept++] = e;
+      if (this.accept(e, this.related ? sameCellByCode(e, codes[w]!) : undefined)) {
+        this.out[this.kept++] = e;
+        this.keptBytes += e.end - e.start;
+      }
       const batch = batches[w]!;
       const next = positions[w]! + 1;
       if (next >= batch.length) {
@@ -214,7 +229,7 @@ class BlockTree {
       positions[w] = next;
       heads[w] = batch[next]!;
       this.replay(w, e);
-      if (this.kept >= OUTPUT_BATCH || this.read >= HEARTBEAT_ENTRIES) return FLUSH;
+      if (this.full() || this.read >= HEARTBEAT_ENTRIES) return FLUSH;
     }
   }
 
