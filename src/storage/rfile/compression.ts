@@ -13,9 +13,9 @@
  * is used through its low-level binding: one compression and one decompression context per thread,
  * reused for every block, and a block decoded straight into a buffer of the length its header gives.
  * That is 1.7× the compression and 1.8× the decompression speed of @toondepauw/node-zstd, which made a
- * streaming context for every block: zstd level 1 stores 0.39× the bytes at ~400 MB of input per
- * CPU-second and decodes at ~1,000; deflate level 1 stores 0.55× at ~77 and decodes at ~355; lz4 stores
- * 0.83× at ~176 and decodes at ~3,400.
+ * streaming context for every block. On the benchmark's blocks (bench/codecs.ts), zstd level 1 stores
+ * 0.52× the bytes at ~340 MB of input per CPU-second and decodes at ~1,570; deflate level 1 stores 0.54×
+ * at ~62 and decodes at ~170; lz4 stores 0.85× at ~170 and decodes at ~2,700.
  *
  * lz4 and zstd run synchronously on the calling thread: at these speeds a 64 KiB block takes a fraction
  * of a millisecond, less than a hop to the thread pool and back costs in CPU, and a compactor gets more
