@@ -205,20 +205,29 @@ export class Hosting {
     if (!tablet) return;
     await tablet.mutex.run(async () => {
       if (tablet.state !== 'hosted') return;
-      if (tablet.stale) {
-        await this.resync(tablet);
-      } else {
-        const fresh = parseTablet(row, await this.deps.meta.row(row));
-        if (!fresh.loc || locationValue(fresh.loc) !== locationValue(this.deps.me)) {
-          this.drop(tablet, 'location changed');
-          return;
-        }
-        tablet.meta.userCompactions = fresh.userCompactions;
-        tablet.meta.failures = fresh.failures;
-      }
+      await this.rereadRequests(tablet);
       if (tablet.state === 'hosted') await this.change(tablet, { replan: true });
     });
     if (tablet.state === 'hosted') this.deps.onRefreshed?.(tablet);
+  }
+
+  /**
+   * Reads again what the manager writes in a tablet's row (its user compactions and failure records),
+   * for a caller holding the tablet's mutex; the whole tablet when its copy is stale. A tablet whose
+   * location is not ours any more is dropped.
+   */
+  async rereadRequests(tablet: HostedTablet): Promise<void> {
+    if (tablet.stale) {
+      await this.resync(tablet);
+      return;
+    }
+    const fresh = parseTablet(tablet.row, await this.deps.meta.row(tablet.row));
+    if (!fresh.loc || locationValue(fresh.loc) !== locationValue(this.deps.me)) {
+      this.drop(tablet, 'location changed');
+      return;
+    }
+    tablet.meta.userCompactions = fresh.userCompactions;
+    tablet.meta.failures = fresh.failures;
   }
 
   /**

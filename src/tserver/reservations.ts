@@ -230,24 +230,33 @@ export class Reservations {
         { details: { ecid: req.ecid, tablet: req.tablet } },
       );
     }
-    // A user job whose requests were all cancelled commits nothing, even before the cancel that the
-    // refresh started has run (its filter must never be applied, in whole or, for a split, in part).
-    if (isAbandoned(tablet.meta, req.ecid)) {
-      await this.cancelLocked(tablet, req.ecid, 'admin');
-      throw new ExcError(
-        'RESERVATION_GONE',
-        `the user compactions of reservation ${req.ecid} were cancelled; reservation cancelled`,
-        { details: { ecid: req.ecid, tablet: req.tablet } },
-      );
-    }
-    const change = decideCommit(tablet.meta, r, req, { now: Date.now(), server: tablet.me.server });
-    let applied: boolean;
-    try {
-      applied = await hosting.change(tablet, { ...change, replan: true });
-    } catch (err) {
-      if (isUnknown(err) && !tablet.stale && commitHappened(tablet.meta, r, req.ecid, req.output))
-        applied = true;
-      else throw err;
+    let applied = false;
+    // Twice at most: a user job's commit is conditional on its requests, which the manager may have
+    // cancelled without this server hearing yet; then they are read again and the commit decided anew.
+    for (let round = 0; round < 2 && !applied; round++) {
+      if (round > 0) {
+        if (r.kind !== 'user') break;
+        await hosting.rereadRequests(tablet);
+        if (tablet.state !== 'hosted' || !tablet.meta.reservations.has(req.ecid)) break;
+      }
+      // A user job whose requests were all cancelled commits nothing (its filter must never be applied,
+      // in whole or, for a split, in part): it is cancelled here, before the refresh would.
+      if (isAbandoned(tablet.meta, req.ecid)) {
+        await this.cancelLocked(tablet, req.ecid, 'admin');
+        throw new ExcError(
+          'RESERVATION_GONE',
+          `the user compactions of reservation ${req.ecid} were cancelled; reservation cancelled`,
+          { details: { ecid: req.ecid, tablet: req.tablet } },
+        );
+      }
+      const change = decideCommit(tablet.meta, r, req, { now: Date.now(), server: tablet.me.server });
+      try {
+        applied = await hosting.change(tablet, { ...change, replan: true });
+      } catch (err) {
+        if (isUnknown(err) && !tablet.stale && commitHappened(tablet.meta, r, req.ecid, req.output))
+          applied = true;
+        else throw err;
+      }
     }
     if (!applied) {
       throw new ExcError(

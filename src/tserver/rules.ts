@@ -105,7 +105,11 @@ function ended(
     Partial<Pick<Outcome, 'reason' | 'error' | 'entries' | 'inputBytes' | 'outputBytes'>>,
   namesRequests = true,
 ): Outcome {
-  const satisfied = r.kind === 'user' && namesRequests ? satisfiedBy(r) : [];
+  // A commit names the requests it satisfies: those still there (one cancelled meanwhile is not).
+  const satisfied =
+    r.kind === 'user' && namesRequests
+      ? satisfiedBy(r).filter((id) => how.outcome !== 'committed' || meta.userCompactions.has(id))
+      : [];
   return {
     ...how,
     ...(satisfied.length > 0 ? { userCompactionIds: satisfied } : {}),
@@ -119,7 +123,13 @@ function ended(
   };
 }
 
-/** The commit of reservation `r` (owned by the request's compactor, its output verified). */
+/**
+ * The commit of reservation `r` (owned by the request's compactor, its output verified). A commit that
+ * installs a user compaction's rewrite is conditional on its requests (those this copy still holds)
+ * being there: the manager cancels one by deleting `compact:<id>` without the tablet server, which may
+ * not have heard yet, and a cancelled rewrite must not be installed. When that condition fails the
+ * caller reads the requests again and decides anew ({@link isAbandoned}).
+ */
 export function decideCommit(
   meta: TabletMeta,
   r: Reservation,
@@ -129,6 +139,8 @@ export function decideCommit(
   const { row } = meta;
   const output = req.output;
   const conditions = [reservationExists(row, req.ecid), notEnded(req.ecid), ...filesPresent(row, r.inputs)];
+  const requests = r.kind === 'user' ? satisfiedBy(r).filter((id) => meta.userCompactions.has(id)) : [];
+  const requestsPresent = requests.map((id) => ({ op: 'present' as const, row, col: compactCol(id) }));
   const inputBytes = r.inputs.reduce((sum, f) => sum + (meta.files.get(f)?.size ?? 0), 0);
   const committed = (share: number, completes: boolean) =>
     outcomeCell(
@@ -170,7 +182,7 @@ export function decideCommit(
     }
     const change = replaceInputs(meta, r, splitOutputs(id, after.split), ctx.now);
     return {
-      conditions: [...conditions, splitPresent(row, id)],
+      conditions: [...conditions, splitPresent(row, id), ...requestsPresent],
       deletes: [...endReservation, ...change.deletes, { row, col: splitCol(id) }],
       puts: [...change.puts, outcome],
       apply: (m) => {
@@ -183,7 +195,7 @@ export function decideCommit(
   }
   const change = replaceInputs(meta, r, output ? [{ name: r.output, ...output }] : [], ctx.now);
   return {
-    conditions,
+    conditions: [...conditions, ...requestsPresent],
     deletes: [...endReservation, ...change.deletes],
     puts: [...change.puts, committed(1, true)],
     apply: (m) => {

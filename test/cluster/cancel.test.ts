@@ -8,8 +8,8 @@
 import { describe, expect, it } from 'vitest';
 import type { ClientEntry } from '../../src/client/client.js';
 import { COL_OUTCOME, doneRow, parseOutcome } from '../../src/meta/outcomes.js';
-import { parseTablet } from '../../src/meta/tablet.js';
-import type { UserCompactionStatus } from '../../src/meta/user-compactions.js';
+import { compactCol, parseTablet } from '../../src/meta/tablet.js';
+import { cancelledCell, type UserCompactionStatus } from '../../src/meta/user-compactions.js';
 import type { ParkedCompaction } from '../../src/meta/views.js';
 import {
   DataModel,
@@ -144,6 +144,27 @@ describe('cancelling user compactions and parked jobs', () => {
     expect(t.failures.size).toBe(0); // an admin's cancel is no failure
     expect((await status(c, id)).tablets[0]!.state).toBe('cancelled');
     expect(await scanLines(s.client, 'events')).toEqual(model.expected());
+  });
+
+  it('a user compaction cancelled before its tablet server heard of it: the commit is refused, the filter never applied', async () => {
+    const c = cluster();
+    const { s, model } = await setup(c);
+    const row = s.tablets[0]!.tablet;
+    const id = await compact(c);
+    const holder = await TestCompactor.start(c, 'q');
+    const job = await waitFor(() => holder.reserve(row), 'the user job to be reserved');
+    expect(job.kind).toBe('user');
+    const result = await holder.compact(job);
+    // What the manager's cancel writes, without the notification that tells the tablet server.
+    await s.meta.mutate([
+      { deletes: [{ row, col: compactCol(id) }], puts: [cancelledCell(id, row, Date.now())] },
+    ]);
+    await expect(holder.commit(job, result)).rejects.toMatchObject({ code: 'RESERVATION_GONE' });
+    await holder.close();
+    const outcome = parseOutcome((await s.meta.row(doneRow(job.ecid))).get(COL_OUTCOME) ?? '');
+    expect(outcome).toMatchObject({ outcome: 'cancelled', reason: 'admin' });
+    expect(await scanLines(s.client, 'events')).toEqual(model.expected());
+    expect((await status(c, id)).tablets[0]!.state).toBe('cancelled');
   });
 
   it('a parked user job: cancelled on its tablet, its files go to system work; a parked system job is refused', async () => {

@@ -135,6 +135,9 @@ describe('reservation rules', () => {
       { op: 'absent', row: `${DONE_PREFIX}E1`, col: 'outcome' },
       { op: 'present', row: ROW, col: 'file:a' },
       { op: 'present', row: ROW, col: 'file:b' },
+      // The user compactions it satisfies: a cancel the tablet server has not heard of fails the commit.
+      { op: 'present', row: ROW, col: 'compact:U1' },
+      { op: 'present', row: ROW, col: 'compact:U2' },
     ]);
     const outcome = change.puts.find((p) => p.row === `${DONE_PREFIX}E1`)!;
     expect(parseOutcome(outcome.value)).toMatchObject({

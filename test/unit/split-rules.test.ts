@@ -273,6 +273,15 @@ describe('split rules', () => {
     const last = commit(meta, s1again.ecid, { size: 300, entries: 3 });
     expect([...meta.userCompactions.keys()]).toEqual(['U3']);
     expect(meta.selection).toBeUndefined();
+    // The installing commit holds only if its requests are still there (a cancel the tablet server has
+    // not heard of yet fails it); a sub-job's commit that installs nothing does not depend on them.
+    expect(last.change.conditions).toEqual(
+      expect.arrayContaining([
+        { op: 'present', row: ROW, col: 'compact:U1' },
+        { op: 'present', row: ROW, col: 'compact:U2' },
+      ]),
+    );
+    expect(c0.change.conditions.some((c) => c.col.startsWith('compact:'))).toBe(false);
     expect(meta.splits.size).toBe(0);
     expect(last.change.deletes).toEqual(
       expect.arrayContaining([

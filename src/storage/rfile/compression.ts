@@ -68,7 +68,11 @@ interface ZstdBinding {
   CCtx: new () => { compress(dst: Uint8Array, src: Uint8Array, level: number): number };
   DCtx: new () => { decompress(dst: Uint8Array, src: Uint8Array): number };
   compressBound(size: number): number;
+  getFrameContentSize(frame: Uint8Array): number | null;
 }
+
+/** Blocks up to this bound are compressed into the kept scratch buffer; larger ones into their own. */
+const SCRATCH_LIMIT = 4 << 20;
 
 const require = createRequire(import.meta.url);
 let lz4: Lz4Binding | undefined;
@@ -93,7 +97,8 @@ function lz4Binding(): Lz4Binding {
 /**
  * One compression and one decompression context per thread (module state is per thread), reused for
  * every block, and one scratch buffer that compressed frames are written into before they are copied out
- * at their exact length (a frame is a fraction of its bound, and a block may be kept for a while).
+ * at their exact length (a frame is a fraction of its bound, and a block may be kept for a while). The
+ * scratch buffer is kept only for blocks of ordinary size: one huge block does not pin its size for good.
  */
 class ZstdCodec {
   private readonly cctx;
@@ -107,13 +112,25 @@ class ZstdCodec {
 
   compress(payload: Buffer): Buffer {
     const bound = this.binding.compressBound(payload.length);
-    if (this.scratch.length < bound) this.scratch = Buffer.allocUnsafe(bound);
+    if (bound > SCRATCH_LIMIT) {
+      const out = Buffer.allocUnsafe(bound);
+      return out.subarray(0, this.cctx.compress(out, payload, ZSTD_LEVEL));
+    }
+    if (this.scratch.length < bound) this.scratch = Buffer.allocUnsafe(SCRATCH_LIMIT);
     const n = this.cctx.compress(this.scratch, payload, ZSTD_LEVEL);
     return Buffer.from(this.scratch.subarray(0, n));
   }
 
-  /** Decodes into exactly `rawLength` bytes: a frame that holds more fails (zstd: destination too small). */
+  /**
+   * Decodes into exactly `rawLength` bytes: a frame that holds more fails (zstd: destination too small).
+   * A frame that says it holds another length is refused before anything is allocated (frames written
+   * by the binding before carry no length, and are bounded by the header's).
+   */
   decompress(payload: Buffer, rawLength: number): Buffer {
+    const declared = this.binding.getFrameContentSize(payload);
+    if (declared !== null && declared !== rawLength) {
+      throw new FormatError(`zstd frame holds ${declared} bytes, expected ${rawLength}`);
+    }
     const raw = Buffer.allocUnsafe(rawLength);
     const n = this.dctx.decompress(raw, payload);
     return n === rawLength ? raw : raw.subarray(0, n);
