@@ -8,6 +8,9 @@ import { compareBytes } from './key.js';
 import type { ObjectStore } from './object-store.js';
 import { RFileReader } from './rfile/reader.js';
 
+/** Indexes read at once. */
+const READ_AT_ONCE = 8;
+
 /**
  * At most `parts - 1` rows, ascending, hex, that split `inputs` into `parts` shares of about equal bytes.
  * Fewer when the inputs have too few blocks (empty: the job cannot be split).
@@ -18,19 +21,23 @@ export async function splitRows(
   parts: number,
   signal?: AbortSignal,
 ): Promise<string[]> {
-  // The inputs' indexes are read at once: on an object store each is a few round trips, and the
-  // reservation that asked for the bounds waits for them.
-  const perInput = await Promise.all(
-    inputs.map(async (name) => {
-      const reader = await RFileReader.open(store, name, { signal });
+  // The inputs' indexes are read READ_AT_ONCE at a time: on an object store each is a few round trips,
+  // and the reservation that asked for the bounds waits for them (a user job may have every file).
+  const perInput = new Array<{ row: Buffer; bytes: number }[]>(inputs.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < inputs.length) {
+      const i = next++;
+      const reader = await RFileReader.open(store, inputs[i]!, { signal });
       let previous = 0;
-      return (await reader.blockEnds({ signal })).map(({ row, end }) => {
+      perInput[i] = (await reader.blockEnds({ signal })).map(({ row, end }) => {
         const mark = { row, bytes: end - previous };
         previous = end;
         return mark;
       });
-    }),
-  );
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(READ_AT_ONCE, inputs.length) }, worker));
   return boundsAt(perInput.flat(), parts).map((row) => row.toString('hex'));
 }
 

@@ -281,7 +281,7 @@ describe('split rules', () => {
         { op: 'present', row: ROW, col: 'compact:U2' },
       ]),
     );
-    expect(c0.change.conditions.some((c) => c.col.startsWith('compact:'))).toBe(false);
+    expect(c0.change.conditions.some((c) => 'col' in c && c.col.startsWith('compact:'))).toBe(false);
     expect(meta.splits.size).toBe(0);
     expect(last.change.deletes).toEqual(
       expect.arrayContaining([
