@@ -23,7 +23,8 @@
  *   unreferencedPendingGc      unreferenced objects with a `~del` row: the collector will delete them
  *   unreferencedYoung          unreferenced objects younger than the grace: maybe a write in flight
  *   awaitingSweep              unreferenced objects past the grace, within the wait for the next sweep
- *   youngTemporaries           temporaries younger than that: writes in progress, or awaiting the sweep
+ *   youngTemporaries           temporaries younger than that, or of an output a reservation is writing:
+ *                              writes in progress, or awaiting the sweep
  */
 import { parseQueueRow, queueEntryTablet } from '../meta/keys.js';
 import type { CheckReport as GenericCheckReport, ProblemList, Severity } from '../meta/check-view.js';
@@ -32,6 +33,7 @@ import { checkpointParts, type TabletMeta } from '../meta/tablet.js';
 import type { QueueInfo } from '../queue/registry.js';
 import { tabletDemand } from '../queue/tablet-plan.js';
 import type { TemporaryInfo } from '../storage/object-store.js';
+import { ofOutputBeingWritten } from '../storage/index.js';
 
 /** Items kept per problem; `count` says how many there are in all. */
 export const MAX_ITEMS = 100;
@@ -211,6 +213,13 @@ function referencedFiles(tablets: readonly TabletMeta[]): Set<string> {
   return out;
 }
 
+/** The outputs of every reservation: being written, their parts and temporaries are not leftovers. */
+function outputsBeingWritten(tablets: readonly TabletMeta[]): Set<string> {
+  const out = new Set<string>();
+  for (const t of tablets) for (const r of t.reservations.values()) out.add(r.output);
+  return out;
+}
+
 function checkMarks(input: CheckInput): Pick<Found, 'badDeletionMarks' | 'referencedDeletionMarks'> {
   const bad = [...(input.badMarks ?? [])].map(([file, problem]) => ({ row: `~del:${file}`, problem }));
   const referenced = referencedFiles(input.tablets);
@@ -251,13 +260,15 @@ function checkFiles(input: CheckInput): Pick<Found, FileProblems> {
     for (const file of needed) if (!objects.has(file)) missing.push({ file, tablet: t.row });
   }
   const referenced = referencedFiles(input.tablets);
+  const writing = outputsBeingWritten(input.tablets);
   const orphans = [];
   const pending = [];
   const young = [];
   const awaiting = [];
   const sweepBy = input.graceMs + (input.sweepSlackMs ?? 0);
   for (const [file, o] of [...objects].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-    if (referenced.has(file)) continue;
+    // The parts of an output being written may wait long for a checkpoint to name them: kept (gc.ts).
+    if (referenced.has(file) || ofOutputBeingWritten(file, writing)) continue;
     const markedAt = input.deletions.get(file);
     const ageMs = input.now - o.modifiedMs;
     if (markedAt !== undefined) pending.push({ file, size: o.size, markedAt });
@@ -279,12 +290,15 @@ function checkTemporaries(input: CheckInput): Pick<Found, 'staleTemporaries' | '
   if (isNotCheckable(temporaries)) return { staleTemporaries: temporaries, youngTemporaries: temporaries };
   const stale: Record<string, unknown>[] = [];
   const young: Record<string, unknown>[] = [];
+  const writing = outputsBeingWritten(input.tablets);
   const sorted = [...temporaries].sort((a, b) => a.modifiedMs - b.modifiedMs);
   for (const t of sorted) {
     const item = { target: t.target, id: t.id, modifiedMs: t.modifiedMs, ageMs: input.now - t.modifiedMs };
     const withSize = t.size === undefined ? item : { ...item, size: t.size };
-    // The collector removes them when it sweeps: past the grace, they may wait for the next sweep.
-    (item.ageMs < input.graceMs + (input.sweepSlackMs ?? 0) ? young : stale).push(withSize);
+    // The collector removes them when it sweeps: past the grace, they may wait for the next sweep. Those of
+    // an output a reservation is writing are kept, however old.
+    const live = ofOutputBeingWritten(t.target, writing);
+    (live || item.ageMs < input.graceMs + (input.sweepSlackMs ?? 0) ? young : stale).push(withSize);
   }
   return { staleTemporaries: stale, youngTemporaries: young };
 }

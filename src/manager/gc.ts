@@ -19,6 +19,16 @@
  * be much longer than the ZooKeeper session timeout: a paused tablet server holding an unregistered file
  * is fenced once its session expires, before the grace period ends.
  *
+ * Every reference is read in one snapshot of the metadata store. Read page by page, a commit landing
+ * between two pages could hide a file it moves within a tablet's row from a column read later to one
+ * read earlier (the last sub-job of a split moves the sub-jobs' outputs from `split:` to `file:`; a
+ * resuming reservation a checkpoint from `resume:` to `ecomp:`), and the sweep would delete it.
+ *
+ * An output a reservation is still writing may sit in the store unnamed for a long time: its parts
+ * (`<output>.partial`, `<output>.partNNNNN`) before the first checkpoint names them, and the local
+ * store's temporary file of a write that has produced little yet. Both are kept while the reservation
+ * lives, however old.
+ *
  * The decision is a pure function ({@link planGc}) so it can be checked against random histories.
  *
  * Fencing. A manager paused past its session (or cut off from ZooKeeper) is replaced, and may resume
@@ -40,6 +50,7 @@ import { TABLES_PREFIX } from '../meta/paths.js';
 import { checkpointParts } from '../meta/tablet.js';
 import type { MetaBackend } from '../meta/backend.js';
 import type { TemporaryInfo } from '../storage/object-store.js';
+import { ofOutputBeingWritten } from '../storage/index.js';
 import { ExcError, describeError } from '../errors.js';
 import type { Mutation } from '../meta/types.js';
 import type { CommitQueue } from './commit-queue.js';
@@ -59,8 +70,11 @@ import { readTablets } from './tables.js';
 export interface GcObjectStore {
   list(prefix: string): AsyncIterable<{ name: string; size: number; modifiedMs: number }>;
   delete(name: string): Promise<void>;
-  /** Stores whose writes leave temporary files behind on a crash (the local store) clean them up. */
-  sweepTemporaries?(prefix: string, olderThanMs: number): Promise<number>;
+  /**
+   * Stores whose writes leave temporary files behind on a crash (the local store) clean them up; `keep`
+   * spares the temporaries of the targets it accepts.
+   */
+  sweepTemporaries?(prefix: string, olderThanMs: number, keep?: (target: string) => boolean): Promise<number>;
   /** Not used by the collector: the consistency check (check-read.ts) reports leftovers with it. */
   listTemporaries?(prefix: string): AsyncIterable<TemporaryInfo>;
 }
@@ -70,6 +84,8 @@ export interface GcInput {
   graceMs: number;
   /** Files some tablet references (files, reservation inputs and outputs). */
   referenced: ReadonlySet<string>;
+  /** Outputs reservations are writing: their parts are kept, named in a checkpoint or not. */
+  writing?: ReadonlySet<string>;
   /** `~del` rows: file → time the row was written. */
   deletions: ReadonlyMap<string, number>;
   /** Objects found under the tables prefix: name → last modified. Undefined when the sweep is skipped. */
@@ -100,6 +116,7 @@ export function planGc(input: GcInput): GcPlan {
   }
   for (const [name, modifiedMs] of input.objects ?? []) {
     if (input.referenced.has(name) || input.deletions.has(name)) continue;
+    if (input.writing && ofOutputBeingWritten(name, input.writing)) continue;
     if (input.now - modifiedMs < input.graceMs) continue;
     deleteFiles.add(name);
   }
@@ -216,17 +233,27 @@ export class GarbageCollector {
     // applies (a sweep would otherwise delete a just-replaced input by its old modification time).
     const objects = sweep ? await this.listObjects(signal) : undefined;
     if (sweep) this.lastSweepAt = startedAt;
+    const { referenced, writing } = await this.readReferences();
     if (sweep && this.objects.sweepTemporaries) {
       // Temporary files are not objects: nothing names them, so they need no claim; the fence is checked
-      // before the sweep, which removes only files no write has touched for a grace period.
+      // before the sweep, which removes only files no write has touched for a grace period, and none of
+      // an output a reservation is writing (read above: a reservation made since writes a fresh file).
       await this.checkFence(signal);
-      const removed = await this.objects.sweepTemporaries(TABLES_PREFIX, this.options.graceMs);
+      const removed = await this.objects.sweepTemporaries(TABLES_PREFIX, this.options.graceMs, (target) =>
+        ofOutputBeingWritten(target, writing),
+      );
       if (removed > 0) this.log.info({ removed }, 'removed temporary files of unfinished writes');
     }
-    const referenced = await this.readReferences();
     const marks = this.usableMarks(await readMarks(this.store));
     const deletions = new Map([...marks].map(([file, mark]) => [file, mark.at]));
-    const plan = planGc({ now: Date.now(), graceMs: this.options.graceMs, referenced, deletions, objects });
+    const plan = planGc({
+      now: Date.now(),
+      graceMs: this.options.graceMs,
+      referenced,
+      writing,
+      deletions,
+      objects,
+    });
     for (const file of plan.stillReferenced) {
       this.log.warn({ file }, 'a file marked for deletion is still referenced; keeping it');
     }
@@ -367,18 +394,26 @@ export class GarbageCollector {
     return objects;
   }
 
-  /** Everything any tablet references. One consistent read per page; see the module comment. */
-  private async readReferences(): Promise<Set<string>> {
+  /**
+   * Everything any tablet references, and the outputs its reservations are writing: one snapshot (see
+   * the module comment).
+   */
+  private async readReferences(): Promise<{ referenced: Set<string>; writing: Set<string> }> {
     const referenced = new Set<string>();
-    for (const tablet of await readTablets(this.store, ALL_TABLETS.start, ALL_TABLETS.end)) {
+    const writing = new Set<string>();
+    const tablets = await this.store.snapshot((reader) =>
+      readTablets(reader, ALL_TABLETS.start, ALL_TABLETS.end),
+    );
+    for (const tablet of tablets) {
       for (const file of tablet.files.keys()) referenced.add(file);
       for (const r of tablet.reservations.values()) {
         referenced.add(r.output);
+        writing.add(r.output);
         for (const input of r.inputs) referenced.add(input);
       }
       for (const part of checkpointParts(tablet)) referenced.add(part);
     }
-    return referenced;
+    return { referenced, writing };
   }
 }
 

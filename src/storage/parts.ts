@@ -58,8 +58,26 @@ export function partialName(output: string): string {
   return `${output}.partial`;
 }
 
+const PART_SUFFIX = /\.(?:part\d{5,}|partial)$/;
+
 /** Whether `name` is a part of a checkpointed output (the collector treats it as any other leftover). */
-export const isPartName = (name: string): boolean => /\.(?:part\d{5,}|partial)$/.test(name);
+export const isPartName = (name: string): boolean => PART_SUFFIX.test(name);
+
+/**
+ * The output `name` is a part of ({@link partName}, {@link partialName}), or undefined when it is no part:
+ * the collector keeps the parts of an output a reservation is still writing, named in a checkpoint or not.
+ */
+export function partOwner(name: string): string | undefined {
+  const m = PART_SUFFIX.exec(name);
+  return m ? name.slice(0, m.index) : undefined;
+}
+
+/** Whether `name` is one of the outputs in `writing`, or a part of one. */
+export function ofOutputBeingWritten(name: string, writing: ReadonlySet<string>): boolean {
+  if (writing.has(name)) return true;
+  const owner = partOwner(name);
+  return owner !== undefined && writing.has(owner);
+}
 
 /** Whether a run writing `store` with this checkpoint appends in place ({@link writeAppendable}). */
 export function appendsInPlace(store: ObjectStore, resume: Checkpoint | undefined): boolean {

@@ -183,6 +183,22 @@ describe('consistency check', () => {
     expect(report.ok).toBe(false);
   });
 
+  it('files and temporaries of an output a reservation is writing are no leftovers, however old', () => {
+    // The clean input's reservation E1 writes `out`: its parts before any checkpoint names them, and the
+    // temporary of its plain write, are kept by the collector (gc.ts) and so not reported.
+    const listed = objects('a', 'b', 'c', 'd', 'e', 'out.partial', 'out.part00001', 'gone.partial');
+    const temporaries = [
+      { target: 'out', id: 'u1', modifiedMs: 0 },
+      { target: 'gone', id: 'u2', modifiedMs: 0 },
+    ];
+    const report = checkCluster({ ...cleanInput(), objects: listed, temporaries });
+    expect(report.problems.orphanFiles.items).toEqual([
+      { file: 'gone.partial', size: 10, modifiedMs: 0, ageMs: NOW },
+    ]);
+    expect(report.problems.staleTemporaries.items).toMatchObject([{ target: 'gone' }]);
+    expect(report.problems.youngTemporaries.items).toMatchObject([{ target: 'out' }]);
+  });
+
   it('not checkable - said with its reason and a null count, never a zero', () => {
     const why = { notCheckable: 'ListMultipartUploads is not implemented' };
     const report = checkCluster({ ...cleanInput(), objects: { notCheckable: 'no store' }, temporaries: why });
