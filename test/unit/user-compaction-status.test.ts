@@ -1,0 +1,104 @@
+/**
+ * A user compaction's status on a tablet, as told from the outcome rows of its jobs
+ * (src/manager/user-compaction-status.ts), with the rows written by the tablet server's own rules
+ * (src/tserver/rules.ts): failed attempts and their last error, and the job that committed it.
+ * `admin compactions status` against real processes: test/cli/follow.test.ts, test/cluster/cancel.test.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import { DONE_PREFIX, parseOutcome } from '../../src/meta/outcomes.js';
+import { tableConfigSchema } from '../../src/meta/table-config.js';
+import { parseTablet, type Reservation, type TabletMeta } from '../../src/meta/tablet.js';
+import type { RuleChange } from '../../src/tserver/rule-change.js';
+import { decideCancel, decideCommit, type CancelReason } from '../../src/tserver/rules.js';
+import {
+  attemptFields,
+  committedFields,
+  tallyOutcome,
+  type TabletOutcomes,
+} from '../../src/manager/user-compaction-status.js';
+
+const ROW = '0001<';
+const CONFIG = tableConfigSchema.parse({});
+const COMPACTOR = '/exc/compactors/q001/_c_x-c-0000000001';
+
+function tablet(files: string[]): TabletMeta {
+  const meta = parseTablet(ROW, new Map([['prev', 'null']]));
+  for (const f of files) meta.files.set(f, { size: 100, entries: 10 });
+  meta.userCompactions.set('U1', { requestedAt: 1, filters: [] });
+  meta.selection = { ids: ['U1'], files, filters: [] };
+  return meta;
+}
+
+function userJob(meta: TabletMeta, ecid: string, reservedAt: number): Reservation {
+  const r: Reservation = {
+    compactor: COMPACTOR,
+    queueId: 'q001',
+    inputs: [...meta.files.keys()],
+    output: `tables/0001/C${ecid}.rf`,
+    kind: 'user',
+    attempt: 0,
+    reservedAt,
+    allFiles: true,
+    userCompactionId: 'U1',
+    userCompactionIds: ['U1'],
+    settings: { versions: 1, nowMs: reservedAt, filters: [], dropDeletes: true },
+  };
+  meta.reservations.set(ecid, r);
+  return r;
+}
+
+/** The outcome rows a change writes, as (ecid, outcome). */
+function outcomesIn(change: RuleChange) {
+  return change.puts
+    .filter((p) => p.row.startsWith(DONE_PREFIX))
+    .map((p) => ({ ecid: p.row.slice(DONE_PREFIX.length), outcome: parseOutcome(p.value)! }));
+}
+
+function cancel(meta: TabletMeta, ecid: string, reason: CancelReason, error?: string) {
+  const d = decideCancel(meta, ecid, reason, {
+    now: 8_000,
+    server: 'ts:1',
+    maxAttempts: CONFIG.maxAttempts,
+    queueExists: true,
+    ...(error === undefined ? {} : { error }),
+  });
+  if (d.kind !== 'cancel') throw new Error('no cancel');
+  d.change.apply(meta);
+  return outcomesIn(d.change);
+}
+
+function commit(meta: TabletMeta, ecid: string, now: number) {
+  const r = meta.reservations.get(ecid)!;
+  const req = { tablet: ROW, ecid, compactor: r.compactor, output: { size: 700, entries: 7 } };
+  const change = decideCommit(meta, r, req, { now, server: 'ts:1' });
+  change.apply(meta);
+  return outcomesIn(change);
+}
+
+/** What the status reads from these rows (in ecid order, as a scan gives them) for U1 on the tablet. */
+function tally(rows: { ecid: string; outcome: NonNullable<ReturnType<typeof parseOutcome>> }[]) {
+  const byTablet = new Map<string, TabletOutcomes>();
+  for (const { ecid, outcome } of [...rows].sort((a, b) => (a.ecid < b.ecid ? -1 : 1)))
+    tallyOutcome(byTablet, 'U1', ecid, outcome);
+  return byTablet.get(ROW);
+}
+
+describe('user compaction status', () => {
+  it('status - a failed attempt is counted with its error; the job that committed is the one shown', () => {
+    const meta = tablet(['a', 'b']);
+    userJob(meta, 'E1', 1_000);
+    const rows = cancel(meta, 'E1', 'failed', 'boom: the disk is on fire');
+    userJob(meta, 'E2', 3_000);
+    rows.push(...commit(meta, 'E2', 9_000));
+    const t = tally(rows);
+    expect(attemptFields(t)).toEqual({ failedAttempts: 1, lastError: 'boom: the disk is on fire' });
+    expect(committedFields(t!.committed!, 'U1')).toEqual({
+      state: 'done',
+      ecid: 'E2',
+      compactor: COMPACTOR,
+      endedAt: 9_000,
+      ranMs: 6_000,
+      outputBytes: 700,
+    });
+  });
+});
