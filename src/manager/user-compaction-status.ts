@@ -17,6 +17,12 @@ export interface TabletOutcomes {
 /**
  * Adds outcome row `ecid` to `byTablet` (keyed by tablet row) when it names user compaction `id`. Rows
  * must come in ecid order (the order of a scan), so that the last error is the last attempt's.
+ *
+ * An attempt an admin cancelled (reason `admin`: the user compaction cancelled while its job ran, or the
+ * job cancelled by its ecid) is no failed attempt and has no error to show: the compaction did not fail,
+ * someone stopped it. Its outcome row still names the request, as the truth of what happened for
+ * `admin compactions history` and for a repeated cancel (cancel-api.ts); only the status skips it here.
+ * A cancelled request reads `cancelled` from its record (`~ucomp:<id>`), not from this row.
  */
 export function tallyOutcome(
   byTablet: Map<string, TabletOutcomes>,
@@ -25,6 +31,7 @@ export function tallyOutcome(
   o: Outcome,
 ): void {
   if (!o.userCompactionIds?.includes(id)) return;
+  if (o.outcome === 'cancelled' && o.reason === 'admin') return;
   const entry = byTablet.get(o.tablet) ?? { failed: 0 };
   if (o.outcome === 'committed') entry.committed = { ...o, ecid };
   else {

@@ -91,7 +91,12 @@ export interface TabletCompactionStatus {
   outputBytes?: number;
   /** Other requests the same rewrite satisfied (coalesced). */
   coalescedWith?: string[];
-  /** Failed or cancelled attempts of its job so far, and the last one's reason or error. */
+  /**
+   * Attempts of its job so far that ended without a commit (failed, stalled, its compactor gone or let
+   * it go, its queue deleted), and the last one's error or reason. An attempt an admin cancelled is not
+   * counted: a tablet where the compaction was cancelled reads `cancelled`, and a job cancelled by its
+   * ecid runs again (`admin compactions history` still lists those cancels).
+   */
   failedAttempts: number;
   lastError?: string;
 }

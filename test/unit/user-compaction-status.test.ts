@@ -101,4 +101,35 @@ describe('user compaction status', () => {
       outputBytes: 700,
     });
   });
+
+  it('status - a user compaction an admin cancelled while its job ran counts no failed attempt and no error', () => {
+    const meta = tablet(['a', 'b']);
+    userJob(meta, 'E1', 1_000);
+    // The manager deletes compact:U1; the tablet server then cancels the job (or refuses its commit).
+    meta.userCompactions.delete('U1');
+    const rows = cancel(meta, 'E1', 'admin');
+    // The history keeps the truth: the attempt was cancelled by an admin, for U1.
+    expect(rows[0]!.outcome).toMatchObject({
+      outcome: 'cancelled',
+      reason: 'admin',
+      userCompactionIds: ['U1'],
+    });
+    expect(attemptFields(tally(rows))).toEqual({ failedAttempts: 0 });
+  });
+
+  it('status - a job an admin cancelled by its ecid is no failed attempt; a real failure still is', () => {
+    const meta = tablet(['a', 'b']);
+    userJob(meta, 'E1', 1_000);
+    const rows = cancel(meta, 'E1', 'failed', 'boom');
+    userJob(meta, 'E2', 2_000);
+    // `admin compactions cancel E2`: the request stays, the job is planned again.
+    rows.push(...cancel(meta, 'E2', 'admin'));
+    expect(meta.userCompactions.has('U1')).toBe(true);
+    expect(attemptFields(tally(rows))).toEqual({ failedAttempts: 1, lastError: 'boom' });
+    userJob(meta, 'E3', 3_000);
+    rows.push(...commit(meta, 'E3', 9_000));
+    const t = tally(rows);
+    expect(attemptFields(t)).toEqual({ failedAttempts: 1, lastError: 'boom' });
+    expect(committedFields(t!.committed!, 'U1')).toMatchObject({ state: 'done', ecid: 'E3' });
+  });
 });
