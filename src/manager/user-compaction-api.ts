@@ -4,6 +4,11 @@
  * tablets' rows, its record (`~ucomp:<id>`) and the outcome rows of the jobs that name it. Works for as
  * long as those are kept (`EXC_OUTCOME_RETENTION_MS`), so a compaction can be followed (`--wait`) by its
  * id long after it was requested, by another admin, after any restart.
+ *
+ * A job that ran split into sub-jobs is done as a whole: its split's id and every sub-job's ecid, its
+ * output, and its run time from the first sub-job's reservation to the last commit — wall-clock, not the
+ * sum of the sub-jobs' times (they overlap; a redone sub-job's wait counts). An admin's cancel of an
+ * attempt is not counted as a failed attempt (user-compaction-status.ts).
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';

@@ -51,12 +51,28 @@ export function attemptFields(
   };
 }
 
-/** A tablet on which user compaction `id` is done: the job that committed it (`c`). */
+/**
+ * A tablet on which user compaction `id` is done: the job that committed it (`c`). For a split job, `c`
+ * is the commit of its last sub-job, whose own figures are only its share: the job is the whole split it
+ * carries (`split.whole`), from the split's first reservation to this commit.
+ */
 export function committedFields(
   c: Outcome & { ecid: string },
   id: string,
 ): Omit<TabletCompactionStatus, 'tablet' | 'failedAttempts' | 'lastError'> {
   const others = (c.userCompactionIds ?? []).filter((other) => other !== id);
+  const coalesced = others.length > 0 ? { coalescedWith: others } : {};
+  const whole = c.split?.whole;
+  if (c.split && whole) {
+    return {
+      state: 'done',
+      split: { id: c.split.id, ecids: whole.ecids },
+      endedAt: c.at,
+      ranMs: c.at - whole.createdAt,
+      outputBytes: whole.outputBytes,
+      ...coalesced,
+    };
+  }
   return {
     state: 'done',
     ecid: c.ecid,
@@ -64,6 +80,6 @@ export function committedFields(
     endedAt: c.at,
     ranMs: c.at - c.reservedAt,
     ...(c.outputBytes === undefined ? {} : { outputBytes: c.outputBytes }),
-    ...(others.length > 0 ? { coalescedWith: others } : {}),
+    ...coalesced,
   };
 }

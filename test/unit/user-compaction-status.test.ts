@@ -1,13 +1,16 @@
 /**
  * A user compaction's status on a tablet, as told from the outcome rows of its jobs
  * (src/manager/user-compaction-status.ts), with the rows written by the tablet server's own rules
- * (src/tserver/rules.ts): failed attempts and their last error, and the job that committed it.
+ * (src/tserver/rules.ts, split-rules.ts): failed attempts and their last error, and the job that committed
+ * it, whole when it ran split into sub-jobs.
  * `admin compactions status` against real processes: test/cli/follow.test.ts, test/cluster/cancel.test.ts.
  */
 import { describe, expect, it } from 'vitest';
 import { DONE_PREFIX, parseOutcome } from '../../src/meta/outcomes.js';
 import { tableConfigSchema } from '../../src/meta/table-config.js';
 import { parseTablet, type Reservation, type TabletMeta } from '../../src/meta/tablet.js';
+import { planTablet } from '../../src/queue/tablet-plan.js';
+import { decideReserve } from '../../src/tserver/reserve-rules.js';
 import type { RuleChange } from '../../src/tserver/rule-change.js';
 import { decideCancel, decideCommit, type CancelReason } from '../../src/tserver/rules.js';
 import {
@@ -67,9 +70,9 @@ function cancel(meta: TabletMeta, ecid: string, reason: CancelReason, error?: st
   return outcomesIn(d.change);
 }
 
-function commit(meta: TabletMeta, ecid: string, now: number) {
+function commit(meta: TabletMeta, ecid: string, now: number, size = 700) {
   const r = meta.reservations.get(ecid)!;
-  const req = { tablet: ROW, ecid, compactor: r.compactor, output: { size: 700, entries: 7 } };
+  const req = { tablet: ROW, ecid, compactor: r.compactor, output: { size, entries: size / 100 } };
   const change = decideCommit(meta, r, req, { now, server: 'ts:1' });
   change.apply(meta);
   return outcomesIn(change);
@@ -131,5 +134,52 @@ describe('user compaction status', () => {
     const t = tally(rows);
     expect(attemptFields(t)).toEqual({ failedAttempts: 1, lastError: 'boom' });
     expect(committedFields(t!.committed!, 'U1')).toMatchObject({ state: 'done', ecid: 'E3' });
+  });
+
+  it('status - a job split into sub-jobs is shown whole: its split and every sub-job, from first reservation to last commit', () => {
+    const MB = 1024 * 1024;
+    // Jobs over 1 MB split into up to 4 sub-jobs.
+    const config = tableConfigSchema.parse({ splitAbove: MB, maxSplits: 4, queues: [{ queue: 'q' }] });
+    const meta = parseTablet(ROW, new Map([['prev', 'null']]));
+    for (const f of ['a', 'b', 'c']) meta.files.set(f, { size: MB, entries: 10 });
+    meta.userCompactions.set('U1', { requestedAt: 1, filters: [] });
+    const reserve = (ecid: string, now: number) => {
+      const req = { tablet: ROW, queueId: 'q001', compactor: `${COMPACTOR}${ecid}` };
+      const ctx = {
+        jobs: planTablet(meta, config),
+        config,
+        queueIdOf: (name: string) => (name === 'q' ? 'q001' : undefined),
+        ecid,
+        output: `tables/0001/C${ecid}.rf`,
+        now,
+      };
+      let d = decideReserve(meta, req, ctx);
+      if (d.kind === 'split')
+        d = decideReserve(meta, req, { ...ctx, splitBounds: { files: d.job.files, bounds: ['6d', '74'] } });
+      if (d.kind !== 'reserve') throw new Error(`expected a reservation, got ${d.kind}`);
+      d.change.apply(meta);
+      return d.reservation;
+    };
+    expect(reserve('E1', 1_000).split).toMatchObject({ id: 'E1', index: 0, of: 3 });
+    expect(reserve('E2', 1_100).split).toMatchObject({ index: 1 });
+    expect(reserve('E3', 1_200).split).toMatchObject({ index: 2 });
+    const rows = commit(meta, 'E1', 4_000, 300);
+    // Sub-job 1's compactor dies; another runs it again.
+    rows.push(...cancel(meta, 'E2', 'compactor-gone'));
+    expect(reserve('E4', 5_000).split).toMatchObject({ index: 1 });
+    rows.push(...commit(meta, 'E3', 6_000, 200));
+    rows.push(...commit(meta, 'E4', 9_000, 400));
+    expect(meta.userCompactions.has('U1')).toBe(false);
+    const t = tally(rows)!;
+    expect(attemptFields(t)).toEqual({ failedAttempts: 1, lastError: 'compactor-gone' });
+    // Not the last sub-job's ecid, run time and output: the split's id and its sub-jobs' reservations,
+    // from its first reservation (E1's) to the last commit, and every output.
+    expect(committedFields(t.committed!, 'U1')).toEqual({
+      state: 'done',
+      split: { id: 'E1', ecids: ['E1', 'E4', 'E3'] },
+      endedAt: 9_000,
+      ranMs: 8_000,
+      outputBytes: 900,
+    });
   });
 });
