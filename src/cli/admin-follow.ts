@@ -62,8 +62,12 @@ function printStatus(s: UserCompactionStatus): void {
     ['TABLET', 'STATE', 'ECID', 'PROGRESS', 'RAN', 'OUTPUT', 'FAILED', 'NOTE'],
     s.tablets.map((t) => [
       t.tablet,
-      t.state === 'done' && !t.ecid ? 'done (no files)' : t.state,
-      t.ecid,
+      t.state === 'done' && !t.ecid && !t.split ? 'done (no files)' : t.state,
+      // A split job is no one reservation: its split's id (`--json` lists its sub-jobs' ecids).
+      t.ecid ??
+        (t.split
+          ? `split ${t.split.id}${t.split.ecids.length > 0 ? ` (${t.split.ecids.length} sub-jobs)` : ''}`
+          : undefined),
       t.state === 'running' ? `${bytes(t.bytesRead ?? 0)}/${bytes(t.inputBytes ?? 0)}` : null,
       t.ranMs === undefined ? null : age(t.ranMs),
       t.outputBytes === undefined ? null : bytes(t.outputBytes),

@@ -4,10 +4,15 @@
  * tablets' rows, its record (`~ucomp:<id>`) and the outcome rows of the jobs that name it. Works for as
  * long as those are kept (`EXC_OUTCOME_RETENTION_MS`), so a compaction can be followed (`--wait`) by its
  * id long after it was requested, by another admin, after any restart.
+ *
+ * A job that ran split into sub-jobs is done as a whole: its split's id and every sub-job's ecid, its
+ * output, and its run time from the first sub-job's reservation to the last commit — wall-clock, not the
+ * sum of the sub-jobs' times (they overlap; a redone sub-job's wait counts). An admin's cancel of an
+ * attempt is not counted as a failed attempt (user-compaction-status.ts).
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
-import { DONE_PREFIX, parseOutcome, type Outcome } from '../meta/outcomes.js';
+import { DONE_PREFIX, parseOutcome } from '../meta/outcomes.js';
 import { scanAll, type MetaReader } from '../meta/backend.js';
 import { parseTablet, type TabletMeta } from '../meta/tablet.js';
 import {
@@ -24,6 +29,12 @@ import type { RpcServer } from '../rpc/server.js';
 import { parseInput } from '../validate.js';
 import { allTablets } from './admin-views.js';
 import type { ViewSources } from './admin-views.js';
+import {
+  attemptFields,
+  committedFields,
+  tallyOutcome,
+  type TabletOutcomes,
+} from './user-compaction-status.js';
 
 const params = z.object({ id: z.string().regex(/^[0-9A-Z]{26}$/, 'expected a user compaction id') });
 
@@ -70,26 +81,13 @@ export async function userCompactionStatus(p: ViewSources, id: string): Promise<
   };
 }
 
-interface TabletOutcomes {
-  committed?: Outcome & { ecid: string };
-  failed: number;
-  lastError?: string;
-}
-
 /** The outcomes of the jobs that name `id`, by tablet (scanned from the request's time: ecids are later). */
 async function outcomesOf(store: MetaReader, id: string): Promise<Map<string, TabletOutcomes>> {
   const byTablet = new Map<string, TabletOutcomes>();
   const start = `${DONE_PREFIX}${id.slice(0, 10)}`;
   for await (const cell of scanAll(store, { prefix: DONE_PREFIX, start })) {
     const o = parseOutcome(cell.value);
-    if (!o?.userCompactionIds?.includes(id)) continue;
-    const entry = byTablet.get(o.tablet) ?? { failed: 0 };
-    if (o.outcome === 'committed') entry.committed = { ...o, ecid: cell.row.slice(DONE_PREFIX.length) };
-    else {
-      entry.failed++;
-      entry.lastError = o.error ?? o.reason;
-    }
-    byTablet.set(o.tablet, entry);
+    if (o) tallyOutcome(byTablet, id, cell.row.slice(DONE_PREFIX.length), o);
   }
   return byTablet;
 }
@@ -101,11 +99,7 @@ async function tabletStatus(
   outcomes: TabletOutcomes | undefined,
   cancelled: boolean,
 ): Promise<TabletCompactionStatus> {
-  const base = {
-    tablet: row,
-    failedAttempts: outcomes?.failed ?? 0,
-    ...(outcomes?.lastError === undefined ? {} : { lastError: outcomes.lastError }),
-  };
+  const base = { tablet: row, ...attemptFields(outcomes) };
   const cols = await store.row(row);
   const t: TabletMeta | undefined = cols.size === 0 ? undefined : parseTablet(row, cols);
   if (t?.userCompactions.has(id)) {
@@ -126,19 +120,7 @@ async function tabletStatus(
     return { ...base, state: t.selection?.ids.includes(id) ? 'selected' : 'pending' };
   }
   const c = outcomes?.committed;
-  if (c) {
-    const others = (c.userCompactionIds ?? []).filter((other) => other !== id);
-    return {
-      ...base,
-      state: 'done',
-      ecid: c.ecid,
-      compactor: c.compactor,
-      endedAt: c.at,
-      ranMs: c.at - c.reservedAt,
-      ...(c.outputBytes === undefined ? {} : { outputBytes: c.outputBytes }),
-      ...(others.length > 0 ? { coalescedWith: others } : {}),
-    };
-  }
+  if (c) return { ...base, ...committedFields(c, id) };
   // A job that committed after its request was cancelled (they raced) is done, not cancelled.
   if (cancelled) return { ...base, state: 'cancelled' };
   return { ...base, state: t ? 'done' : 'gone' };

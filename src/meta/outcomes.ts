@@ -35,6 +35,29 @@ export const outcomeSchema = z.object({
   outputBytes: z.number().int().nonnegative().optional(),
   /** For a user job: the user compactions (`admin table compact` ids) it satisfies. */
   userCompactionIds: z.array(z.string()).optional(),
+  /**
+   * For a sub-job of a split job (DESIGN.md, "Split jobs"): its split's id, its index and how many there
+   * are. The figures above are the sub-job's own (its share); the commit that completes the split (its
+   * last sub-job's, which installs every output) also carries the whole job's in `whole`.
+   */
+  split: z
+    .object({
+      id: z.string(),
+      index: z.number().int().nonnegative(),
+      of: z.number().int().positive(),
+      whole: z
+        .object({
+          /** When the split was made: its first sub-job's reservation. */
+          createdAt: z.number(),
+          /** The reservations that committed its sub-jobs, in row order. */
+          ecids: z.array(z.string()),
+          /** Bytes and entries of all its sub-jobs' outputs. */
+          outputBytes: z.number().int().nonnegative(),
+          entries: z.number().int().nonnegative(),
+        })
+        .optional(),
+    })
+    .optional(),
   reservedAt: z.number(),
   /** When the tablet server decided (just before its mutation was applied). */
   at: z.number(),
@@ -42,6 +65,8 @@ export const outcomeSchema = z.object({
   server: z.string(),
 });
 export type Outcome = z.infer<typeof outcomeSchema>;
+/** The whole of a split job, as the outcome of the commit that completed it carries it. */
+export type WholeSplit = NonNullable<NonNullable<Outcome['split']>['whole']>;
 
 /** The condition that no outcome was recorded for `ecid` yet. */
 export function notEnded(ecid: string): Condition {

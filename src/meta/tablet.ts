@@ -179,6 +179,8 @@ export const splitPartSchema = z.object({
   output: z.string().min(1).nullable(),
   size: z.number().int().nonnegative(),
   entries: z.number().int().nonnegative(),
+  /** The reservation that committed it (absent in a part recorded before it was kept). */
+  ecid: z.string().optional(),
 });
 export type SplitPart = z.infer<typeof splitPartSchema>;
 

@@ -79,19 +79,35 @@ export const ENDED_STATES: ReadonlySet<TabletCompactionState> = new Set(['done',
 export interface TabletCompactionStatus {
   tablet: string;
   state: TabletCompactionState;
-  /** The job: running, or the one that committed. */
+  /** The job: running, or the one that committed (not for a split job: see `split`). */
   ecid?: string;
   compactor?: string;
+  /**
+   * For a done job that ran split into sub-jobs (the table's `splitAbove`): the split's id and the
+   * reservations that committed its sub-jobs, in row order. No one reservation is the job, so `ecid` and
+   * `compactor` are absent; `ranMs` and `outputBytes` are the whole job's.
+   */
+  split?: { id: string; ecids: string[] };
   /** For a running job: bytes read so far and the total of its inputs. */
   bytesRead?: number;
   inputBytes?: number;
-  /** For a committed job: when it ended, how long it ran, its output. */
+  /**
+   * For a committed job: when it ended, how long it ran, its output. A split job ran from its first
+   * sub-job's reservation to its last sub-job's commit (wall-clock, not the sum of the sub-jobs' times:
+   * they overlap, and it includes time a sub-job waited for a compactor or ran again), and its output is
+   * all its sub-jobs' outputs together.
+   */
   endedAt?: number;
   ranMs?: number;
   outputBytes?: number;
   /** Other requests the same rewrite satisfied (coalesced). */
   coalescedWith?: string[];
-  /** Failed or cancelled attempts of its job so far, and the last one's reason or error. */
+  /**
+   * Attempts of its job so far that ended without a commit (failed, stalled, its compactor gone or let
+   * it go, its queue deleted), and the last one's error or reason. An attempt an admin cancelled is not
+   * counted: a tablet where the compaction was cancelled reads `cancelled`, and a job cancelled by its
+   * ecid runs again (`admin compactions history` still lists those cancels).
+   */
   failedAttempts: number;
   lastError?: string;
 }

@@ -32,7 +32,7 @@
  */
 import { ExcError } from '../errors.js';
 import { delRow } from '../meta/keys.js';
-import { notEnded, outcomeCell, type Outcome } from '../meta/outcomes.js';
+import { notEnded, outcomeCell, type Outcome, type WholeSplit } from '../meta/outcomes.js';
 import { abandonedUserJobs, satisfiedBy, selectionAfterCommit } from '../queue/selection.js';
 import {
   COL_SELECTED,
@@ -58,6 +58,7 @@ import {
   splitOutputs,
   splitPresent,
   subJobCommitHappened,
+  wholeSplit,
 } from './split-rules.js';
 
 export type { RuleChange } from './rule-change.js';
@@ -95,7 +96,8 @@ export function isAbandoned(meta: TabletMeta, ecid: string): boolean {
 /**
  * The outcome row of reservation `r` of `meta`, ending now on `server`. It names the user compactions the
  * job ran for, except on the commit of a sub-job that does not complete its split: only the commit that
- * installs the rewrite satisfies them (the status of a user compaction reads it so).
+ * installs the rewrite satisfies them (the status of a user compaction reads it so). A sub-job's outcome
+ * names its split, and the commit that completes the split describes the whole job (`whole`).
  */
 function ended(
   meta: TabletMeta,
@@ -104,6 +106,7 @@ function ended(
   how: Pick<Outcome, 'outcome' | 'at'> &
     Partial<Pick<Outcome, 'reason' | 'error' | 'entries' | 'inputBytes' | 'outputBytes'>>,
   namesRequests = true,
+  whole?: WholeSplit,
 ): Outcome {
   // A commit names the requests it satisfies: those still there (one cancelled meanwhile is not).
   const satisfied =
@@ -113,6 +116,9 @@ function ended(
   return {
     ...how,
     ...(satisfied.length > 0 ? { userCompactionIds: satisfied } : {}),
+    ...(r.split
+      ? { split: { id: r.split.id, index: r.split.index, of: r.split.of, ...(whole ? { whole } : {}) } }
+      : {}),
     tablet: meta.row,
     queueId: r.queueId,
     compactor: r.compactor,
@@ -142,7 +148,7 @@ export function decideCommit(
   const requests = r.kind === 'user' ? satisfiedBy(r).filter((id) => meta.userCompactions.has(id)) : [];
   const requestsPresent = requests.map((id) => ({ op: 'present' as const, row, col: compactCol(id) }));
   const inputBytes = r.inputs.reduce((sum, f) => sum + (meta.files.get(f)?.size ?? 0), 0);
-  const committed = (share: number, completes: boolean) =>
+  const committed = (share: number, completes: boolean, whole?: WholeSplit) =>
     outcomeCell(
       req.ecid,
       ended(
@@ -157,6 +163,7 @@ export function decideCommit(
           at: ctx.now,
         },
         completes,
+        whole,
       ),
     );
   const endReservation = [
@@ -166,8 +173,12 @@ export function decideCommit(
   if (r.split) {
     // A sub-job: its output waits in the split until the last one commits them all (split-rules.ts).
     const { id, split, index } = splitOf(meta, r);
-    const after = splitAfterCommit(split, index, r.output, output);
-    const outcome = committed(split.done.length, after.complete);
+    const after = splitAfterCommit(split, index, req.ecid, r.output, output);
+    const outcome = committed(
+      split.done.length,
+      after.complete,
+      after.complete ? wholeSplit(after.split) : undefined,
+    );
     if (!after.complete) {
       return {
         conditions: [...conditions, splitPresent(row, id)],

@@ -24,6 +24,7 @@
  *    changes nothing.
  */
 import { ExcError } from '../errors.js';
+import type { WholeSplit } from '../meta/outcomes.js';
 import type { TableConfig } from '../meta/table-config.js';
 import {
   failureKey,
@@ -133,19 +134,38 @@ export function splitOf(meta: TabletMeta, r: Reservation): { id: string; split: 
   return { id: ref.id, split, index: ref.index };
 }
 
-/** The split after sub-job `index` committed `output` (rule 3), and whether that was its last. */
+/**
+ * The split after sub-job `index` committed `output` under reservation `ecid` (rule 3), and whether that
+ * was its last.
+ */
 export function splitAfterCommit(
   split: SplitJob,
   index: number,
+  ecid: string,
   name: string,
   output: { size: number; entries: number } | null,
 ): { split: SplitJob; complete: boolean } {
   const done = split.done.map((d, i) =>
     i === index
-      ? { output: output ? name : null, size: output?.size ?? 0, entries: output?.entries ?? 0 }
+      ? { output: output ? name : null, size: output?.size ?? 0, entries: output?.entries ?? 0, ecid }
       : d,
   );
   return { split: { ...split, done }, complete: done.every((d) => d !== null) };
+}
+
+/**
+ * The whole job, for the outcome of the commit that completes split `split` (its own figures are only its
+ * share): when the split was made (its first sub-job reserved), the reservations that committed its
+ * sub-jobs in row order, and their outputs' bytes and entries together.
+ */
+export function wholeSplit(split: SplitJob): WholeSplit {
+  const parts = split.done.flatMap((d) => (d ? [d] : []));
+  return {
+    createdAt: split.createdAt,
+    ecids: parts.flatMap((d) => (d.ecid === undefined ? [] : [d.ecid])),
+    outputBytes: parts.reduce((n, d) => n + d.size, 0),
+    entries: parts.reduce((n, d) => n + d.entries, 0),
+  };
 }
 
 /** The files a complete split installs: every sub-job's output that holds anything, tagged with the split. */

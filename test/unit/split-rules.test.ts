@@ -127,10 +127,11 @@ describe('split rules', () => {
     expect(meta.splits.get(id)!.done).toEqual([
       null,
       null,
-      { output: s2.reservation.output, size: 900, entries: 9 },
+      { output: s2.reservation.output, size: 900, entries: 9, ecid: s2.ecid },
     ]);
     expect(commitHappened(meta, c2.r, s2.ecid, { size: 900, entries: 9 })).toBe(true);
     commit(meta, s0.ecid, null); // nothing survived in its rows: no file
+    const createdAt = meta.splits.get(id)!.createdAt;
     expect([...meta.files.keys()].sort()).toEqual(['a', 'b', 'c']);
     const last = commit(meta, s1.ecid, { size: 800, entries: 8 });
     expect([...meta.files.keys()].sort()).toEqual([s1.reservation.output, s2.reservation.output].sort());
@@ -155,9 +156,24 @@ describe('split rules', () => {
         .map((p) => p.row)
         .sort(),
     ).toEqual(['~del:a', '~del:b', '~del:c']);
-    // Each sub-job's reservation ended with its own outcome.
+    // Each sub-job's reservation ended with its own outcome, naming its split.
+    const own = parseOutcome(c2.change.puts.find((p) => p.row === `${DONE_PREFIX}${s2.ecid}`)!.value)!;
+    expect(own).toMatchObject({ outcome: 'committed', outputBytes: 900, split: { id, index: 2, of: 3 } });
+    expect(own.split!.whole).toBeUndefined();
+    // The last one's figures are its own; it also describes the whole job, which only it can: from the
+    // split's first reservation, every sub-job's reservation (in row order) and output.
     const outcome = last.change.puts.find((p) => p.row === `${DONE_PREFIX}${s1.ecid}`)!;
-    expect(parseOutcome(outcome.value)).toMatchObject({ outcome: 'committed', entries: 8, outputBytes: 800 });
+    expect(parseOutcome(outcome.value)).toMatchObject({
+      outcome: 'committed',
+      entries: 8,
+      outputBytes: 800,
+      split: {
+        id,
+        index: 1,
+        of: 3,
+        whole: { createdAt, ecids: [s0.ecid, s1.ecid, s2.ecid], outputBytes: 1700, entries: 17 },
+      },
+    });
   });
 
   it('split - a sub-job that ends without a commit is planned again; failures count against the split', () => {

@@ -1,0 +1,85 @@
+/**
+ * What a user compaction's status on a tablet says about the jobs that ran for it, told from their
+ * outcome rows (`~done:<ecid>`, those naming the compaction): how many attempts failed and why, and the
+ * job that committed it. Pure, so that the rules are tested alone; user-compaction-api.ts reads the rows
+ * and the tablets.
+ */
+import type { Outcome } from '../meta/outcomes.js';
+import type { TabletCompactionStatus } from '../meta/user-compactions.js';
+
+/** The outcomes of the jobs that named a user compaction, on one tablet. */
+export interface TabletOutcomes {
+  committed?: Outcome & { ecid: string };
+  failed: number;
+  lastError?: string;
+}
+
+/**
+ * Adds outcome row `ecid` to `byTablet` (keyed by tablet row) when it names user compaction `id`. Rows
+ * must come in ecid order (the order of a scan), so that the last error is the last attempt's.
+ *
+ * An attempt an admin cancelled (reason `admin`: the user compaction cancelled while its job ran, or the
+ * job cancelled by its ecid) is no failed attempt and has no error to show: the compaction did not fail,
+ * someone stopped it. Its outcome row still names the request, as the truth of what happened for
+ * `admin compactions history` and for a repeated cancel (cancel-api.ts); only the status skips it here.
+ * A cancelled request reads `cancelled` from its record (`~ucomp:<id>`), not from this row.
+ */
+export function tallyOutcome(
+  byTablet: Map<string, TabletOutcomes>,
+  id: string,
+  ecid: string,
+  o: Outcome,
+): void {
+  if (!o.userCompactionIds?.includes(id)) return;
+  if (o.outcome === 'cancelled' && o.reason === 'admin') return;
+  const entry = byTablet.get(o.tablet) ?? { failed: 0 };
+  if (o.outcome === 'committed') entry.committed = { ...o, ecid };
+  else {
+    entry.failed++;
+    entry.lastError = o.error ?? o.reason;
+  }
+  byTablet.set(o.tablet, entry);
+}
+
+/** The fields every state of a tablet's status carries: its failed attempts and the last one's error. */
+export function attemptFields(
+  outcomes: TabletOutcomes | undefined,
+): Pick<TabletCompactionStatus, 'failedAttempts' | 'lastError'> {
+  return {
+    failedAttempts: outcomes?.failed ?? 0,
+    ...(outcomes?.lastError === undefined ? {} : { lastError: outcomes.lastError }),
+  };
+}
+
+/**
+ * A tablet on which user compaction `id` is done: the job that committed it (`c`). For a split job, `c`
+ * is the commit of its last sub-job, whose own figures are only its share: the job is the whole split it
+ * carries (`split.whole`), from the split's first reservation to this commit.
+ */
+export function committedFields(
+  c: Outcome & { ecid: string },
+  id: string,
+): Omit<TabletCompactionStatus, 'tablet' | 'failedAttempts' | 'lastError'> {
+  const others = (c.userCompactionIds ?? []).filter((other) => other !== id);
+  const coalesced = others.length > 0 ? { coalescedWith: others } : {};
+  const whole = c.split?.whole;
+  if (c.split && whole) {
+    return {
+      state: 'done',
+      split: { id: c.split.id, ecids: whole.ecids },
+      endedAt: c.at,
+      ranMs: c.at - whole.createdAt,
+      outputBytes: whole.outputBytes,
+      ...coalesced,
+    };
+  }
+  return {
+    state: 'done',
+    ecid: c.ecid,
+    compactor: c.compactor,
+    endedAt: c.at,
+    ranMs: c.at - c.reservedAt,
+    ...(c.outputBytes === undefined ? {} : { outputBytes: c.outputBytes }),
+    ...coalesced,
+  };
+}
