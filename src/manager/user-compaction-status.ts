@@ -4,7 +4,7 @@
  * job that committed it. Pure, so that the rules are tested alone; user-compaction-api.ts reads the rows
  * and the tablets.
  */
-import type { Outcome } from '../meta/outcomes.js';
+import { FAILURE_REASONS, type Outcome } from '../meta/outcomes.js';
 import type { TabletCompactionStatus } from '../meta/user-compactions.js';
 
 /** The outcomes of the jobs that named a user compaction, on one tablet. */
@@ -18,9 +18,11 @@ export interface TabletOutcomes {
  * Adds outcome row `ecid` to `byTablet` (keyed by tablet row) when it names user compaction `id`. Rows
  * must come in ecid order (the order of a scan), so that the last error is the last attempt's.
  *
- * An attempt an admin cancelled (reason `admin`: the user compaction cancelled while its job ran, or the
- * job cancelled by its ecid) is no failed attempt and has no error to show: the compaction did not fail,
- * someone stopped it. Its outcome row still names the request, as the truth of what happened for
+ * Only the attempts whose end counts towards parking the job are failed attempts (FAILURE_REASONS:
+ * failed, stalled, its compactor gone). One an admin cancelled (reason `admin`: the user compaction
+ * cancelled while its job ran, or the job cancelled by its ecid), one its compactor let go on shutting
+ * down (`released`) or one whose queue was deleted is none and has no error to show: the compaction did
+ * not fail, something stopped it. Its outcome row still names the request, as the truth of what happened for
  * `admin compactions history` and for a repeated cancel (cancel-api.ts); only the status skips it here.
  * A cancelled request reads `cancelled` from its record (`~ucomp:<id>`), not from this row.
  */
@@ -31,7 +33,7 @@ export function tallyOutcome(
   o: Outcome,
 ): void {
   if (!o.userCompactionIds?.includes(id)) return;
-  if (o.outcome === 'cancelled' && o.reason === 'admin') return;
+  if (o.outcome === 'cancelled' && o.reason !== undefined && !FAILURE_REASONS.has(o.reason)) return;
   const entry = byTablet.get(o.tablet) ?? { failed: 0 };
   if (o.outcome === 'committed') entry.committed = { ...o, ecid };
   else {

@@ -18,6 +18,13 @@ export const COL_OUTCOME = 'outcome';
 
 export const doneRow = (ecid: string): string => `${DONE_PREFIX}${ecid}`;
 
+/**
+ * The reasons of a cancel that count as a failed attempt: the attempt's own end, not someone stopping it
+ * (released, admin, queue-deleted). They count towards parking a job (tserver/rules.ts), in a user
+ * compaction's status and in the monitor's failures per minute.
+ */
+export const FAILURE_REASONS: ReadonlySet<string> = new Set(['failed', 'stalled', 'compactor-gone']);
+
 export const outcomeSchema = z.object({
   outcome: z.enum(['committed', 'cancelled']),
   /** Why a cancelled reservation ended (compactor-gone, failed, stalled, released, admin, queue-deleted). */

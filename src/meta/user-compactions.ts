@@ -103,10 +103,11 @@ export interface TabletCompactionStatus {
   /** Other requests the same rewrite satisfied (coalesced). */
   coalescedWith?: string[];
   /**
-   * Attempts of its job so far that ended without a commit (failed, stalled, its compactor gone or let
-   * it go, its queue deleted), and the last one's error or reason. An attempt an admin cancelled is not
-   * counted: a tablet where the compaction was cancelled reads `cancelled`, and a job cancelled by its
-   * ecid runs again (`admin compactions history` still lists those cancels).
+   * Attempts of its job so far that failed (an error, stalled, its compactor gone: what counts towards
+   * parking it), and the last one's error or reason. An attempt an admin cancelled, one its compactor let
+   * go on shutting down and one whose queue was deleted are not counted: a tablet where the compaction
+   * was cancelled reads `cancelled`, and a job cancelled by its ecid runs again (`admin compactions
+   * history` still lists every attempt).
    */
   failedAttempts: number;
   lastError?: string;

@@ -4,7 +4,7 @@
  * compactor's own `/v1/status` for the live progress of its jobs (the metadata store's copy is persisted
  * only every few seconds). One {@link Snapshot} per poll; throughput comes from two successive ones.
  */
-import type { HistoryAnswer } from '../meta/outcomes.js';
+import { FAILURE_REASONS, type HistoryAnswer } from '../meta/outcomes.js';
 import {
   shortCompactorName,
   type CompactorView,
@@ -96,8 +96,6 @@ export interface Snapshot {
 
 /** Tablets listed at most (a big cluster has many; the page is for a glance). */
 const MAX_TABLETS = 200;
-/** Outcomes counted as failures in "failed per minute": the ones that count towards parking a job. */
-const FAILURE_REASONS = new Set(['failed', 'compactor-gone', 'stalled']);
 
 interface QueueAnswer {
   id: string;

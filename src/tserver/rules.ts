@@ -32,7 +32,7 @@
  */
 import { ExcError } from '../errors.js';
 import { delRow } from '../meta/keys.js';
-import { notEnded, outcomeCell, type Outcome, type WholeSplit } from '../meta/outcomes.js';
+import { FAILURE_REASONS, notEnded, outcomeCell, type Outcome, type WholeSplit } from '../meta/outcomes.js';
 import { abandonedUserJobs, satisfiedBy, selectionAfterCommit } from '../queue/selection.js';
 import {
   COL_SELECTED,
@@ -65,7 +65,6 @@ export type { RuleChange } from './rule-change.js';
 
 /** Why a reservation ended without a commit. Only some count as failed attempts. */
 export type CancelReason = 'compactor-gone' | 'failed' | 'stalled' | 'released' | 'admin' | 'queue-deleted';
-const COUNTS_AS_FAILURE: ReadonlySet<CancelReason> = new Set(['compactor-gone', 'failed', 'stalled']);
 
 /**
  * The reservation `ecid` of a tablet, which only the compactor holding it may commit, fail, release or
@@ -319,7 +318,7 @@ export function decideCancel(
   // is never parked for it. A job that kills its compactors before any progress still is.
   const progressed =
     reason === 'compactor-gone' && r.checkpoint !== undefined && r.checkpoint.bytes > (r.resumedBytes ?? 0);
-  if (COUNTS_AS_FAILURE.has(reason) && !abandoned && !progressed) {
+  if (FAILURE_REASONS.has(reason) && !abandoned && !progressed) {
     failure = {
       inputs: r.inputs,
       // Sub-jobs of a split run at once: those reserved at the same attempt count once, however many

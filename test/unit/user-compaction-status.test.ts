@@ -136,6 +136,19 @@ describe('user compaction status', () => {
     expect(committedFields(t!.committed!, 'U1')).toMatchObject({ state: 'done', ecid: 'E3' });
   });
 
+  it('status - only what counts towards parking is a failed attempt: not a release on shutdown', () => {
+    const meta = tablet(['a', 'b']);
+    userJob(meta, 'E1', 1_000);
+    const rows = cancel(meta, 'E1', 'released');
+    userJob(meta, 'E2', 2_000);
+    rows.push(...cancel(meta, 'E2', 'stalled'));
+    userJob(meta, 'E3', 3_000);
+    rows.push(...cancel(meta, 'E3', 'compactor-gone'));
+    // The tablet's failure record (what parks the job) and the status agree: two failed attempts.
+    expect([...meta.failures.values()].map((f) => f.attempts)).toEqual([2]);
+    expect(attemptFields(tally(rows))).toEqual({ failedAttempts: 2, lastError: 'compactor-gone' });
+  });
+
   it('status - a job split into sub-jobs is shown whole: its split and every sub-job, from first reservation to last commit', () => {
     const MB = 1024 * 1024;
     // Jobs over 1 MB split into up to 4 sub-jobs.
