@@ -34,6 +34,7 @@ import {
   compactCol,
   failedCol,
   failureKey,
+  resumeCol,
   splitCol,
   type Reservation,
   type Selection,
@@ -64,9 +65,11 @@ export function userStep(meta: TabletMeta, now: number): UserStep | undefined {
     if (ids.length === 0) dropped = selection;
     selection = ids.length === 0 ? undefined : { ...selection, ids };
   }
-  // Its job's failure record goes with a dropped selection, so a parked user job frees its files.
+  // Its job's failure record goes with a dropped selection, so a parked user job frees its files, and so
+  // does its kept checkpoint (resume-rules.ts): no later request may go on from a cancelled rewrite.
   const failure = dropped && failureKey(dropped.files);
   const moot = new Set(failure !== undefined && meta.failures.has(failure) ? [failure] : []);
+  const keptUser = failure !== undefined && meta.resumes.get(failure)?.kind === 'user' ? [failure] : [];
   // Abandoned user splits none of whose sub-jobs runs any more go, with their failure records.
   const drops = droppedSplits(meta);
   for (const [, s] of drops) if (meta.failures.has(failureKey(s.inputs))) moot.add(failureKey(s.inputs));
@@ -106,7 +109,12 @@ export function userStep(meta: TabletMeta, now: number): UserStep | undefined {
     }
     break;
   }
-  if (finished.length === 0 && drops.length === 0 && isDeepStrictEqual(selection, meta.selection)) {
+  if (
+    finished.length === 0 &&
+    drops.length === 0 &&
+    keptUser.length === 0 &&
+    isDeepStrictEqual(selection, meta.selection)
+  ) {
     return undefined;
   }
   const { row } = meta;
@@ -121,11 +129,13 @@ export function userStep(meta: TabletMeta, now: number): UserStep | undefined {
       ...finished.map((id) => ({ row, col: compactCol(id) })),
       ...[...moot].map((k) => ({ row, col: failedCol(k) })),
       ...drops.map(([id]) => ({ row, col: splitCol(id) })),
+      ...keptUser.map((k) => ({ row, col: resumeCol(k) })),
     ],
     apply: (m) => {
       for (const id of finished) m.userCompactions.delete(id);
       for (const k of moot) m.failures.delete(k);
       for (const [id] of drops) m.splits.delete(id);
+      for (const k of keptUser) m.resumes.delete(k);
       if (result) m.selection = result;
       else delete m.selection;
     },

@@ -13,13 +13,16 @@
  * 3. Resume. A kept system job comes first for its queue while its inputs are all still the tablet's, none
  *    reserved or selected for a user compaction, and `allFiles` still says the same (the planner would
  *    rather take them with the files ingested since; starting over would throw the checkpoint away). Any
- *    job whose planned inputs are exactly a kept record's, of the same kind and `allFiles`, is resumed too.
+ *    job whose planned inputs are exactly a kept record's, of the same kind and `allFiles`, is resumed too
+ *    (a user job only with the same filters: the checkpoint's bytes were written through them).
  *    The reservation runs with the kept settings and codec and the checkpoint, and deletes the kept record
  *    in the same mutation. Its output name is fresh, like every reservation's, so the attempt it resumes —
  *    should it still be running somewhere — writes nothing the new one reads or commits.
  * 4. Moot. A kept record some of whose inputs another job reserves or commits can never be resumed: it is
- *    deleted by that job's reservation or commit.
+ *    deleted by that job's reservation or commit. A kept user job goes with its selection, when an admin
+ *    cancels all of its requests (queue/selection.ts, userStep).
  */
+import { isDeepStrictEqual } from 'node:util';
 import { ExcError } from '../errors.js';
 import {
   ecompCol,
@@ -135,14 +138,17 @@ export const resumeCell = (meta: TabletMeta, key: string, resume: Resume): Cell 
  */
 export function resumeOf(
   meta: TabletMeta,
-  job: Pick<PlannedJob, 'files' | 'kind' | 'allFiles'>,
+  job: Pick<PlannedJob, 'files' | 'kind' | 'allFiles' | 'filters'>,
 ): { resume?: Resume; drop: string[] } {
   const key = failureKey(job.files);
   const files = new Set(job.files);
   let resume: Resume | undefined;
   const drop: string[] = [];
   for (const [k, kept] of meta.resumes) {
-    if (k === key && kept.kind === job.kind && kept.allFiles === job.allFiles) resume = kept;
+    // A user job goes on only from a rewrite through the same filters: what the checkpoint holds was
+    // written through the kept ones (a cancelled request's, say, and the next request asks for others).
+    const sameRewrite = job.kind !== 'user' || isDeepStrictEqual(kept.settings.filters, job.filters ?? []);
+    if (k === key && kept.kind === job.kind && kept.allFiles === job.allFiles && sameRewrite) resume = kept;
     if (k === key || kept.inputs.some((f) => files.has(f))) drop.push(k);
   }
   return { ...(resume ? { resume } : {}), drop };

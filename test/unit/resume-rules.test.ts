@@ -17,6 +17,7 @@ import type { PlannedJob } from '../../src/queue/planner.js';
 import { checkpointChange, checkpointDue } from '../../src/tserver/resume-rules.js';
 import { decideCancel, decideCommit, type CancelReason } from '../../src/tserver/rules.js';
 import { decideReserve, reservedJob } from '../../src/tserver/reserve-rules.js';
+import { userStep } from '../../src/queue/selection.js';
 
 const ROW = '0001<';
 const COMPACTOR = '/exc/compactors/q001/_c_x-c-0000000001';
@@ -195,6 +196,63 @@ describe('resume rules', () => {
     expect(change.deletes).toContainEqual({ row: ROW, col: resumeCol(failureKey(['a', 'b'])) });
     change.apply(meta);
     expect(meta.resumes.size).toBe(0);
+  });
+
+  it("user job - a cancelled request's kept rewrite is dropped with its selection, and never resumed through other filters", () => {
+    const dropX = [{ name: 'dropRowPrefix', options: { prefixes: ['x'] } }];
+    const user = (ids: string[], filters: typeof dropX): Partial<PlannedJob> => ({
+      kind: 'user',
+      allFiles: true,
+      userCompactionIds: ids,
+      filters,
+    });
+    const userReservation = {
+      kind: 'user' as const,
+      allFiles: true,
+      userCompactionId: 'U1',
+      userCompactionIds: ['U1'],
+      settings: { versions: 1, nowMs: 1_000, filters: dropX, dropDeletes: true },
+    };
+    const keptRewrite = () => {
+      const meta = tablet(['a', 'b']);
+      meta.userCompactions.set('U1', { requestedAt: 1, filters: dropX });
+      userStep(meta, 0)!.apply(meta);
+      meta.reservations.set('E1', reservation(['a', 'b'], userReservation));
+      const d = decideCancel(meta, 'E1', 'compactor-gone', cancelCtx);
+      if (d.kind !== 'cancel' || !d.keptCheckpoint) throw new Error('no kept checkpoint');
+      d.change.apply(meta);
+      return meta;
+    };
+
+    // The admin cancels U1 after its compactor died: the step that drops the selection drops the kept
+    // rewrite too, so a later request over the same files starts afresh through its own filters.
+    const meta = keptRewrite();
+    meta.userCompactions.delete('U1');
+    const step = userStep(meta, 3_000)!;
+    expect(step.deletes).toContainEqual({ row: ROW, col: resumeCol(failureKey(['a', 'b'])) });
+    step.apply(meta);
+    expect(meta.resumes.size).toBe(0);
+    meta.userCompactions.set('U2', { requestedAt: 4_000, filters: [] });
+    userStep(meta, 4_000)!.apply(meta);
+    const d2 = reserve(meta, [job(['a', 'b'], user(['U2'], []))]);
+    expect(d2.kind).toBe('reserve');
+    if (d2.kind !== 'reserve') return;
+    expect(d2.resumedFrom).toBeUndefined();
+    expect(d2.reservation.settings.filters).toEqual([]);
+
+    // Even were it still kept, a job through other filters does not go on from it, and drops it.
+    const stale = keptRewrite();
+    const d3 = reserve(stale, [job(['a', 'b'], user(['U2'], []))]);
+    if (d3.kind !== 'reserve') throw new Error(d3.kind);
+    expect(d3.resumedFrom).toBeUndefined();
+    expect(d3.reservation.settings.filters).toEqual([]);
+    expect(d3.change.deletes).toContainEqual({ row: ROW, col: resumeCol(failureKey(['a', 'b'])) });
+    // Through the same filters (U1 itself, or a request asking the same), it does.
+    const same = keptRewrite();
+    const d4 = reserve(same, [job(['a', 'b'], user(['U1'], dropX))]);
+    if (d4.kind !== 'reserve') throw new Error(d4.kind);
+    expect(d4.resumedFrom).toBe('E1');
+    expect(d4.reservation.settings.filters).toEqual(dropX);
   });
 
   it('checkpoint - recorded at most every interval, only forward, only when its parts add up', () => {
