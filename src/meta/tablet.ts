@@ -18,6 +18,8 @@
  *   queued:<qid>    the ~cq row this tablet currently has in queue <qid> (to move or delete it atomically)
  *   ver             the number of changes its hosting tablet servers made to it: every change is
  *                   conditional on it, so none is decided from an out-of-date copy
+ *   time            the tablet's clock ({@link tabletTime}): the newest timestamp a tablet server gave
+ *                   ingested entries and the newest `nowMs` a committed compaction used
  *
  * Every tablet mutation of a tablet server is conditional on `loc` naming it and its session.
  *
@@ -37,6 +39,7 @@ export const COL_PREV = 'prev';
 export const COL_LOC = 'loc';
 export const COL_FUTURE = 'future';
 export const COL_VERSION = 'ver';
+export const COL_TIME = 'time';
 export const COL_SELECTED = 'selected';
 export const FILE_PREFIX = 'file:';
 export const ECOMP_PREFIX = 'ecomp:';
@@ -301,6 +304,17 @@ export function isParked(failure: Failure, maxAttempts: number): boolean {
   return failure.attempts >= maxAttempts;
 }
 
+/**
+ * What time it is for a tablet: the clock, never behind the tablet's `time`. Timestamps given to ingested
+ * entries, and the `nowMs` of scans and compactions (age-off), read it, so that neither goes backwards
+ * when the tablet moves to a server whose clock is behind, or the clock steps back: an entry ingested
+ * after a delete gets a later timestamp (never one the delete hides), and a scan after a compaction
+ * ages nothing off that the compaction kept.
+ */
+export function tabletTime(meta: Pick<TabletMeta, 'time'>, now = Date.now()): number {
+  return Math.max(now, meta.time);
+}
+
 /** Failures are recorded per set of input files: the key of a job's `failed:<key>` column. */
 export function failureKey(inputs: readonly string[]): string {
   return createHash('sha256')
@@ -331,6 +345,8 @@ export interface TabletMeta {
   queued: Map<string, string>;
   /** Ingest request id → when it was applied, oldest first (see {@link expiredIngests}). */
   ingests: Map<string, number>;
+  /** The tablet's clock (`time`; 0: never set): see {@link tabletTime}. */
+  time: number;
   /** Changes made by hosting tablet servers so far (0: none). */
   version: number;
 }
@@ -370,6 +386,7 @@ export function parseTablet(row: string, cols: ReadonlyMap<string, string>): Tab
     progress: new Map(),
     queued: new Map(),
     ingests: new Map(),
+    time: 0,
     version: 0,
   };
   for (const [col, value] of cols) {
@@ -381,6 +398,7 @@ export function parseTablet(row: string, cols: ReadonlyMap<string, string>): Tab
     else if (col === COL_FUTURE) tablet.future = json(locationSchema, value, what);
     else if (col === COL_SELECTED) tablet.selection = json(selectionSchema, value, what);
     else if (col === COL_VERSION) tablet.version = json(z.number().int().nonnegative(), value, what);
+    else if (col === COL_TIME) tablet.time = json(z.number().int().nonnegative(), value, what);
     else if (col.startsWith(FILE_PREFIX))
       tablet.files.set(col.slice(FILE_PREFIX.length), json(fileMetaSchema, value, what));
     else if (col.startsWith(ECOMP_PREFIX))

@@ -14,7 +14,7 @@
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { newFileName } from '../meta/paths.js';
-import { expiredIngests, fileCol, ingestRow, type TabletMeta } from '../meta/tablet.js';
+import { COL_TIME, expiredIngests, fileCol, ingestRow, tabletTime, type TabletMeta } from '../meta/tablet.js';
 import {
   compareKeys,
   intersectRanges,
@@ -91,7 +91,7 @@ export class DataPath {
     const { requestId } = req;
     const seen = (): boolean => requestId !== undefined && tablet.meta.ingests.has(requestId);
     if (seen()) return { file: null, entries: req.entries.length, duplicate: true };
-    const now = Date.now();
+    const ts = tablet.nextTimestamp(req.entries.some((w) => w.delete && w.ts === undefined));
     const rows = tabletRange(tablet.meta);
     const entries: Entry[] = req.entries.map((w, i) => {
       const row = Buffer.from(w.row, 'base64');
@@ -109,7 +109,7 @@ export class DataPath {
           row,
           family: Buffer.from(w.cf, 'base64'),
           qualifier: Buffer.from(w.cq, 'base64'),
-          timestamp: w.ts ?? now,
+          timestamp: w.ts ?? ts,
           deleted: w.delete,
         },
         value: w.delete ? Buffer.alloc(0) : Buffer.from(w.value, 'base64'),
@@ -145,11 +145,13 @@ export class DataPath {
         conditions: requestId ? [{ op: 'absent', row: ids, col: requestId }] : [],
         puts: [
           { row: tablet.row, col: fileCol(name), value: JSON.stringify(file) },
+          ...(ts > tablet.meta.time ? [{ row: tablet.row, col: COL_TIME, value: String(ts) }] : []),
           ...(requestId ? [{ row: ids, col: requestId, value: String(now) }] : []),
         ],
         deletes: expired.map((id) => ({ row: ids, col: id })),
         apply: (meta) => {
           meta.files.set(name, file);
+          meta.time = Math.max(meta.time, ts);
           if (requestId) meta.ingests.set(requestId, now);
           for (const id of expired) meta.ingests.delete(id);
         },
@@ -185,7 +187,7 @@ export class DataPath {
       store: this.store,
       files,
       range,
-      settings: iteratorSettings(settings.config, filters, true),
+      settings: iteratorSettings(settings.config, filters, true, tabletTime(tablet.meta)),
     })) {
       if (out.length >= req.limit && lastRow && !e.key.row.equals(lastRow)) {
         cut = true;

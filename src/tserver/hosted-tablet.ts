@@ -9,7 +9,14 @@
  * with the tablet.
  */
 import { Mutex } from '../mutex.js';
-import { COL_LOC, locationValue, type Location, type Progress, type TabletMeta } from '../meta/tablet.js';
+import {
+  COL_LOC,
+  locationValue,
+  tabletTime,
+  type Location,
+  type Progress,
+  type TabletMeta,
+} from '../meta/tablet.js';
 import type { Condition } from '../meta/types.js';
 
 // Planning lives in src/queue (the manager's consistency check shares it); re-exported for this process.
@@ -35,10 +42,32 @@ export class HostedTablet {
   /** Its queue entries could not be planned (table settings unavailable): plan again soon. */
   replanNeeded = false;
 
+  /** The newest timestamp this server gave a batch of the tablet's, and one holding a delete. */
+  private clock: number;
+  private deletedAt: number;
+
   constructor(
     public meta: TabletMeta,
     readonly me: Location,
-  ) {}
+  ) {
+    // The tablet's time may be the timestamp of a delete given by its last host.
+    this.clock = meta.time;
+    this.deletedAt = meta.time;
+  }
+
+  /**
+   * The timestamp for a batch ingested now: the tablet's time ({@link tabletTime}), and after every
+   * delete given before, so that an entry ingested after a delete is never hidden by it. Not strictly
+   * after every batch: batches without deletes may share a millisecond (the clock does not run ahead of
+   * the wall under load).
+   */
+  nextTimestamp(hasDeletes: boolean, now = Date.now()): number {
+    let ts = Math.max(tabletTime(this.meta, now), this.clock);
+    if (ts <= this.deletedAt) ts = this.deletedAt + 1;
+    this.clock = ts;
+    if (hasDeletes) this.deletedAt = ts;
+    return ts;
+  }
 
   /** Starts the progress clock of a reservation made or found now. */
   startProgressClock(ecid: string): void {

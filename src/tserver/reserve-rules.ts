@@ -15,6 +15,7 @@ import {
   type Reservation,
   type Selection,
   type TabletMeta,
+  tabletTime,
 } from '../meta/tablet.js';
 import type { TableConfig } from '../meta/table-config.js';
 import type { Condition } from '../meta/types.js';
@@ -108,7 +109,7 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
       : {
           compression: ctx.config.compression,
           blockSize: ctx.config.blockSize,
-          settings: iteratorSettings(ctx.config, filters, job.allFiles, ctx.now),
+          settings: iteratorSettings(ctx.config, filters, job.allFiles, tabletTime(meta, ctx.now)),
         }),
   };
   const { ecid } = ctx;

@@ -36,6 +36,7 @@ import { FAILURE_REASONS, notEnded, outcomeCell, type Outcome, type WholeSplit }
 import { abandonedUserJobs, satisfiedBy, selectionAfterCommit } from '../queue/selection.js';
 import {
   COL_SELECTED,
+  COL_TIME,
   compactCol,
   ecompCol,
   failedCol,
@@ -220,7 +221,8 @@ export function decideCommit(
  * What a commit does to the tablet's files beside ending its reservation: the inputs replaced by the
  * outputs and marked for garbage collection, failure records and kept checkpoints about the inputs
  * dropped (moot once they are compacted away), and the user compaction it completes or the selection it
- * changes.
+ * changes. The tablet's time moves up to the job's `nowMs`: a scan after it never ages off less than the
+ * compaction did, whatever the clock of the server answering it (meta/tablet.ts, tabletTime).
  */
 function replaceInputs(
   meta: TabletMeta,
@@ -250,8 +252,10 @@ function replaceInputs(
       ...outputs.map(({ name, ...file }) => ({ row, col: fileCol(name), value: JSON.stringify(file) })),
       ...(selection ? [{ row, col: COL_SELECTED, value: JSON.stringify(selection) }] : []),
       ...r.inputs.map((f) => ({ row: delRow(f), col: 'at', value: String(now) })),
+      ...(r.settings.nowMs > meta.time ? [{ row, col: COL_TIME, value: String(r.settings.nowMs) }] : []),
     ],
     apply: (m) => {
+      m.time = Math.max(m.time, r.settings.nowMs);
       for (const f of r.inputs) m.files.delete(f);
       for (const { name, ...file } of outputs) m.files.set(name, file);
       for (const k of moot) m.failures.delete(k);

@@ -33,6 +33,7 @@ import {
   type Reservation,
   type SplitJob,
   type TabletMeta,
+  tabletTime,
 } from '../meta/tablet.js';
 import type { Condition } from '../meta/types.js';
 import type { PlannedJob } from '../queue/planner.js';
@@ -82,7 +83,12 @@ export function newSplit(
     allFiles: job.allFiles,
     compression: ctx.config.compression,
     blockSize: ctx.config.blockSize,
-    settings: iteratorSettings(ctx.config, user ? (job.filters ?? []) : [], job.allFiles, ctx.now),
+    settings: iteratorSettings(
+      ctx.config,
+      user ? (job.filters ?? []) : [],
+      job.allFiles,
+      tabletTime(meta, ctx.now),
+    ),
     ...(userIds.length > 0 ? { userCompactionIds: userIds } : {}),
     bounds,
     done: Array.from({ length: bounds.length + 1 }, () => null),
