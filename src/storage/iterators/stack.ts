@@ -24,14 +24,16 @@
  *     dropped ones hid;
  *   - a put that is among the N newest live puts of its cell over all files is among the N newest live
  *     puts of its cell in any subset holding it (a marker elsewhere hides a suffix of the cell's puts);
- *   - age-off drops a suffix of a cell's puts, so it commutes with versioning, and since nowMs only grows,
- *     what it drops now would be dropped by every later scan;
+ *   - age-off drops a suffix of a cell's puts, so it commutes with versioning, and since nowMs only grows
+ *     (the tablet's time, meta/tablet.ts tabletTime: never behind a committed compaction's), what it
+ *     drops now would be dropped by every later scan;
  *   - the built-in filters decide per cell (filters.ts), so they commute with versioning; a scan must use
  *     the same filters as the compactions for its result not to depend on which files were compacted.
  *
  * A full compaction applies the deletes and forgets them, as in Accumulo: a put written after it with a
- * timestamp at or below a forgotten marker is visible. Timestamps assigned at ingest, increasing per
- * tablet, never fall below an earlier delete.
+ * timestamp at or below a forgotten marker is visible. Timestamps assigned at ingest (the tablet's time,
+ * HostedTablet.nextTimestamp) never fall to or below an earlier delete's, on any host; a client that
+ * gives its own timestamps takes that on itself.
  */
 import { batchesOf, flatten, type BatchSource } from '../batches.js';
 import { formatKey, type Entry } from '../key.js';
