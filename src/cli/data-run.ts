@@ -13,7 +13,7 @@ import { ulid } from 'ulid';
 import { z } from 'zod';
 import { toWireEntry, type ClientEntry } from '../client/client.js';
 import { ExcError } from '../errors.js';
-import { INGEST_DEDUPE_MS } from '../meta/tablet.js';
+import { INGEST_DEDUPE_MS } from '../meta/ingest-ids.js';
 import { wireEntrySchema } from '../rpc/entries.js';
 import { withCluster } from './connect.js';
 import { progressBar as bar } from './format.js';

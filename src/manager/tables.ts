@@ -30,11 +30,11 @@ import {
 } from '../meta/keys.js';
 import { scanRows, type MetaBackend, type MetaReader } from '../meta/backend.js';
 import { tableConfigSchema, type TableConfig, type TableConfigInput } from '../meta/table-config.js';
+import { ingestRow } from '../meta/ingest-ids.js';
 import {
   COL_FUTURE,
   COL_LOC,
   COL_PREV,
-  ingestRow,
   locationValue,
   parseTablet,
   prevValue,

@@ -23,11 +23,7 @@
  *
  * Every tablet mutation of a tablet server is conditional on `loc` naming it and its session.
  *
- * Beside it, the row `~ingest:<tablet row>` holds, per column `<id>`, when an ingest request with that id
- * was applied (a retried request is not applied twice), for {@link INGEST_DEDUPE_MS}. Not in the tablet's
- * row: a busy tablet remembers thousands of them, and everything that reads tablets (the manager's
- * assignment pass, the collector, admin views) would parse them every time. The tablet server reads both
- * rows when it loads a tablet and sees the ids as `ingest:<id>` columns of the tablet.
+ * Beside it, the row `~ingest:<tablet row>` holds the tablet's applied ingest request ids (ingest-ids.ts).
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
@@ -51,42 +47,12 @@ export const INGEST_PREFIX = 'ingest:';
 export const RESUME_PREFIX = 'resume:';
 export const SPLIT_PREFIX = 'split:';
 
-/**
- * How long a tablet remembers an ingest request id. Clients retry a request only within this window
- * (their deadline is far shorter), so a retry is always recognised.
- */
-export const INGEST_DEDUPE_MS = 15 * 60_000;
-
-/**
- * The ids of `ingests` (oldest first, as {@link TabletMeta.ingests} keeps them) remembered for longer than
- * INGEST_DEDUPE_MS at `now`: only the expired ones are visited, however many a busy tablet remembers. An
- * id out of order (a clock stepping back) is only forgotten later than it could be, never sooner.
- */
-export function expiredIngests(ingests: ReadonlyMap<string, number>, now: number): string[] {
-  const out: string[] = [];
-  for (const [id, at] of ingests) {
-    if (now - at <= INGEST_DEDUPE_MS) break;
-    out.push(id);
-  }
-  return out;
-}
-
 export const fileCol = (name: string): string => `${FILE_PREFIX}${name}`;
 export const ecompCol = (ecid: string): string => `${ECOMP_PREFIX}${ecid}`;
 export const compactCol = (id: string): string => `${COMPACT_PREFIX}${id}`;
 export const failedCol = (key: string): string => `${FAILED_PREFIX}${key}`;
 export const progressCol = (ecid: string): string => `${PROGRESS_PREFIX}${ecid}`;
 export const queuedCol = (queueId: string): string => `${QUEUED_PREFIX}${queueId}`;
-/** The row of a tablet's applied ingest request ids (columns: the ids; values: when). */
-export const INGEST_ROW_PREFIX = '~ingest:';
-export const ingestRow = (tabletRow: string): string => `${INGEST_ROW_PREFIX}${tabletRow}`;
-
-/** A tablet's row with its ingest ids as the tablet server sees it: `ingest:<id>` columns added. */
-export function withIngests(cols: Map<string, string>, ingests: Map<string, string>): Map<string, string> {
-  const out = new Map(cols);
-  for (const [id, at] of ingests) out.set(`${INGEST_PREFIX}${id}`, at);
-  return out;
-}
 export const resumeCol = (key: string): string => `${RESUME_PREFIX}${key}`;
 export const splitCol = (id: string): string => `${SPLIT_PREFIX}${id}`;
 
@@ -343,7 +309,7 @@ export interface TabletMeta {
   progress: Map<string, Progress>;
   /** queue id → the ~cq row this tablet has in that queue. */
   queued: Map<string, string>;
-  /** Ingest request id → when it was applied, oldest first (see {@link expiredIngests}). */
+  /** Ingest request id → when it was applied, oldest first (see ingest-ids.ts, expiredIngests). */
   ingests: Map<string, number>;
   /** The tablet's clock (`time`; 0: never set): see {@link tabletTime}. */
   time: number;

@@ -14,7 +14,8 @@
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { newFileName } from '../meta/paths.js';
-import { COL_TIME, expiredIngests, fileCol, ingestRow, tabletTime, type TabletMeta } from '../meta/tablet.js';
+import { expiredIngests, ingestRow } from '../meta/ingest-ids.js';
+import { COL_TIME, fileCol, tabletTime, type TabletMeta } from '../meta/tablet.js';
 import {
   compareKeys,
   intersectRanges,

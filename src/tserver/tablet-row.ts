@@ -3,7 +3,7 @@
  * ids (kept in a row of their own, `~ingest:<tablet>`; see meta/tablet.ts) as `ingest:<id>` columns.
  */
 import type { MetaClient } from '../meta/client.js';
-import { ingestRow, withIngests } from '../meta/tablet.js';
+import { ingestRow, withIngests } from '../meta/ingest-ids.js';
 import { backoffDelay, sleep } from '../retry.js';
 
 /** Both rows, read together, retried for `forMs` while the manager does not answer. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ExcError } from '../../src/errors.js';
-import { INGEST_ROW_PREFIX, ingestRow } from '../../src/meta/tablet.js';
+import { INGEST_ROW_PREFIX, ingestRow } from '../../src/meta/ingest-ids.js';
 import type { TableInfo, TabletView } from '../../src/meta/views.js';
 import { createQueue } from '../../src/queue/registry.js';
 import { useCluster, useProcesses, useZooKeeper } from '../support/index.js';

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { ClientEntry } from '../../src/client/client.js';
 import { ExcError } from '../../src/errors.js';
 import { doneRow, parseOutcome, type Outcome } from '../../src/meta/outcomes.js';
-import { ingestRow } from '../../src/meta/tablet.js';
+import { ingestRow } from '../../src/meta/ingest-ids.js';
 import { toWireEntry } from '../../src/client/client.js';
 import {
   TestCompactor,

@@ -4,7 +4,8 @@
  * out of change previews, which every ingest made.
  */
 import { describe, expect, it } from 'vitest';
-import { expiredIngests, INGEST_DEDUPE_MS, parseTablet } from '../../src/meta/tablet.js';
+import { expiredIngests, INGEST_DEDUPE_MS } from '../../src/meta/ingest-ids.js';
+import { parseTablet } from '../../src/meta/tablet.js';
 import { HostedTablet } from '../../src/tserver/hosted-tablet.js';
 import { preview } from '../../src/tserver/tablet-change.js';
 
