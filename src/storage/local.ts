@@ -158,8 +158,12 @@ export class LocalObjectStore implements ObjectStore {
         next = null;
         if (chunk.length === 0) break; // the file shrank under us
         pos += chunk.length;
-        // Read ahead one chunk while the consumer works on this one.
-        if (pos < end) next = readChunk(fh, pos, end, name);
+        // Read ahead one chunk while the consumer works on this one; its failure (handled at once, so
+        // that it is no unhandled rejection while the consumer works) is thrown when it is awaited.
+        if (pos < end) {
+          next = readChunk(fh, pos, end, name);
+          next.catch(() => undefined);
+        }
         signal?.throwIfAborted();
         yield chunk;
       }

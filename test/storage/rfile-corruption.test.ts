@@ -234,6 +234,33 @@ for (const compression of COMPRESSIONS) {
   });
 }
 
+describe('rfile corruption - a deflated file decoded ahead', () => {
+  it('a block decoded ahead that does not inflate is CORRUPT_FILE for the scan, never an unhandled rejection', async () => {
+    // Every block deflated, so blocks are inflated ahead of the scan while it hands on the current one:
+    // the failure of one decoded ahead must reach the scan (an unhandled rejection ends the process).
+    const store = new MemoryObjectStore();
+    const entries = Array.from({ length: 5_000 }, (_, i) =>
+      makeEntry(`row${String(i).padStart(6, '0')}`, 'f', 'q', 1, `v${i}`.repeat(20)),
+    );
+    await writeRFile(store, 'd.rf', entries, { compression: 'deflate' });
+    const file = store.bytes('d.rf');
+    const block = layout(file).filter((r) => r.names.startsWith('data block'))[2]!;
+    const damaged = Buffer.from(file);
+    damaged.writeUInt32BE(damaged.readUInt32BE(block.start + 12) + 1, block.start + 12);
+    damaged.writeUInt32BE(crc32(damaged.subarray(block.start, block.start + 24)), block.start + 24);
+    store.put('d.rf', damaged);
+    const reader = await RFileReader.open(store, 'd.rf');
+    const read = async () => {
+      // A consumer slow enough for the blocks ahead to be decoded (and fail) while it works.
+      for await (const _ of reader.scan({})) await new Promise((r) => setImmediate(r));
+    };
+    await expect(read()).rejects.toMatchObject({
+      code: 'CORRUPT_FILE',
+      message: expect.stringContaining(block.names),
+    });
+  });
+});
+
 describe('rfile corruption - garbage behind valid checksums', () => {
   /**
    * A raw deflate stream of exactly `length` bytes that inflates to zeros: a compressed run of zeros, led
@@ -270,6 +297,13 @@ describe('rfile corruption - garbage behind valid checksums', () => {
     );
     // About a third of the runs leave a block that does not parse: the check above must really have run.
     expect(corrupt).toBeGreaterThanOrEqual(Math.floor(numRuns / 10));
+  });
+
+  it('a block declaring more than any table writes is CORRUPT_FILE before anything is allocated', async () => {
+    // A file of a few kilobytes must not make a reader inflate (or allocate) hundreds of megabytes.
+    const block = blocks[2]!;
+    const { stored } = deflatedTo(block.end - block.start - BLOCK_HEADER_SIZE);
+    expectCorrupt(await readAll(resealed(file, block, stored, 1, 256 * 1024 * 1024)), 'block too large');
   });
 
   it('a deflated block that inflates to more or less than its header says is CORRUPT_FILE naming the block', async () => {

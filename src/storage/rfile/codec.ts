@@ -63,8 +63,12 @@ export const CODEC_LZ4 = 2;
 export const CODEC_ZSTD = 3;
 /** The highest codec this version reads (compression.ts implements them). */
 const LAST_CODEC = CODEC_ZSTD;
-/** Sanity bound on any length read from a file: a damaged length must not make us allocate gigabytes. */
-export const MAX_BLOCK_BYTES = 1 << 30;
+/**
+ * Bound on any block length, written or read: a damaged or hostile length must not make a reader
+ * allocate more (a file of a megabyte declaring a block of a gigabyte). The largest block a table writes is
+ * its `blockSize` (at most 16 MiB) and the entry that passed it (a value is at most 4 MiB, rpc/entries.ts).
+ */
+export const MAX_BLOCK_BYTES = 32 * 1024 * 1024;
 
 /** The smallest IndexRecord: offset, length, count and a KeyRecord of empty fields. */
 export const MIN_INDEX_RECORD = 16 + 12;

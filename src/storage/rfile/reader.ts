@@ -168,7 +168,12 @@ export class RFileReader {
     const pending: Promise<BlockEntry[]>[] = [];
     try {
       for await (const block of this.verifiedBlocks(range, signal)) {
-        pending.push(decodeBlock(this.file, block));
+        const decoded = decodeBlock(this.file, block);
+        // Handled from the start: a block decoded ahead may fail while this generator waits for its
+        // consumer, long before it is awaited (an unhandled rejection ends the process). Awaiting it
+        // below still throws its error.
+        decoded.catch(() => undefined);
+        pending.push(decoded);
         const ahead = block.header.codec === CODEC_DEFLATE ? DECODE_AHEAD : 0;
         if (pending.length > ahead) yield await pending.shift()!;
       }
