@@ -132,6 +132,8 @@ export const SETTINGS = {
     z.string().regex(/^postgres(ql)?:\/\/\S+$/, 'expected postgres://user:password@host:port/database'),
     undefined,
     "The manager's metadata store on PostgreSQL (or CockroachDB, YugabyteDB): postgres://user:password@host:port/database. Every manager of the cluster names the same database; the standby then needs no shared volume. Default: SQLite under EXC_DATA_DIR.",
+    // It holds the database's password: never echoed (shown by describeDatabase without it).
+    { secret: true },
   ),
   gcGraceMs: setting(
     'EXC_GC_GRACE_MS',
@@ -270,6 +272,16 @@ export function loadConfig(sources: ConfigSources = {}): Config {
 }
 
 /** The instance secret, from EXC_SECRET or EXC_SECRET_FILE. Throws CONFIG_INVALID when neither is set. */
+/** A database URL as it may be shown or logged: without its user and password. */
+export function describeDatabase(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}${u.pathname}`;
+  } catch {
+    return '<unparsable database URL>';
+  }
+}
+
 export function requireSecret(config: Config): string {
   if (config.secret) return config.secret;
   if (config.secretFile) {

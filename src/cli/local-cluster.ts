@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import type { Command } from 'commander';
 import { ExcClient, type ClientEntry } from '../client/client.js';
-import { requireSecret } from '../config.js';
+import { describeDatabase, requireSecret } from '../config.js';
 import { ExcError, describeError } from '../errors.js';
 import { onShutdownSignals } from '../lifecycle.js';
 import { silentLogger } from '../log.js';
@@ -114,7 +114,7 @@ export async function runLocal(flags: LocalFlags, cmd: Command): Promise<void> {
     metaUrl = await pg.database('excompact');
   }
   say(
-    `  metadata      ${metaUrl ? `${metaUrl}${process.env.EXC_META ? ' (EXC_META)' : ' (embedded PostgreSQL)'}` : `SQLite in ${join(dataDir, 'manager')}`}`,
+    `  metadata      ${metaUrl ? `${describeDatabase(metaUrl)}${process.env.EXC_META ? ' (EXC_META)' : ' (embedded PostgreSQL)'}` : `SQLite in ${join(dataDir, 'manager')}`}`,
   );
 
   const env: Record<string, string | undefined> = {

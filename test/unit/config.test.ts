@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { configReference, loadConfig, requireSecret, SETTINGS } from '../../src/config.js';
+import { configReference, describeDatabase, loadConfig, requireSecret, SETTINGS } from '../../src/config.js';
 import { ExcError } from '../../src/errors.js';
 import { tempDir } from '../support/tmp.js';
 
@@ -68,6 +68,13 @@ describe('config', () => {
     const key = message({ EXC_CONFIG: file });
     expect(key).toContain('s3SecretAccessKey in');
     expect(key).not.toContain('12345678');
+    // A database URL holds its password: a malformed one is named, not shown.
+    const db = message({ EXC_META: 'postgres://exc:hunter2-SECRET@db.internal:5432/exc ' });
+    expect(db).toContain('EXC_META=<redacted>');
+    expect(db).not.toContain('hunter2');
+    expect(describeDatabase('postgres://exc:hunter2-SECRET@db.internal:5432/exc')).toBe(
+      'postgres://db.internal:5432/exc',
+    );
   });
 
   it('unknown keys and unreadable JSON in the config file are reported', () => {
