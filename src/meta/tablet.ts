@@ -273,9 +273,9 @@ export function isParked(failure: Failure, maxAttempts: number): boolean {
 /**
  * What time it is for a tablet: the clock, never behind the tablet's `time`. Timestamps given to ingested
  * entries, and the `nowMs` of scans and compactions (age-off), read it, so that neither goes backwards
- * when the tablet moves to a server whose clock is behind, or the clock steps back: an entry ingested
- * after a delete gets a later timestamp (never one the delete hides), and a scan after a compaction
- * ages nothing off that the compaction kept.
+ * when the tablet moves to a server whose clock is behind, or the clock steps back: a batch ingested
+ * after another is stamped after it (tserver/hosted-tablet.ts, nextTimestamp), and a scan after a
+ * compaction ages nothing off that the compaction kept.
  */
 export function tabletTime(meta: Pick<TabletMeta, 'time'>, now = Date.now()): number {
   return Math.max(now, meta.time);

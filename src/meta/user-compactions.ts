@@ -104,7 +104,8 @@ export interface TabletCompactionStatus {
   coalescedWith?: string[];
   /**
    * Attempts of its job so far that failed (an error, stalled, its compactor gone: what counts towards
-   * parking it), and the last one's error or reason. An attempt an admin cancelled, one its compactor let
+   * parking it, except that parking forgives a compactor gone after its checkpoint moved on, which this
+   * still counts), and the last one's error or reason. An attempt an admin cancelled, one its compactor let
    * go on shutting down and one whose queue was deleted are not counted: a tablet where the compaction
    * was cancelled reads `cancelled`, and a job cancelled by its ecid runs again (`admin compactions
    * history` still lists every attempt).

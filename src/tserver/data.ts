@@ -92,7 +92,7 @@ export class DataPath {
     const { requestId } = req;
     const seen = (): boolean => requestId !== undefined && tablet.meta.ingests.has(requestId);
     if (seen()) return { file: null, entries: req.entries.length, duplicate: true };
-    const ts = tablet.nextTimestamp(req.entries.some((w) => w.delete && w.ts === undefined));
+    const ts = tablet.nextTimestamp();
     const rows = tabletRange(tablet.meta);
     const entries: Entry[] = req.entries.map((w, i) => {
       const row = Buffer.from(w.row, 'base64');
@@ -137,6 +137,8 @@ export class DataPath {
     });
     const file = { size: summary.size, entries: summary.entries };
     const applied = await tablet.mutex.run(async () => {
+      // Decided on the tablet as the store has it (a change whose answer was lost may have moved its time).
+      if (tablet.stale) await this.hosting.resync(tablet);
       // Checked again in the mutex: a repeated request may have been applied while this one wrote its file.
       if (seen()) return false;
       const now = Date.now();

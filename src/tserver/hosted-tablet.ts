@@ -9,14 +9,7 @@
  * with the tablet.
  */
 import { Mutex } from '../mutex.js';
-import {
-  COL_LOC,
-  locationValue,
-  tabletTime,
-  type Location,
-  type Progress,
-  type TabletMeta,
-} from '../meta/tablet.js';
+import { COL_LOC, locationValue, type Location, type Progress, type TabletMeta } from '../meta/tablet.js';
 import type { Condition } from '../meta/types.js';
 
 // Planning lives in src/queue (the manager's consistency check shares it); re-exported for this process.
@@ -42,31 +35,25 @@ export class HostedTablet {
   /** Its queue entries could not be planned (table settings unavailable): plan again soon. */
   replanNeeded = false;
 
-  /** The newest timestamp this server gave a batch of the tablet's, and one holding a delete. */
+  /** The newest timestamp this server gave a batch of the tablet's (the tablet's time when loaded). */
   private clock: number;
-  private deletedAt: number;
 
   constructor(
     public meta: TabletMeta,
     readonly me: Location,
   ) {
-    // The tablet's time may be the timestamp of a delete given by its last host.
     this.clock = meta.time;
-    this.deletedAt = meta.time;
   }
 
   /**
-   * The timestamp for a batch ingested now: the tablet's time ({@link tabletTime}), and after every
-   * delete given before, so that an entry ingested after a delete is never hidden by it. Not strictly
-   * after every batch: batches without deletes may share a millisecond (the clock does not run ahead of
-   * the wall under load).
+   * The timestamp for a batch ingested now: the wall clock, but after every batch stamped before, here or
+   * on the tablet's earlier hosts (its time), so that a batch acknowledged after another always wins over
+   * it: an overwrite shows, and a delete never hides what comes after it. More than one batch a
+   * millisecond runs the clock ahead of the wall; it catches up as the load drops.
    */
-  nextTimestamp(hasDeletes: boolean, now = Date.now()): number {
-    let ts = Math.max(tabletTime(this.meta, now), this.clock);
-    if (ts <= this.deletedAt) ts = this.deletedAt + 1;
-    this.clock = ts;
-    if (hasDeletes) this.deletedAt = ts;
-    return ts;
+  nextTimestamp(now = Date.now()): number {
+    this.clock = Math.max(now, this.clock + 1, this.meta.time + 1);
+    return this.clock;
   }
 
   /** Starts the progress clock of a reservation made or found now. */

@@ -1,7 +1,7 @@
 /**
  * The tablet's clock (meta/tablet.ts, tabletTime; DESIGN.md, "Metadata store"): the timestamps a tablet
  * server gives ingested entries, and the `nowMs` of compactions, never go back when the tablet moves to a
- * server whose clock is behind, and an entry ingested after a delete is never hidden by it.
+ * server whose clock is behind, and a batch ingested after another (a delete, an overwrite) always wins.
  */
 import { describe, expect, it } from 'vitest';
 import { tableConfigSchema } from '../../src/meta/table-config.js';
@@ -25,23 +25,23 @@ function tablet(time?: number): TabletMeta {
 }
 
 describe('tablet time', () => {
-  it('ingest - a batch after a delete is stamped after it, even within the same millisecond', () => {
+  it('ingest - every batch is stamped after the one before, even within a millisecond or with the clock behind', () => {
     const t = new HostedTablet(tablet(), ME);
-    const deleteTs = t.nextTimestamp(true, 1_000);
-    expect(deleteTs).toBe(1_000);
-    // Same millisecond (or a clock that stepped back): after the delete, never at it.
-    expect(t.nextTimestamp(false, 1_000)).toBe(1_001);
-    expect(t.nextTimestamp(false, 990)).toBe(1_001);
-    // Batches without deletes may share a millisecond: the clock does not run ahead under load.
-    expect(t.nextTimestamp(false, 1_001)).toBe(1_001);
-    expect(t.nextTimestamp(false, 1_500)).toBe(1_500);
+    expect(t.nextTimestamp(1_000)).toBe(1_000);
+    // Same millisecond, or a clock that stepped back: after the batch before, never at it (a delete
+    // there would hide this one; a put there would tie with it and might win).
+    expect(t.nextTimestamp(1_000)).toBe(1_001);
+    expect(t.nextTimestamp(990)).toBe(1_002);
+    // The wall clock ahead again: it is followed.
+    expect(t.nextTimestamp(1_500)).toBe(1_500);
   });
 
   it("ingest - a tablet's new host, its clock behind, stamps after everything the last host gave", () => {
-    // The last host stamped up to 5,000 (maybe a delete) and wrote it as the tablet's time.
+    // The last host stamped up to 5,000 and wrote it as the tablet's time.
     const t = new HostedTablet(tablet(5_000), ME);
-    expect(t.nextTimestamp(false, 4_000)).toBe(5_001);
-    expect(t.nextTimestamp(false, 6_000)).toBe(6_000);
+    expect(t.nextTimestamp(4_000)).toBe(5_001);
+    expect(t.nextTimestamp(4_000)).toBe(5_002);
+    expect(t.nextTimestamp(6_000)).toBe(6_000);
   });
 
   it("compaction - runs at the tablet's time when the server's clock is behind, and its commit moves the time up", () => {
@@ -83,6 +83,6 @@ describe('tablet time', () => {
     expect(change.puts).toContainEqual({ row: ROW, col: COL_TIME, value: '12000' });
     change.apply(meta);
     expect(meta.time).toBe(12_000);
-    expect(new HostedTablet(meta, ME).nextTimestamp(false, 8_600)).toBe(12_001);
+    expect(new HostedTablet(meta, ME).nextTimestamp(8_600)).toBe(12_001);
   });
 });

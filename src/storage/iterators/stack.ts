@@ -32,7 +32,7 @@
  *
  * A full compaction applies the deletes and forgets them, as in Accumulo: a put written after it with a
  * timestamp at or below a forgotten marker is visible. Timestamps assigned at ingest (the tablet's time,
- * HostedTablet.nextTimestamp) never fall to or below an earlier delete's, on any host; a client that
+ * HostedTablet.nextTimestamp) come after every earlier batch's, on any host; a client that
  * gives its own timestamps takes that on itself.
  */
 import { batchesOf, flatten, type BatchSource } from '../batches.js';
