@@ -42,8 +42,10 @@ const HEARTBEAT_ENTRIES = 65_536;
  */
 const OUTPUT_BATCH = 2048;
 /**
- * Encoded bytes per output batch at most (and one entry): a batch keeps the blocks its entries lie in
- * alive, and entries of large values (one per block, megabytes each) must not make it hold thousands.
+ * Bytes of blocks an output batch may keep alive, beyond one per source (see BlockTree.keep). An entry
+ * is a view of its block (block-entry.ts), so a batch holds every block its entries lie in, however few
+ * of their entries it keeps: a filter or the versioning rule that keeps one small entry per 64 KiB–1 MiB
+ * block would otherwise let 2,048 entries hold up to 2,048 blocks.
  */
 const OUTPUT_BATCH_BYTES = 1 << 20;
 
@@ -135,9 +137,11 @@ class BlockTree {
    * to 512 entries, copied it seven times over.
    */
   private out = new Array<BlockEntry>(OUTPUT_BATCH);
-  /** Entries in `out`, and their encoded bytes. */
+  /** Entries in `out`, and the bytes of the blocks they keep alive (beyond one per source: see keep). */
   kept = 0;
   private keptBytes = 0;
+  /** The block of the entry each source last added to `out`, in this batch or an earlier one. */
+  private readonly lastBlocks: (Buffer | null)[];
   /** Entries read since the stats were last updated. */
   read = 0;
   /** The entry output last, when run stopped for its source's next batch. */
@@ -152,6 +156,7 @@ class BlockTree {
     this.heads = new Array<BlockEntry | null>(k).fill(null);
     this.batches = new Array<readonly BlockEntry[]>(k).fill([]);
     this.positions = new Int32Array(k);
+    this.lastBlocks = new Array<Buffer | null>(k).fill(null);
   }
 
   setBatch(i: number, batch: readonly BlockEntry[] | null): void {
@@ -174,9 +179,34 @@ class BlockTree {
     return out;
   }
 
-  /** Whether the output batch is due: by its entries, or by the bytes they keep alive. */
+  /** Whether the output batch is due: by its entries, or by the bytes of blocks they keep alive. */
   full(): boolean {
     return this.kept >= OUTPUT_BATCH || this.keptBytes >= OUTPUT_BATCH_BYTES;
+  }
+
+  /**
+   * Adds source w's entry e to the output batch, counting its block's bytes when the batch did not
+   * hold that block yet. A source's entries come in file order, so its blocks come one after the other
+   * and never again: an entry whose block is not that of the entry last kept from the same source is in
+   * a block no entry of the batch held. One pointer compare per entry kept. The blocks last kept are not
+   * forgotten when a batch goes, so a batch's first block from each source may be one the batch before
+   * counted: a batch holds at most OUTPUT_BATCH_BYTES of blocks (plus the block that passed it) beyond
+   * one block per source. Counting every batch from zero instead would count each source's current
+   * block again in every batch: ten sources of 64 KiB blocks would be most of the limit at once.
+   *
+   * Blocks, not what lies under them: an uncompressed block is a view of the stream chunk it came in
+   * (ByteQueue; 256 KiB from the local and memory stores), which it keeps alive whole: with such files
+   * a batch may hold up to a chunk per block counted (4 MiB for 64 KiB blocks). Counting the chunks
+   * instead cut the benchmark's batches short (its ten sources pass a chunk's end together, 2.5 MiB of
+   * new chunks within one batch: 1,112 batches instead of 977), and compressed blocks, the default, are
+   * buffers of their own.
+   */
+  private keep(w: number, e: BlockEntry): void {
+    this.out[this.kept++] = e;
+    const block = e.block;
+    if (block === this.lastBlocks[w]) return;
+    this.lastBlocks[w] = block;
+    this.keptBytes += block.length;
   }
 
   /** The first tournament, with every match compared in full. */
@@ -216,10 +246,7 @@ class BlockTree {
       const e = heads[w];
       if (e === null || e === undefined) return DONE;
       this.read++;
-      if (this.accept(e, this.related ? sameCellByCode(e, codes[w]!) : undefined)) {
-        this.out[this.kept++] = e;
-        this.keptBytes += e.end - e.start;
-      }
+      if (this.accept(e, this.related ? sameCellByCode(e, codes[w]!) : undefined)) this.keep(w, e);
       const batch = batches[w]!;
       const next = positions[w]! + 1;
       if (next >= batch.length) {
