@@ -242,11 +242,11 @@ class BlockTree {
    * whose head changed under the entry output before (what the turn before, or the last call, left),
    * then outputs the new winner.
    *
-   * The replay is written out here, not a method of its own: a method run calls is inlined into it
-   * only while V8's inlining budget lasts, and that went on inlining run itself, with the rules, into
-   * the async generator, which then called the replay for every entry. Written out, run is too large
-   * to be inlined there, so V8 compiles it alone, the rules inlined into it; the whole stack took 3–4%
-   * less time (bench/README.md, "Where the merge's time goes").
+   * The replay is written out here, not a method of its own: V8 inlines a method run calls into it
+   * only while its inlining budget lasts, and spent that on inlining run itself, with the rules and
+   * keep, into the async generator, which then called the replay for every entry (3–4% of the whole
+   * stack's time; bench/README.md, "Where the merge's time goes"). Written out, run is too large to be
+   * inlined there, so V8 compiles it alone, the rules and the replay's helpers inlined into it.
    */
   run(): number {
     const { heads, batches, positions, codes, tree, k } = this;
