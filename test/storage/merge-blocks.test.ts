@@ -214,7 +214,7 @@ describe('mergeBlockBatches', () => {
     await expect(run()).rejects.toThrow(/out of order/);
   });
 
-  it('an output batch holds at most about 1 MiB of entries: large values do not keep thousands of blocks alive', async () => {
+  it('an output batch keeps at most about 1 MiB of blocks alive: large values do not keep thousands of blocks alive', async () => {
     const value = Buffer.alloc(300_000, 0x61);
     const entries = (prefix: string) =>
       Array.from({ length: 20 }, (_, i) =>
@@ -238,5 +238,44 @@ describe('mergeBlockBatches', () => {
     expect(total).toBe(40);
     // 300 KB each: the fourth passes 1 MiB and the batch goes.
     expect(Math.max(...sizes)).toBe(4);
+  });
+
+  it('an output batch keeps at most about 1 MiB of blocks alive however few of their entries it keeps', async () => {
+    // Two sources of 150 blocks of about 16 KiB: a tiny entry, kept, and one of a large value, dropped
+    // (as a filter or the versioning rule might). The tiny entries' own bytes come to a few KB.
+    const filler = Buffer.alloc(16_000, 0x62);
+    const source = (prefix: string): BlockEntry[][] =>
+      Array.from({ length: 150 }, (_, i) => {
+        const row = latin1(`${prefix}${String(i).padStart(4, '0')}`);
+        const key = (qualifier: string): Entry['key'] => ({
+          row,
+          family: latin1('f'),
+          qualifier: latin1(qualifier),
+          timestamp: 1,
+          deleted: false,
+        });
+        const entries = [
+          { key: key('a'), value: latin1('v') },
+          { key: key('b'), value: filler },
+        ];
+        return decodeDataBlock(block(entries), entries.length);
+      });
+    const sources = [source('a'), source('b')];
+    const blockBytes = sources[0]![0]![0]!.block.length;
+    const batches: BlockEntry[][] = [];
+    for await (const batch of mergeBlockBatches(sources, (e) => e.end - e.valueStart < 100))
+      batches.push(batch);
+    expect(batches.flat().length).toBe(300);
+    // What each batch keeps alive: the distinct blocks its entries are views of.
+    const pinned = batches.map((b) =>
+      [...new Set(b.map((e) => e.block))].reduce((n, block) => n + block.length, 0),
+    );
+    const limit = 1 << 20;
+    for (const [i, bytes] of pinned.entries()) {
+      // At most the limit, the block that passed it, and one block per source counted by the batch
+      // before; and every batch but the last ends by this rule, not sooner.
+      expect(bytes).toBeLessThanOrEqual(limit + 3 * blockBytes);
+      if (i < pinned.length - 1) expect(bytes).toBeGreaterThanOrEqual(limit);
+    }
   });
 });

@@ -42,8 +42,10 @@ const HEARTBEAT_ENTRIES = 65_536;
  */
 const OUTPUT_BATCH = 2048;
 /**
- * Encoded bytes per output batch at most (and one entry): a batch keeps the blocks its entries lie in
- * alive, and entries of large values (one per block, megabytes each) must not make it hold thousands.
+ * Bytes of blocks an output batch may keep alive, beyond one per source (see BlockTree.keep). An entry
+ * is a view of its block (block-entry.ts), so a batch holds every block its entries lie in, however few
+ * of their entries it keeps: a filter or the versioning rule that keeps one small entry per 64 KiB–1 MiB
+ * block would otherwise let 2,048 entries hold up to 2,048 blocks.
  */
 const OUTPUT_BATCH_BYTES = 1 << 20;
 
@@ -83,12 +85,8 @@ export async function* mergeBlockBatches(
     t.build();
     for (;;) {
       const r = t.run();
-      if (r >= 0) {
-        // Source r's batch ran out under the entry just output: its next batch, then the replay.
-        const e = t.last!;
-        await refill(r);
-        t.replay(r, e);
-      }
+      // Source r's batch ran out under the entry just output: its next batch (the next run replays).
+      if (r >= 0) await refill(r);
       if (r === DONE || t.full() || t.read >= HEARTBEAT_ENTRIES) {
         // Also (possibly an empty batch) after many entries read: a merge that drops everything still
         // reports progress and notices an abort promptly.
@@ -116,8 +114,9 @@ const DONE = -2;
 const FLUSH = -1;
 
 /**
- * The loser tree and its codes. The hot loop (run, replay) is synchronous and out of the async
- * generator: V8 optimises a plain method's loop far better than one inside an async generator's body.
+ * The loser tree and its codes. The hot loop (run) is synchronous and out of the async generator: V8
+ * optimises a plain method's loop far better than one inside an async generator's body (and run is too
+ * large to be inlined back into it: see run).
  */
 class BlockTree {
   /** tree[0] is the winner; tree[1..k-1] hold the losers. Leaf i sits at k + i (as in mergeBatches). */
@@ -135,13 +134,19 @@ class BlockTree {
    * to 512 entries, copied it seven times over.
    */
   private out = new Array<BlockEntry>(OUTPUT_BATCH);
-  /** Entries in `out`, and their encoded bytes. */
+  /** Entries in `out`, and the bytes of the blocks they keep alive (beyond one per source: see keep). */
   kept = 0;
   private keptBytes = 0;
+  /** The block of the entry each source last added to `out`, in this batch or an earlier one. */
+  private readonly lastBlocks: (Buffer | null)[];
   /** Entries read since the stats were last updated. */
   read = 0;
-  /** The entry output last, when run stopped for its source's next batch. */
-  last: BlockEntry | null = null;
+  /**
+   * When run returns after outputting an entry: its source, whose new head the next run replays first,
+   * and the entry; -1 and null when there is nothing to replay (before the first entry).
+   */
+  private pending = -1;
+  private last: BlockEntry | null = null;
 
   constructor(
     private readonly k: number,
@@ -152,6 +157,7 @@ class BlockTree {
     this.heads = new Array<BlockEntry | null>(k).fill(null);
     this.batches = new Array<readonly BlockEntry[]>(k).fill([]);
     this.positions = new Int32Array(k);
+    this.lastBlocks = new Array<Buffer | null>(k).fill(null);
   }
 
   setBatch(i: number, batch: readonly BlockEntry[] | null): void {
@@ -174,9 +180,34 @@ class BlockTree {
     return out;
   }
 
-  /** Whether the output batch is due: by its entries, or by the bytes they keep alive. */
+  /** Whether the output batch is due: by its entries, or by the bytes of blocks they keep alive. */
   full(): boolean {
     return this.kept >= OUTPUT_BATCH || this.keptBytes >= OUTPUT_BATCH_BYTES;
+  }
+
+  /**
+   * Adds source w's entry e to the output batch, counting its block's bytes when the batch did not
+   * hold that block yet. A source's entries come in file order, so its blocks come one after the other
+   * and never again: an entry whose block is not that of the entry last kept from the same source is in
+   * a block no entry of the batch held. One pointer compare per entry kept. The blocks last kept are not
+   * forgotten when a batch goes, so a batch's first block from each source may be one the batch before
+   * counted: a batch holds at most OUTPUT_BATCH_BYTES of blocks (plus the block that passed it) beyond
+   * one block per source. Counting every batch from zero instead would count each source's current
+   * block again in every batch: ten sources of 64 KiB blocks would be most of the limit at once.
+   *
+   * Blocks, not what lies under them: an uncompressed block is a view of the stream chunk it came in
+   * (ByteQueue; 256 KiB from the local and memory stores), which it keeps alive whole: with such files
+   * a batch may hold up to a chunk per block counted (4 MiB for 64 KiB blocks). Counting the chunks
+   * instead cut the benchmark's batches short (its ten sources pass a chunk's end together, 2.5 MiB of
+   * new chunks within one batch: 1,112 batches instead of 977), and compressed blocks, the default, are
+   * buffers of their own.
+   */
+  private keep(w: number, e: BlockEntry): void {
+    this.out[this.kept++] = e;
+    const block = e.block;
+    if (block === this.lastBlocks[w]) return;
+    this.lastBlocks[w] = block;
+    this.keptBytes += block.length;
   }
 
   /** The first tournament, with every match compared in full. */
@@ -207,82 +238,95 @@ class BlockTree {
 
   /**
    * Outputs entries until every source is exhausted (DONE), an output batch may be due (FLUSH), or the
-   * winner's source needs its next batch (its index; `last` is the entry just output).
+   * winner's source needs its next batch (its index). Each turn first replays the path of the source
+   * whose head changed under the entry output before (what the turn before, or the last call, left),
+   * then outputs the new winner.
+   *
+   * The replay is written out here, not a method of its own: V8 inlines a method run calls into it
+   * only while its inlining budget lasts, and spent that on inlining run itself, with the rules and
+   * keep, into the async generator, which then called the replay for every entry (3–4% of the whole
+   * stack's time; bench/README.md, "Where the merge's time goes"). Written out, run is too large to be
+   * inlined there, so V8 compiles it alone, the rules and the replay's helpers inlined into it.
    */
   run(): number {
-    const { heads, batches, positions, codes, tree } = this;
+    const { heads, batches, positions, codes, tree, k } = this;
+    let w = this.pending;
+    let e = this.last;
     for (;;) {
-      const w = tree[0]!;
-      const e = heads[w];
-      if (e === null || e === undefined) return DONE;
-      this.read++;
-      if (this.accept(e, this.related ? sameCellByCode(e, codes[w]!) : undefined)) {
-        this.out[this.kept++] = e;
-        this.keptBytes += e.end - e.start;
+      if (w >= 0) {
+        // Source w's new head h follows e: its code relative to e, then the replay of its path, on
+        // which every code met is relative to e.
+        let h: BlockEntry | null = heads[w] ?? null;
+        let hc: number;
+        if (h === null) hc = OVC_NONE;
+        else if (h.start === e!.end && h.block === e!.block) {
+          // Its successor in the same block: the decoder's code, relative to e, checked in order.
+          hc = h.ovc;
+        } else {
+          const c = compareFrom(e!, h, 0);
+          if (c > 0) throw new ExcError('INTERNAL', `merge source ${w} is out of order`);
+          hc = -c;
+        }
+        for (let node = (w + k) >> 1; node > 0; node >>= 1) {
+          const l = tree[node]!;
+          let lc = codes[l]!;
+          if (lc !== hc) {
+            // Codes with the same offset and first symbol: the loser's code relative to the winner
+            // starts at its second symbol (nextCode).
+            const shared = lc >> 9 === hc >> 9 && lc >= OVC_MIN_OFFSET_CODE;
+            if (lc > hc) {
+              if (shared) codes[l] = nextCode(heads[l]!, lc);
+              continue;
+            }
+            tree[node] = w;
+            codes[w] = shared ? nextCode(h!, hc) : hc;
+            w = l;
+            hc = lc;
+            h = heads[l]!;
+            continue;
+          }
+          // Equal codes: both agree with e up to the two symbols they share (or are both exhausted,
+          // or both equal to e).
+          if (lc === OVC_NONE) continue;
+          let c = 0;
+          if (lc !== OVC_EQUAL) c = compareFrom(heads[l]!, h!, lc === OVC_FAR ? OVC_CAP : ovcOffset(lc) + 2);
+          if (c < 0 || (c === 0 && l < w)) {
+            tree[node] = w;
+            codes[w] = -c;
+            w = l;
+            h = heads[l]!;
+          } else {
+            lc = c;
+            codes[l] = lc;
+          }
+        }
+        tree[0] = w;
+        codes[w] = hc;
+        this.related = true;
       }
+      // The winner: output, and its source's next entry made its head.
+      w = tree[0]!;
+      e = heads[w] ?? null;
+      if (e === null) {
+        this.pending = -1;
+        return DONE;
+      }
+      this.read++;
+      if (this.accept(e, this.related ? sameCellByCode(e, codes[w]!) : undefined)) this.keep(w, e);
       const batch = batches[w]!;
       const next = positions[w]! + 1;
       if (next >= batch.length) {
+        this.pending = w;
         this.last = e;
         return w;
       }
       positions[w] = next;
       heads[w] = batch[next]!;
-      this.replay(w, e);
-      if (this.full() || this.read >= HEARTBEAT_ENTRIES) return FLUSH;
-    }
-  }
-
-  /** Source w's new head follows e, the entry just output: its code, then the replay of its path. */
-  replay(w: number, e: BlockEntry): void {
-    const { heads, codes, tree, k } = this;
-    let h: BlockEntry | null = heads[w] ?? null;
-    let hc: number;
-    if (h === null) hc = OVC_NONE;
-    else if (h.start === e.end && h.block === e.block) {
-      // Its successor in the same block: the decoder's code, relative to e, checked in order.
-      hc = h.ovc;
-    } else {
-      const c = compareFrom(e, h, 0);
-      if (c > 0) throw new ExcError('INTERNAL', `merge source ${w} is out of order`);
-      hc = -c;
-    }
-    // Every code met on the path is relative to e.
-    for (let node = (w + k) >> 1; node > 0; node >>= 1) {
-      const l = tree[node]!;
-      let lc = codes[l]!;
-      if (lc !== hc) {
-        // Codes with the same offset and first symbol: the loser's code relative to the winner starts
-        // at its second symbol (nextCode).
-        const shared = lc >> 9 === hc >> 9 && lc >= OVC_MIN_OFFSET_CODE;
-        if (lc > hc) {
-          if (shared) codes[l] = nextCode(heads[l]!, lc);
-          continue;
-        }
-        tree[node] = w;
-        codes[w] = shared ? nextCode(h!, hc) : hc;
-        w = l;
-        hc = lc;
-        h = heads[l]!;
-        continue;
-      }
-      // Equal codes: both agree with e up to the two symbols they share (or are both exhausted, or
-      // both equal to e).
-      if (lc === OVC_NONE) continue;
-      let c = 0;
-      if (lc !== OVC_EQUAL) c = compareFrom(heads[l]!, h!, lc === OVC_FAR ? OVC_CAP : ovcOffset(lc) + 2);
-      if (c < 0 || (c === 0 && l < w)) {
-        tree[node] = w;
-        codes[w] = -c;
-        w = l;
-        h = heads[l]!;
-      } else {
-        lc = c;
-        codes[l] = lc;
+      if (this.full() || this.read >= HEARTBEAT_ENTRIES) {
+        this.pending = w;
+        this.last = e;
+        return FLUSH;
       }
     }
-    tree[0] = w;
-    codes[w] = hc;
-    this.related = true;
   }
 }
