@@ -1,6 +1,7 @@
 /**
  * The ZooKeeper layout of an instance (DESIGN.md, "ZooKeeper layout"). Every path is built here.
  */
+import { ExcError } from '../errors.js';
 import { isZkCode } from './errors.js';
 import type { ZkSession } from './session.js';
 
@@ -29,7 +30,12 @@ export class ZkLayout {
   }
 }
 
-/** Creates the persistent skeleton of an instance where it is missing. */
+/**
+ * Creates the persistent skeleton of an instance where it is missing, and refuses one that exists without
+ * the instance's ACL. ZooKeeper checks the rights to create and delete a node on its parent: a root made
+ * beforehand with the world's ACL (`create /excompact` in zkCli) would let anyone without the secret
+ * replace the manager's node or the queues' map under it.
+ */
 export async function ensureLayout(session: ZkSession, layout: ZkLayout): Promise<void> {
   await session.ensurePath(layout.root);
   await session.ensurePath(layout.compactors);
@@ -38,5 +44,16 @@ export async function ensureLayout(session: ZkSession, layout: ZkLayout): Promis
     await session.create(layout.queues, '{}');
   } catch (err) {
     if (!isZkCode(err, 'ZK_NODE_EXISTS')) throw err;
+  }
+  for (const path of [layout.root, layout.compactors, layout.tservers, layout.queues]) {
+    if (!(await session.hasOwnAcl(path))) {
+      throw new ExcError(
+        'CONFIG_INVALID',
+        `ZooKeeper node ${path} exists without this instance's ACL (created by hand, or by an instance ` +
+          'with another secret): anyone could change what lies under it. Delete it, or name another ' +
+          'EXC_ZK_ROOT, and start again.',
+        { details: { path } },
+      );
+    }
   }
 }

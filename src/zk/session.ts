@@ -69,6 +69,23 @@ export class ZkSession extends ZkConnection {
     }
   }
 
+  /**
+   * Whether `path` carries exactly the ACL this session gives the nodes it creates (the instance's
+   * digest user with every right, or the world's for an instance without a secret).
+   */
+  async hasOwnAcl(path: string): Promise<boolean> {
+    const [acls] = await this.call2<zookeeper.ACL[], zookeeper.Stat>('getACL', path, (cb) =>
+      this.client.getACL(path, cb),
+    );
+    // The client's objects carry `permission` (its typings say `perms`).
+    const key = (a: zookeeper.ACL): string => {
+      const { permission, perms } = a as unknown as { permission?: number; perms?: number };
+      return `${permission ?? perms}/${a.id.scheme}/${a.id.id}`;
+    };
+    const have = new Set(acls.map(key));
+    return have.size === this.acl.length && this.acl.every((a) => have.has(key(a)));
+  }
+
   async get(path: string, watcher?: ZkWatcher): Promise<{ data: Buffer; stat: ZkStat }> {
     const [data, stat] = await this.call2<Buffer, zookeeper.Stat>('get', path, (cb) =>
       watcher ? this.client.getData(path, this.wrap(watcher), cb) : this.client.getData(path, cb),

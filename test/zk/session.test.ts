@@ -8,6 +8,7 @@ import {
   type ZkSessionOptions,
   type ZkWatchEvent,
 } from '../../src/zk/index.js';
+import { ensureLayout, ZkLayout } from '../../src/zk/layout.js';
 import { expireSession, startProxy, uniqueName, useZooKeeper, type TcpProxy } from '../support/index.js';
 
 const auth = digestAuthFromSecret('zk-layer-test-secret-0123456789');
@@ -175,6 +176,23 @@ describe('zk session', () => {
     const anonymous = await open({ auth: undefined });
     await expect(anonymous.get(`${base}/guarded`)).rejects.toMatchObject({ code: 'ZK_NO_AUTH' });
     expect((await session.get(`${base}/guarded`)).data.toString()).toBe('secret data');
+  });
+
+  it('acl - an instance root made beforehand without the instance ACL is refused, naming it', async () => {
+    // Made by hand (zkCli `create`, no credentials): the world may create and delete under it.
+    const anonymous = await open({ auth: undefined });
+    const open1 = `/${uniqueName('layout')}`;
+    await anonymous.create(open1, '');
+    await expect(ensureLayout(await open(), new ZkLayout(open1))).rejects.toMatchObject({
+      code: 'CONFIG_INVALID',
+      message: expect.stringContaining(`ZooKeeper node ${open1} exists without this instance's ACL`),
+    });
+    const session = await open();
+    // Made by the instance itself: fine, and again on every start.
+    const own = new ZkLayout(`/${uniqueName('layout')}`);
+    await ensureLayout(session, own);
+    await ensureLayout(await open(), own);
+    expect(await session.hasOwnAcl(own.queues)).toBe(true);
   });
 
   it('suspended - a connection that stays down for a session timeout is declared lost', async () => {
