@@ -219,7 +219,12 @@ export class MonitorServer {
 function cookie(header: string | undefined, name: string): string | undefined {
   for (const part of (header ?? '').split(';')) {
     const [k, ...v] = part.trim().split('=');
-    if (k === name) return decodeURIComponent(v.join('='));
+    if (k !== name) continue;
+    try {
+      return decodeURIComponent(v.join('='));
+    } catch {
+      return undefined; // malformed percent-encoding: no cookie, so not signed in (never a 500)
+    }
   }
   return undefined;
 }

@@ -72,6 +72,9 @@ describe('monitor server', () => {
     const session = cookie.split(';')[0]!;
     expect((await fetch(`${url}api/state`, { headers: { cookie: session } })).status).toBe(200);
     expect((await fetch(url, { headers: { cookie: session } })).status).toBe(200);
+    // A cookie that is not valid percent-encoding is no cookie: 401, never a 500.
+    const mangled = { cookie: 'excompact_monitor=%E0%A4%A' };
+    expect((await fetch(`${url}api/state`, { headers: mangled })).status).toBe(401);
     expect((await fetch(`${url}api/state`, { headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(
       200,
     );
