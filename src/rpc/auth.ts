@@ -7,17 +7,20 @@
  *   x-exc-content-sha256: hex SHA-256 of the body (of no bytes when there is none)
  *   authorization:        EXC-HMAC-SHA256 <hex HMAC-SHA256 over the canonical request>
  * where the canonical request is
- *   METHOD "\n" path-and-query "\n" date "\n" nonce "\n" content-sha256
- * and the HMAC key is derived from the secret (the secret itself never crosses the wire).
+ *   METHOD "\n" host "\n" path-and-query "\n" date "\n" nonce "\n" content-sha256
+ * (host: the Host header, `host:port` of the server as the client addressed it) and the HMAC key is
+ * derived from the secret (the secret itself never crosses the wire).
  *
  * The signature covers the body through its declared hash, as S3's SigV4 does with
  * `x-amz-content-sha256`: the server checks the signature from the headers alone, before it reads a byte
  * of the body, so an unsigned or badly signed request is refused without being buffered; it then hashes
  * the body as it streams in and refuses it when it does not match (server.ts).
  *
- * The server accepts a request only if the MAC matches, the date is within ±maxSkew of its clock, and the
- * nonce was not seen before within the window: a captured request cannot be replayed, neither inside the
- * window (nonce) nor after it (date).
+ * The server accepts a request only if the MAC matches, the date is within ±maxSkew of its clock, the
+ * nonce was not seen before within the window, and the signed Host names its own port: a captured request
+ * cannot be replayed, neither inside the window (nonce) nor after it (date), nor to another process of the
+ * instance on another port (each remembers only its own nonces), such as the tablet server that took over
+ * a tablet a manager's unload named.
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { randomPooled } from '../ids.js';
@@ -42,6 +45,8 @@ export function rpcKey(secret: string): Buffer {
 
 export interface SignInput {
   method: string;
+  /** The Host header the request carries: the server's `host:port` as the client addresses it. */
+  host: string;
   /** Path and query, exactly as sent. */
   path: string;
   body?: Buffer;
@@ -49,8 +54,15 @@ export interface SignInput {
   nonce?: string;
 }
 
-function canonical(method: string, path: string, date: string, nonce: string, contentHash: string): string {
-  return `${method.toUpperCase()}\n${path}\n${date}\n${nonce}\n${contentHash}`;
+function canonical(
+  method: string,
+  host: string,
+  path: string,
+  date: string,
+  nonce: string,
+  contentHash: string,
+): string {
+  return `${method.toUpperCase()}\n${host}\n${path}\n${date}\n${nonce}\n${contentHash}`;
 }
 
 function mac(key: Buffer, text: string): string {
@@ -66,7 +78,7 @@ export function signRequest(key: Buffer, input: SignInput): Record<string, strin
     [DATE_HEADER]: date,
     [NONCE_HEADER]: nonce,
     [CONTENT_HASH_HEADER]: contentHash,
-    authorization: `${AUTH_SCHEME} ${mac(key, canonical(input.method, input.path, date, nonce, contentHash))}`,
+    authorization: `${AUTH_SCHEME} ${mac(key, canonical(input.method, input.host, input.path, date, nonce, contentHash))}`,
   };
 }
 
@@ -80,12 +92,15 @@ export interface VerifyInput {
 export interface VerifierOptions {
   maxSkewMs: number;
   now?: () => number;
+  /** The port this server listens on (undefined: not yet known, no check): the signed Host must name it. */
+  port?: () => number | undefined;
 }
 
 export class RequestVerifier {
   private readonly key: Buffer;
   private readonly maxSkewMs: number;
   private readonly now: () => number;
+  private readonly port: () => number | undefined;
   /** nonce → time after which it can be forgotten (the request's date is then out of the window). */
   private readonly seen = new Map<string, number>();
 
@@ -93,6 +108,7 @@ export class RequestVerifier {
     this.key = key;
     this.maxSkewMs = options.maxSkewMs;
     this.now = options.now ?? Date.now;
+    this.port = options.port ?? (() => undefined);
   }
 
   /**
@@ -105,6 +121,7 @@ export class RequestVerifier {
     const date = header(input.headers, DATE_HEADER);
     const nonce = header(input.headers, NONCE_HEADER);
     const contentHash = header(input.headers, CONTENT_HASH_HEADER);
+    const host = header(input.headers, 'host') ?? '';
     if (!auth || !date || !nonce || !contentHash) {
       const missing = !auth
         ? 'authorization'
@@ -123,9 +140,13 @@ export class RequestVerifier {
       throw unauthenticated('malformed date or nonce');
     if (!/^[0-9a-f]{64}$/.test(contentHash))
       throw unauthenticated(`${CONTENT_HASH_HEADER} must be the hex SHA-256 of the body`);
-    const expected = mac(this.key, canonical(input.method, input.path, date, nonce, contentHash));
+    const expected = mac(this.key, canonical(input.method, host, input.path, date, nonce, contentHash));
     if (!timingSafeEqual(Buffer.from(expected, 'hex'), Buffer.from(given, 'hex'))) {
       throw unauthenticated('bad signature');
+    }
+    const port = this.port();
+    if (port !== undefined && portOf(host) !== port) {
+      throw unauthenticated(`request signed for another server (${host}), not this one (port ${port})`);
     }
     const now = this.now();
     const signedAt = Number(date);
@@ -160,4 +181,10 @@ function header(headers: VerifyInput['headers'], name: string): string | undefin
 
 function unauthenticated(reason: string): ExcError {
   return new ExcError('UNAUTHENTICATED', `unauthenticated: ${reason}`);
+}
+
+/** The port a Host header names (`host:port`, `[v6]:port`); undefined without one. */
+function portOf(host: string): number | undefined {
+  const m = /:(\d{1,5})$/.exec(host);
+  return m ? Number(m[1]) : undefined;
 }

@@ -79,7 +79,12 @@ export class RpcClient {
     _attempt: number,
   ): Promise<T> {
     const timeoutMs = options.timeoutMs ?? this.options.timeoutMs ?? 10_000;
-    const headers: Record<string, string> = signRequest(this.key, { method, path, body: payload });
+    // Signed for this server: a captured request cannot be replayed to another (auth.ts).
+    const host = new URL(this.baseUrl).host;
+    const headers: Record<string, string> = {
+      host,
+      ...signRequest(this.key, { method, host, path, body: payload }),
+    };
     if (payload) headers['content-type'] = 'application/json';
     const signal = options.signal
       ? AbortSignal.any([options.signal, AbortSignal.timeout(timeoutMs)])

@@ -65,7 +65,11 @@ export class RpcServer {
   constructor(options: RpcServerOptions) {
     this.timing = options.timing;
     this.log = (options.logger ?? silentLogger()).child({ component: 'rpc' });
-    const verifier = new RequestVerifier(rpcKey(options.secret), { maxSkewMs: options.maxSkewMs ?? 60_000 });
+    const verifier = new RequestVerifier(rpcKey(options.secret), {
+      maxSkewMs: options.maxSkewMs ?? 60_000,
+      // A request signed for another process of the instance is refused (auth.ts).
+      port: () => (this.server?.address() as AddressInfo | null)?.port,
+    });
     const app = express();
     app.disable('x-powered-by');
     app.set('etag', false);

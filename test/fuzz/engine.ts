@@ -110,7 +110,13 @@ export async function runFuzz(
         : c.body === undefined
           ? undefined
           : Buffer.from(JSON.stringify(c.body), 'utf8');
-    const headers: Record<string, string> = signRequest(key, { method: c.method, path: c.path, body: bytes });
+    const host = new URL(target.urls[c.target]!).host;
+    const headers: Record<string, string> = signRequest(key, {
+      method: c.method,
+      host,
+      path: c.path,
+      body: bytes,
+    });
     if (bytes) headers['content-type'] = 'application/json';
     const timeoutMs = c.holds ? 1_500 : (options.timeoutMs ?? 15_000);
     try {

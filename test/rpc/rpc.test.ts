@@ -67,7 +67,13 @@ describe('rpc', () => {
   }
 
   function signed(path: string, body: Buffer, secret = SECRET, now?: number) {
-    return signRequest(rpcKey(secret), { method: 'POST', path: `/v1${path}`, body, now });
+    return signRequest(rpcKey(secret), {
+      method: 'POST',
+      host: new URL(base).host,
+      path: `/v1${path}`,
+      body,
+      now,
+    });
   }
 
   it('a signed, valid request is served', async () => {
@@ -132,6 +138,45 @@ describe('rpc', () => {
     const late = await raw('/v1/apply', body, headers);
     expect(late.status).toBe(401);
     expect(applied.filter((n) => n === 7)).toHaveLength(1);
+  });
+
+  it('auth - a request signed for one process is refused by another of the same instance', async () => {
+    // Another server with the same secret (a second tablet server, say): a request captured on its way
+    // to the first, replayed to it within the window, is refused; it was never seen there.
+    const other = new RpcServer({ secret: SECRET, maxSkewMs: 1_000 });
+    const otherApplied: number[] = [];
+    other.route('POST', '/apply', { body: z.object({ n: z.number() }) }, ({ body }) => {
+      otherApplied.push(body.n);
+      return { ok: true };
+    });
+    const { port } = await other.listen('127.0.0.1', 0);
+    try {
+      const body = Buffer.from('{"n":8}');
+      const headers = signed('/apply', body); // signed for `base`
+      const res = await request(`http://127.0.0.1:${port}/v1/apply`, {
+        method: 'POST',
+        // As captured: its Host names the first server (the signature covers it).
+        headers: { 'content-type': 'application/json', host: new URL(base).host, ...headers },
+        body,
+      });
+      expect(res.statusCode).toBe(401);
+      expect(((await res.body.json()) as { error: { message: string } }).error.message).toMatch(
+        /signed for another server/,
+      );
+      // With its Host rewritten to the second server, the signature no longer matches.
+      const rewritten = await request(`http://127.0.0.1:${port}/v1/apply`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body,
+      });
+      expect(rewritten.statusCode).toBe(401);
+      await rewritten.body.text();
+      expect(otherApplied).toEqual([]);
+      // The first server still takes it, once.
+      expect((await raw('/v1/apply', body, headers)).status).toBe(200);
+    } finally {
+      await other.close();
+    }
   });
 
   it('validation - malformed JSON gets 400', async () => {

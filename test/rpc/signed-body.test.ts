@@ -101,11 +101,13 @@ describe('rpc - a real process', () => {
     const body = Buffer.from(JSON.stringify({ name: 'never' }));
     const wrongKey = signRequest(rpcKey('some-other-secret-0123456789'), {
       method: 'POST',
+      host: new URL(url).host,
       path: '/v1/tables',
       body,
     });
     const { 'x-exc-content-sha256': _omitted, ...noHash } = signRequest(rpcKey(cluster().secret), {
       method: 'POST',
+      host: new URL(url).host,
       path: '/v1/tables',
       body,
     });
@@ -150,7 +152,7 @@ describe('rpc - a real process', () => {
     const key = rpcKey(cluster().secret);
     const signed = (body: Buffer) => ({
       'content-type': 'application/json',
-      ...signRequest(key, { method: 'POST', path: '/v1/tables', body }),
+      ...signRequest(key, { method: 'POST', host: new URL(url).host, path: '/v1/tables', body }),
     });
 
     // A body of the declared length that is not the signed one: refused with a stable code, not applied.
@@ -175,7 +177,8 @@ describe('rpc - a real process', () => {
     expect((await meta.call<{ tables: TableInfo[] }>('GET', '/v1/tables')).tables).toEqual([]);
     // A path whose percent-encoding does not decode is the client's mistake: 400, not 500.
     for (const path of ['/v1/tables/%E0%A4', '/v1/queues/%zz', '/v1/tables/%']) {
-      const res = await fetch(`${url}${path}`, { headers: signRequest(key, { method: 'GET', path }) });
+      const host = new URL(url).host;
+      const res = await fetch(`${url}${path}`, { headers: signRequest(key, { method: 'GET', host, path }) });
       expect(res.status, path).toBe(400);
       expect(await res.json()).toMatchObject({ error: { code: 'BAD_REQUEST' } });
     }

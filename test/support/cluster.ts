@@ -254,7 +254,7 @@ export class TestCluster {
       method: 'POST',
       headers: {
         'content-type': 'application/json',
-        ...signRequest(rpcKey(this.secret), { method: 'POST', path, body: bytes }),
+        ...signRequest(rpcKey(this.secret), { method: 'POST', host: new URL(url).host, path, body: bytes }),
       },
       body: bytes,
     });
