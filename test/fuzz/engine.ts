@@ -110,7 +110,7 @@ export async function runFuzz(
         : c.body === undefined
           ? undefined
           : Buffer.from(JSON.stringify(c.body), 'utf8');
-    const host = new URL(target.urls[c.target]!).host;
+    const host = new URL(target.urls[c.target]).host;
     const headers: Record<string, string> = signRequest(key, {
       method: c.method,
       host,
