@@ -152,6 +152,7 @@ export function serverRpc(
     health,
     metrics: metricsEndpoint(registry),
     timing: rpcTiming(registry),
+    ...(options.advertisePort ? { advertisedPort: options.advertisePort } : {}),
   });
 }
 

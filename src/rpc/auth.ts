@@ -92,15 +92,18 @@ export interface VerifyInput {
 export interface VerifierOptions {
   maxSkewMs: number;
   now?: () => number;
-  /** The port this server listens on (undefined: not yet known, no check): the signed Host must name it. */
-  port?: () => number | undefined;
+  /**
+   * The ports this server is reached on (undefined: not yet known, no check): the signed Host must name
+   * one of them.
+   */
+  ports?: () => readonly number[] | undefined;
 }
 
 export class RequestVerifier {
   private readonly key: Buffer;
   private readonly maxSkewMs: number;
   private readonly now: () => number;
-  private readonly port: () => number | undefined;
+  private readonly ports: () => readonly number[] | undefined;
   /** nonce → time after which it can be forgotten (the request's date is then out of the window). */
   private readonly seen = new Map<string, number>();
 
@@ -108,7 +111,7 @@ export class RequestVerifier {
     this.key = key;
     this.maxSkewMs = options.maxSkewMs;
     this.now = options.now ?? Date.now;
-    this.port = options.port ?? (() => undefined);
+    this.ports = options.ports ?? (() => undefined);
   }
 
   /**
@@ -144,9 +147,12 @@ export class RequestVerifier {
     if (!timingSafeEqual(Buffer.from(expected, 'hex'), Buffer.from(given, 'hex'))) {
       throw unauthenticated('bad signature');
     }
-    const port = this.port();
-    if (port !== undefined && portOf(host) !== port) {
-      throw unauthenticated(`request signed for another server (${host}), not this one (port ${port})`);
+    const ports = this.ports();
+    const signedFor = portOf(host);
+    if (ports !== undefined && (signedFor === undefined || !ports.includes(signedFor))) {
+      throw unauthenticated(
+        `request signed for another server (${host}), not this one (port ${ports.join(' or ')})`,
+      );
     }
     const now = this.now();
     const signedAt = Number(date);

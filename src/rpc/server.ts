@@ -36,6 +36,11 @@ export interface RpcServerOptions {
   metrics?: () => Promise<{ contentType: string; body: string }>;
   /** Told how long each authenticated route took to answer (`METHOD /v1/path`, its pattern), errors too. */
   timing?: (route: string, seconds: number) => void;
+  /**
+   * The port other processes reach this one on, when not the one it listens on (EXC_ADVERTISE_PORT:
+   * behind a proxy or a port mapping): requests signed for it are this server's too.
+   */
+  advertisedPort?: number;
 }
 
 export interface RouteInput<B, Q> {
@@ -68,7 +73,11 @@ export class RpcServer {
     const verifier = new RequestVerifier(rpcKey(options.secret), {
       maxSkewMs: options.maxSkewMs ?? 60_000,
       // A request signed for another process of the instance is refused (auth.ts).
-      port: () => (this.server?.address() as AddressInfo | null)?.port,
+      ports: () => {
+        const bound = (this.server?.address() as AddressInfo | null)?.port;
+        if (bound === undefined) return undefined;
+        return options.advertisedPort ? [bound, options.advertisedPort] : [bound];
+      },
     });
     const app = express();
     app.disable('x-powered-by');

@@ -177,6 +177,28 @@ describe('rpc', () => {
     } finally {
       await other.close();
     }
+    // A server reached on another port than it listens on (EXC_ADVERTISE_PORT: a proxy, a port mapping)
+    // takes requests signed for that port.
+    const mapped = new RpcServer({ secret: SECRET, maxSkewMs: 1_000, advertisedPort: 40_123 });
+    mapped.route('POST', '/apply', { body: z.object({ n: z.number() }) }, () => ({ ok: true }));
+    const bound = await mapped.listen('127.0.0.1', 0);
+    try {
+      const body = Buffer.from('{"n":9}');
+      const host = '127.0.0.1:40123';
+      const res = await request(`http://127.0.0.1:${bound.port}/v1/apply`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          host,
+          ...signRequest(rpcKey(SECRET), { method: 'POST', host, path: '/v1/apply', body }),
+        },
+        body,
+      });
+      expect(res.statusCode).toBe(200);
+      await res.body.text();
+    } finally {
+      await mapped.close();
+    }
   });
 
   it('validation - malformed JSON gets 400', async () => {
