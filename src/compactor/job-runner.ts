@@ -106,7 +106,7 @@ async function runLinked(
     job,
     server,
     startedAt: Date.now(),
-    progress: { entriesRead: 0, entriesWritten: 0, bytesRead: 0, bytesWritten: 0 },
+    progress: { entriesRead: 0, entriesWritten: 0, bytesRead: 0, bytesWritten: 0, bytesComposed: 0 },
     stop: (reason) => {
       stopReason ??= reason;
       abort.abort(new ExcError('SHUTTING_DOWN', `job stopped: ${reason}`));

@@ -225,6 +225,7 @@ export const progressSchema = z.object({
   entriesWritten: z.number().nonnegative(),
   bytesRead: z.number().nonnegative(),
   bytesWritten: z.number().nonnegative(),
+  bytesComposed: z.number().nonnegative().optional(),
 });
 export type Progress = z.infer<typeof progressSchema>;
 

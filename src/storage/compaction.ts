@@ -40,6 +40,12 @@ export interface CompactionProgress {
   bytesRead: number;
   /** Bytes of output produced. */
   bytesWritten: number;
+  /**
+   * Bytes of the finished file assembled from its parts after the merge (a store that writes parts, S3:
+   * they are read back and written as one object). The merge's figures stand still meanwhile, and a job
+   * whose figures stand still for the stall timeout is cancelled: this one moves.
+   */
+  bytesComposed: number;
 }
 
 export interface CompactionResult extends CompactionProgress {
@@ -107,12 +113,15 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
     ...(resume ? { resume } : {}),
   });
   const resumedBytes = resume?.offset ?? 0;
+  let bytesComposed = 0;
   const progress = (): CompactionProgress => ({
     entriesRead: stats.entriesRead,
     entriesWritten: encoder.entries,
     bytesRead: readers.reduce((n, r) => n + r.bytesRead, 0),
     bytesWritten: encoder.offset,
+    bytesComposed,
   });
+  const everyMs = args.progressEveryMs ?? 1_000;
 
   // Resumed: each input from the first cell after the checkpoint's last key. The stack decides cell by
   // cell, so the cells after it come out exactly as they would have.
@@ -128,7 +137,7 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
     settings,
     { stats, signal, ops: BLOCK_ENTRY_OPS },
   );
-  const batches = withProgress(merged, progress, args.onProgress, args.progressEveryMs ?? 1_000);
+  const batches = withProgress(merged, progress, args.onProgress, everyMs);
   try {
     // Look at the first batch before creating anything: an empty result writes no file. (A checkpoint is
     // taken only before an entry, so a resumed run always has one.)
@@ -158,7 +167,14 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
         ));
       } else {
         ({ parts } = await writeParts(store, output, encoder, rest, checkpoints, args.resume, signal));
-        size = await composeParts(store, output, parts, signal);
+        let last = Date.now();
+        size = await composeParts(store, output, parts, signal, (n) => {
+          bytesComposed += n;
+          if (args.onProgress && Date.now() - last >= everyMs) {
+            last = Date.now();
+            args.onProgress(progress());
+          }
+        });
       }
     } else {
       ({ size } = await store.write(output, encoder.encode(rest, signal), { signal }));

@@ -225,18 +225,23 @@ export async function writeParts(
   return { parts, size: written };
 }
 
-/** Writes `output` as the concatenation of `parts` (atomic, like every write). */
+/**
+ * Writes `output` as the concatenation of `parts` (atomic, like every write); `onBytes` is told of each
+ * chunk passed on.
+ */
 export async function composeParts(
   store: ObjectStore,
   output: string,
   parts: readonly PartRef[],
   signal?: AbortSignal,
+  onBytes?: (n: number) => void,
 ): Promise<number> {
   const body = async function* (): AsyncGenerator<Buffer> {
     for (const part of parts) {
       let got = 0;
       for await (const chunk of store.readStream(part.name, { signal })) {
         got += chunk.length;
+        onBytes?.(chunk.length);
         yield chunk;
       }
       if (got !== part.size) {

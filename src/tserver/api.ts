@@ -126,6 +126,8 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
           entriesWritten: z.number().nonnegative(),
           bytesRead: z.number().nonnegative(),
           bytesWritten: z.number().nonnegative(),
+          // Absent from a compactor of an earlier version.
+          bytesComposed: z.number().nonnegative().optional(),
         }),
         checkpoint: z
           .object({

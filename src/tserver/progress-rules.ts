@@ -13,12 +13,13 @@ export interface ProgressFiguresLike {
   bytesRead: number;
   entriesWritten: number;
   bytesWritten: number;
+  bytesComposed?: number | undefined;
 }
 
 /**
  * Whether a progress report shows progress: only figures that moved count, so a compactor that keeps
  * reporting the same numbers is stuck. Written figures count too: a compactor that has read everything
- * may still be writing its output.
+ * may still be writing its output, or composing it from its parts.
  */
 export function progressMoved(seen: ProgressFiguresLike | undefined, now: ProgressFiguresLike): boolean {
   return (
@@ -26,7 +27,8 @@ export function progressMoved(seen: ProgressFiguresLike | undefined, now: Progre
     now.entriesRead > seen.entriesRead ||
     now.bytesRead > seen.bytesRead ||
     now.entriesWritten > seen.entriesWritten ||
-    now.bytesWritten > seen.bytesWritten
+    now.bytesWritten > seen.bytesWritten ||
+    (now.bytesComposed ?? 0) > (seen.bytesComposed ?? 0)
   );
 }
 

@@ -126,6 +126,8 @@ describe('compactFiles', () => {
       entriesWritten: result.entriesWritten,
       bytesRead: result.bytesRead,
       bytesWritten: result.bytesWritten,
+      // Written in one stream: nothing composed from parts.
+      bytesComposed: 0,
     });
   });
 

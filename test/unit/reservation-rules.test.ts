@@ -269,6 +269,9 @@ describe('reservation rules', () => {
     expect(progressMoved(undefined, at)).toBe(true);
     expect(progressMoved(at, { ...at })).toBe(false);
     expect(progressMoved(at, { ...at, bytesWritten: 51 })).toBe(true);
+    // Composing the output from its parts after the merge moves too.
+    expect(progressMoved({ ...at, bytesComposed: 5 }, { ...at, bytesComposed: 6 })).toBe(true);
+    expect(progressMoved({ ...at, bytesComposed: 5 }, { ...at, bytesComposed: 5 })).toBe(false);
     expect(progressMoved(at, { ...at, entriesRead: 11 })).toBe(true);
   });
 });
