@@ -164,6 +164,15 @@ export const INSTANCE_ROW = '~instance';
 export const EPOCH_COL = 'managerEpoch';
 
 /**
+ * Rows no other process may change through the manager's API (its raw mutate route): the manager alone
+ * writes them, in its own transactions. `~instance` holds the epoch that fences every write — a value
+ * written there from outside would fence every manager for good, or let a paused old one write again —
+ * and the table id counter. The rows other processes write under '~' (queue entries, deletion marks,
+ * outcomes, ingest ids) are theirs to write.
+ */
+export const RESERVED_ROWS: ReadonlySet<string> = new Set([INSTANCE_ROW]);
+
+/**
  * The manager epoch as stored in {@link INSTANCE_ROW} (absent: 0, before any takeover). Anything but a
  * whole number is refused with CONFIG_INVALID naming the cell and what it holds: read as NaN it would
  * equal no epoch, and every write of every manager would be refused as fenced.

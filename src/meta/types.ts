@@ -4,6 +4,7 @@
  * its clients; the store applies the same shapes.
  */
 import { z } from 'zod';
+import { RESERVED_ROWS } from './keys.js';
 
 /**
  * Rows and columns are printable ASCII, so that JavaScript's string order, SQLite's byte order and every
@@ -36,6 +37,24 @@ export const mutationSchema = z.object({
     .default([]),
   /** Whole rows to delete (every column). */
   deleteRows: z.array(keyString).max(10_000).default([]),
+});
+
+/**
+ * A mutation as the manager's API takes it from other processes: a {@link mutationSchema} that changes
+ * no row reserved to the store itself (RESERVED_ROWS: the manager epoch that fences every write). Its
+ * conditions may name such a row: they only read it.
+ */
+export const apiMutationSchema = mutationSchema.superRefine((m, ctx) => {
+  const refuse = (path: (string | number)[], row: string): void => {
+    ctx.addIssue({
+      code: 'custom',
+      path,
+      message: `row ${row} is reserved to the metadata store (the manager epoch and id counters); it cannot be changed through the API`,
+    });
+  };
+  m.puts.forEach((p, i) => RESERVED_ROWS.has(p.row) && refuse(['puts', i, 'row'], p.row));
+  m.deletes.forEach((d, i) => RESERVED_ROWS.has(d.row) && refuse(['deletes', i, 'row'], d.row));
+  m.deleteRows.forEach((row, i) => RESERVED_ROWS.has(row) && refuse(['deleteRows', i], row));
 });
 export type Mutation = z.input<typeof mutationSchema>;
 export type ParsedMutation = z.output<typeof mutationSchema>;
