@@ -8,12 +8,22 @@ import { RESERVED_ROWS } from './keys.js';
 
 /**
  * Rows and columns are printable ASCII, so that JavaScript's string order, SQLite's byte order and every
- * key codec agree. Values are any UTF-8 text (usually JSON).
+ * key codec agree. Values are any UTF-8 text (usually JSON) but NUL (U+0000), and so are scan bounds:
+ * PostgreSQL's text cannot hold NUL (SQLSTATE 22021), so a value with one would fail the whole batch it
+ * was group-committed with there (and a bound the scan), while SQLite stores it. Refused here, by name,
+ * it fails alike on both backends and alone. (JSON.stringify writes NUL as an escape, never raw.)
  */
 const PRINTABLE = /^[\x20-\x7e]*$/;
 const keyString = z.string().min(1).max(4096).regex(PRINTABLE, 'must be printable ASCII');
 const colString = z.string().max(4096).regex(PRINTABLE, 'must be printable ASCII');
-const value = z.string().max(1 << 20);
+const noNul = (s: string): boolean => !s.includes('\u0000');
+const NUL_MESSAGE = 'must not contain NUL (U+0000)';
+const value = z
+  .string()
+  .max(1 << 20)
+  .refine(noNul, NUL_MESSAGE);
+/** A scan bound or a row to read: not necessarily a key that exists, but text every backend can take. */
+const bound = z.string().refine(noNul, NUL_MESSAGE);
 
 export const cellSchema = z.object({ row: keyString, col: colString, value });
 export type Cell = z.infer<typeof cellSchema>;
@@ -67,23 +77,26 @@ export type MutationResult =
       failed: { index: number; condition: Condition; actual: string | null };
     };
 
-export const cursorSchema = z.object({ row: z.string(), col: z.string() });
+export const cursorSchema = z.object({ row: bound, col: bound });
 export type Cursor = z.infer<typeof cursorSchema>;
 
 export const scanSchema = z.object({
   /** Rows >= start (inclusive). */
-  start: z.string().optional(),
+  start: bound.optional(),
   /** Rows < end (exclusive). */
-  end: z.string().optional(),
+  end: bound.optional(),
   /** Only rows starting with this prefix (combined with start/end). */
-  prefix: z.string().optional(),
+  prefix: bound.optional(),
   /** Resume after this cell (from a previous page's `next`). */
   after: cursorSchema.optional(),
   /** Only columns starting with this prefix. */
-  colPrefix: z.string().optional(),
+  colPrefix: bound.optional(),
   limit: z.number().int().min(1).max(100_000).default(1_000),
 });
 export type ScanRequest = z.input<typeof scanSchema>;
+
+/** A request for the cells of one row. */
+export const rowRequestSchema = z.object({ row: bound.min(1) });
 
 export interface ScanPage {
   cells: Cell[];

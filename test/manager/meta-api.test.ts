@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { ExcError } from '../../src/errors.js';
 import type { MetaClient } from '../../src/meta/client.js';
 import { delRow } from '../../src/meta/keys.js';
-import type { Cell, Mutation, MutationResult } from '../../src/meta/types.js';
+import type { Cell, Mutation, MutationResult, ScanPage } from '../../src/meta/types.js';
 import { useCluster, usePostgres, useProcesses, useZooKeeper } from '../support/index.js';
 
 async function failure(promise: Promise<unknown>): Promise<ExcError> {
@@ -79,5 +79,43 @@ describe.each(['sqlite', 'postgres'] as const)('manager meta API on %s', (kind) 
     expect(results).toEqual([{ applied: true }]);
     await meta.call('POST', '/v1/tables', { name: 'u' });
     expect((await meta.row('~instance')).get('managerEpoch')).toBe('1');
+  });
+
+  it('NUL - a value, row, column prefix or scan bound holding U+0000 gets a 400 naming the field; nothing changes', async () => {
+    const meta = await start();
+    await mutateRaw(meta, [{ puts: [{ row: 'a', col: 'c', value: 'kept' }] }]);
+    const before = await everything(meta);
+
+    const mutations: [Mutation, RegExp][] = [
+      [{ puts: [{ row: 'a', col: 'c', value: 'x\u0000y' }] }, /body\.mutations\.1\.puts\.0\.value: .*NUL/],
+      [
+        { conditions: [{ op: 'equals', row: 'a', col: 'c', value: '\u0000' }] },
+        /body\.mutations\.1\.conditions\.0\.value: .*NUL/,
+      ],
+    ];
+    for (const [m, message] of mutations) {
+      const err = await failure(mutateRaw(meta, [{ puts: [{ row: 'b', col: 'c', value: 'v' }] }, m]));
+      expect(err.code, JSON.stringify(m)).toBe('BAD_REQUEST');
+      expect(err.message).toMatch(message);
+    }
+
+    const scans: [Record<string, unknown>, RegExp][] = [
+      [{ start: 'a\u0000' }, /body\.start: .*NUL/],
+      [{ end: 'b\u0000' }, /body\.end: .*NUL/],
+      [{ prefix: '\u0000' }, /body\.prefix: .*NUL/],
+      [{ colPrefix: 'c\u0000' }, /body\.colPrefix: .*NUL/],
+      [{ after: { row: 'a\u0000', col: '' } }, /body\.after\.row: .*NUL/],
+      [{ after: { row: 'a', col: '\u0000' } }, /body\.after\.col: .*NUL/],
+    ];
+    for (const [body, message] of scans) {
+      const err = await failure(meta.call<ScanPage>('POST', '/v1/meta/scan', body, { idempotent: true }));
+      expect(err.code, JSON.stringify(body)).toBe('BAD_REQUEST');
+      expect(err.message).toMatch(message);
+    }
+    const rowErr = await failure(meta.call('POST', '/v1/meta/row', { row: 'a\u0000' }, { idempotent: true }));
+    expect(rowErr.code).toBe('BAD_REQUEST');
+    expect(rowErr.message).toMatch(/body\.row: .*NUL/);
+
+    expect(await everything(meta)).toEqual(before);
   });
 });
