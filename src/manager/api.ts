@@ -13,7 +13,7 @@ import { locationSchema } from '../meta/tablet.js';
 import { describeTablet } from '../meta/views.js';
 import type { MetaBackend } from '../meta/backend.js';
 import type { FoundWork } from './work-finder.js';
-import { apiMutationSchema, rowRequestSchema, scanSchema } from '../meta/types.js';
+import { apiMutationsSchema, rowRequestSchema, scanSchema } from '../meta/types.js';
 import type { RpcServer } from '../rpc/server.js';
 import { nameSchema } from '../names.js';
 import { parseInput } from '../validate.js';
@@ -57,7 +57,7 @@ export function registerManagerApi(
     '/meta/mutate',
     {
       body: z.object({
-        mutations: z.array(apiMutationSchema).min(1).max(10_000),
+        mutations: apiMutationsSchema,
         fence: locationSchema.optional(),
       }),
     },

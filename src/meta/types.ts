@@ -66,6 +66,15 @@ export const apiMutationSchema = mutationSchema.superRefine((m, ctx) => {
   m.deletes.forEach((d, i) => RESERVED_ROWS.has(d.row) && refuse(['deletes', i, 'row'], d.row));
   m.deleteRows.forEach((row, i) => RESERVED_ROWS.has(row) && refuse(['deleteRows', i], row));
 });
+
+/** The most mutations one request of the manager's mutate route carries. */
+export const MAX_MUTATIONS_PER_REQUEST = 10_000;
+
+/**
+ * The mutations of one request of the mutate route — also what MetaClient checks each caller's against
+ * before grouping callers into one request, so that an invalid one fails its caller alone.
+ */
+export const apiMutationsSchema = z.array(apiMutationSchema).min(1).max(MAX_MUTATIONS_PER_REQUEST);
 export type Mutation = z.input<typeof mutationSchema>;
 export type ParsedMutation = z.output<typeof mutationSchema>;
 

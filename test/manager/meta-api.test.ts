@@ -2,7 +2,8 @@
  * The manager's raw metadata routes (/v1/meta/mutate, /meta/row, /meta/scan) against bad input, on both
  * backends (a real manager on SQLite, and on a real PostgreSQL server): a request the store must not
  * take gets a 400 naming what was wrong, and changes nothing. The routes are called as they are, not
- * through MetaClient.mutate, which groups callers' mutations.
+ * through MetaClient.mutate, which checks each caller's mutations before it groups them
+ * (test/meta/client.test.ts).
  */
 import { describe, expect, it } from 'vitest';
 import type { ExcError } from '../../src/errors.js';
