@@ -13,7 +13,7 @@ import { locationSchema } from '../meta/tablet.js';
 import { describeTablet } from '../meta/views.js';
 import type { MetaBackend } from '../meta/backend.js';
 import type { FoundWork } from './work-finder.js';
-import { mutationSchema, scanSchema } from '../meta/types.js';
+import { apiMutationsSchema, rowRequestSchema, scanSchema } from '../meta/types.js';
 import type { RpcServer } from '../rpc/server.js';
 import { nameSchema } from '../names.js';
 import { parseInput } from '../validate.js';
@@ -57,14 +57,14 @@ export function registerManagerApi(
     '/meta/mutate',
     {
       body: z.object({
-        mutations: z.array(mutationSchema).min(1).max(10_000),
+        mutations: apiMutationsSchema,
         fence: locationSchema.optional(),
       }),
     },
     async ({ body }) => ({ results: await parts().commits.submit({ ...body, validated: true }) }),
   );
 
-  server.route('POST', '/meta/row', { body: z.object({ row: z.string().min(1) }) }, async ({ body }) => ({
+  server.route('POST', '/meta/row', { body: rowRequestSchema }, async ({ body }) => ({
     row: body.row,
     cols: Object.fromEntries(await parts().store.row(body.row)),
   }));

@@ -24,8 +24,17 @@ import { notApplied, RpcClient, type CallOptions } from '../rpc/client.js';
 import { backoffDelay } from '../retry.js';
 import type { ZkLayout, ZkSession } from '../zk/index.js';
 import { fixedManager, ManagerWatch, waitForChange, type ManagerTarget } from './discovery.js';
+import { parseInput } from '../validate.js';
+import { groupCallers, type Caller } from './mutation-groups.js';
 import type { Fence } from './tablet.js';
-import type { Cell, Mutation, MutationResult, ScanPage, ScanRequest } from './types.js';
+import {
+  apiMutationsSchema,
+  type Cell,
+  type Mutation,
+  type MutationResult,
+  type ScanPage,
+  type ScanRequest,
+} from './types.js';
 
 export interface MetaClientOptions {
   secret: string;
@@ -38,6 +47,11 @@ export interface MetaClientOptions {
   session?: ZkSession;
   layout?: ZkLayout;
   url?: string;
+  /**
+   * The largest request body the manager takes (its EXC_RPC_MAX_BODY_BYTES, default 16 MiB): callers'
+   * mutations grouped into one request stay under it.
+   */
+  maxBodyBytes?: number;
 }
 
 export interface ManagerCallOptions extends CallOptions {
@@ -94,7 +108,10 @@ export class MetaClient {
    *
    * Calls made in the same turn of the event loop (a tablet server working on many tablets at once) go
    * to the manager as one request: each mutation is still applied or rejected on its own, and each caller
-   * gets its own results. Calls with different fences are never combined.
+   * gets its own results. Calls with different fences are never combined. Each call's mutations are
+   * checked first with the manager's own schema, so an invalid one (BAD_REQUEST, naming it) fails only
+   * its caller; and a grouped request stays within the manager's mutation count and body size
+   * (mutation-groups.ts), so it is not refused on account of the callers in it.
    *
    * Refused unapplied (no manager, a standby, a stopping one), they are sent again through a failover.
    * Once sent, they are not: a timeout fails with TIMEOUT, and a mutation in flight when the manager
@@ -108,41 +125,28 @@ export class MetaClient {
    *   2. The read goes to the successor: this client follows the node, which the old manager never holds
    *      again (it lost its session, and a manager that loses its session exits).
    */
-  mutate(mutations: Mutation[], fence?: Fence): Promise<MutationResult[]> {
+  async mutate(mutations: Mutation[], fence?: Fence): Promise<MutationResult[]> {
+    parseInput(apiMutationsSchema, mutations, 'mutations');
+    const bytes = Buffer.byteLength(JSON.stringify(mutations));
     return new Promise((resolve, reject) => {
-      this.queued.push({ mutations, fence, resolve, reject });
+      this.queued.push({ mutations, fence, bytes, resolve, reject });
       if (this.queued.length === 1) setImmediate(() => this.sendQueued());
     });
   }
 
-  private readonly queued: {
-    mutations: Mutation[];
-    fence?: Fence;
+  private readonly queued: (Caller & {
     resolve: (r: MutationResult[]) => void;
     reject: (e: unknown) => void;
-  }[] = [];
+  })[] = [];
 
   private sendQueued(): void {
-    const all = this.queued.splice(0);
-    const groups = new Map<string, typeof all>();
-    let chunk = 0;
-    let size = 0;
-    for (const q of all) {
-      // At most ~1,000 mutations per request (the API takes up to 10,000).
-      if (size > 1_000) {
-        chunk++;
-        size = 0;
-      }
-      size += q.mutations.length;
-      const key = `${chunk}:${q.fence ? `${q.fence.server}/${q.fence.session}` : ''}`;
-      groups.set(key, [...(groups.get(key) ?? []), q]);
-    }
-    for (const group of groups.values()) {
+    const groups = groupCallers(this.queued.splice(0), { maxBodyBytes: this.options.maxBodyBytes });
+    for (const { callers: group, fence } of groups) {
       const mutations = group.flatMap((q) => q.mutations);
       this.call<{ results: MutationResult[] }>(
         'POST',
         '/v1/meta/mutate',
-        { mutations, fence: group[0]!.fence },
+        { mutations, fence },
         { idempotent: false, requestId: false },
       ).then(
         ({ results }) => {

@@ -160,6 +160,35 @@ export function tableNameRow(name: string): string {
 
 /** Instance-wide singletons: id counters and the manager epoch. */
 export const INSTANCE_ROW = '~instance';
+/** The column of {@link INSTANCE_ROW} holding the epoch of the manager that holds the store. */
+export const EPOCH_COL = 'managerEpoch';
+
+/**
+ * Rows no other process may change through the manager's API (its raw mutate route): the manager alone
+ * writes them, in its own transactions. `~instance` holds the epoch that fences every write — a value
+ * written there from outside would fence every manager for good, or let a paused old one write again —
+ * and the table id counter. The rows other processes write under '~' (queue entries, deletion marks,
+ * outcomes, ingest ids) are theirs to write.
+ */
+export const RESERVED_ROWS: ReadonlySet<string> = new Set([INSTANCE_ROW]);
+
+/**
+ * The manager epoch as stored in {@link INSTANCE_ROW} (absent: 0, before any takeover). Anything but a
+ * whole number is refused with CONFIG_INVALID naming the cell and what it holds: read as NaN it would
+ * equal no epoch, and every write of every manager would be refused as fenced.
+ */
+export function parseEpoch(text: string | undefined): number {
+  if (text === undefined) return 0;
+  const epoch = Number(text);
+  if (!/^(?:0|[1-9][0-9]*)$/.test(text) || !Number.isSafeInteger(epoch)) {
+    throw new ExcError(
+      'CONFIG_INVALID',
+      `the metadata store's manager epoch (row ${INSTANCE_ROW}, column ${EPOCH_COL}) is not a whole number: ${JSON.stringify(text.slice(0, 100))}`,
+      { details: { row: INSTANCE_ROW, col: EPOCH_COL, value: text.slice(0, 100) } },
+    );
+  }
+  return epoch;
+}
 
 /** The smallest string greater than every string that starts with `prefix`. */
 export function prefixEnd(prefix: string): string | undefined {

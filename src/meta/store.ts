@@ -15,7 +15,7 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { ExcError } from '../errors.js';
 import { parseInput } from '../validate.js';
-import { INSTANCE_ROW, prefixEnd } from './keys.js';
+import { EPOCH_COL, INSTANCE_ROW, parseEpoch, prefixEnd } from './keys.js';
 import {
   mutationSchema,
   type Cell,
@@ -27,8 +27,6 @@ import {
   type ScanPage,
   type ScanRequest,
 } from './types.js';
-
-const EPOCH_COL = 'managerEpoch';
 
 export interface MetaStoreOptions {
   /** Path of the SQLite file (created with its directory when missing), or ':memory:'. */
@@ -136,7 +134,7 @@ export class MetaStore {
    */
   takeOver(): number {
     const next = this.db.transaction(() => {
-      const current = Number(this.stmts.get.get(INSTANCE_ROW, EPOCH_COL)?.val ?? '0');
+      const current = parseEpoch(this.stmts.get.get(INSTANCE_ROW, EPOCH_COL)?.val);
       this.stmts.put.run(INSTANCE_ROW, EPOCH_COL, String(current + 1));
       return current + 1;
     })();
@@ -155,7 +153,7 @@ export class MetaStore {
    */
   storedEpoch(): number {
     this.checkOpen();
-    return Number(this.stmts.get.get(INSTANCE_ROW, EPOCH_COL)?.val ?? '0');
+    return parseEpoch(this.stmts.get.get(INSTANCE_ROW, EPOCH_COL)?.val);
   }
 
   /** Reads one cell. */
@@ -321,7 +319,7 @@ export class MetaStore {
 
   private checkEpoch(): void {
     if (this.epoch === undefined) return; // not fenced (tools and tests that own the file alone)
-    const current = Number(this.stmts.get.get(INSTANCE_ROW, EPOCH_COL)?.val ?? '0');
+    const current = parseEpoch(this.stmts.get.get(INSTANCE_ROW, EPOCH_COL)?.val);
     if (current !== this.epoch) {
       throw new ExcError(
         'NOT_MANAGER',

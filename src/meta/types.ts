@@ -4,15 +4,26 @@
  * its clients; the store applies the same shapes.
  */
 import { z } from 'zod';
+import { RESERVED_ROWS } from './keys.js';
 
 /**
  * Rows and columns are printable ASCII, so that JavaScript's string order, SQLite's byte order and every
- * key codec agree. Values are any UTF-8 text (usually JSON).
+ * key codec agree. Values are any UTF-8 text (usually JSON) but NUL (U+0000), and so are scan bounds:
+ * PostgreSQL's text cannot hold NUL (SQLSTATE 22021), so a value with one would fail the whole batch it
+ * was group-committed with there (and a bound the scan), while SQLite stores it. Refused here, by name,
+ * it fails alike on both backends and alone. (JSON.stringify writes NUL as an escape, never raw.)
  */
 const PRINTABLE = /^[\x20-\x7e]*$/;
 const keyString = z.string().min(1).max(4096).regex(PRINTABLE, 'must be printable ASCII');
 const colString = z.string().max(4096).regex(PRINTABLE, 'must be printable ASCII');
-const value = z.string().max(1 << 20);
+const noNul = (s: string): boolean => !s.includes('\u0000');
+const NUL_MESSAGE = 'must not contain NUL (U+0000)';
+const value = z
+  .string()
+  .max(1 << 20)
+  .refine(noNul, NUL_MESSAGE);
+/** A scan bound or a row to read: not necessarily a key that exists, but text every backend can take. */
+const bound = z.string().refine(noNul, NUL_MESSAGE);
 
 export const cellSchema = z.object({ row: keyString, col: colString, value });
 export type Cell = z.infer<typeof cellSchema>;
@@ -37,6 +48,33 @@ export const mutationSchema = z.object({
   /** Whole rows to delete (every column). */
   deleteRows: z.array(keyString).max(10_000).default([]),
 });
+
+/**
+ * A mutation as the manager's API takes it from other processes: a {@link mutationSchema} that changes
+ * no row reserved to the store itself (RESERVED_ROWS: the manager epoch that fences every write). Its
+ * conditions may name such a row: they only read it.
+ */
+export const apiMutationSchema = mutationSchema.superRefine((m, ctx) => {
+  const refuse = (path: (string | number)[], row: string): void => {
+    ctx.addIssue({
+      code: 'custom',
+      path,
+      message: `row ${row} is reserved to the metadata store (the manager epoch and id counters); it cannot be changed through the API`,
+    });
+  };
+  m.puts.forEach((p, i) => RESERVED_ROWS.has(p.row) && refuse(['puts', i, 'row'], p.row));
+  m.deletes.forEach((d, i) => RESERVED_ROWS.has(d.row) && refuse(['deletes', i, 'row'], d.row));
+  m.deleteRows.forEach((row, i) => RESERVED_ROWS.has(row) && refuse(['deleteRows', i], row));
+});
+
+/** The most mutations one request of the manager's mutate route carries. */
+export const MAX_MUTATIONS_PER_REQUEST = 10_000;
+
+/**
+ * The mutations of one request of the mutate route — also what MetaClient checks each caller's against
+ * before grouping callers into one request, so that an invalid one fails its caller alone.
+ */
+export const apiMutationsSchema = z.array(apiMutationSchema).min(1).max(MAX_MUTATIONS_PER_REQUEST);
 export type Mutation = z.input<typeof mutationSchema>;
 export type ParsedMutation = z.output<typeof mutationSchema>;
 
@@ -48,23 +86,26 @@ export type MutationResult =
       failed: { index: number; condition: Condition; actual: string | null };
     };
 
-export const cursorSchema = z.object({ row: z.string(), col: z.string() });
+export const cursorSchema = z.object({ row: bound, col: bound });
 export type Cursor = z.infer<typeof cursorSchema>;
 
 export const scanSchema = z.object({
   /** Rows >= start (inclusive). */
-  start: z.string().optional(),
+  start: bound.optional(),
   /** Rows < end (exclusive). */
-  end: z.string().optional(),
+  end: bound.optional(),
   /** Only rows starting with this prefix (combined with start/end). */
-  prefix: z.string().optional(),
+  prefix: bound.optional(),
   /** Resume after this cell (from a previous page's `next`). */
   after: cursorSchema.optional(),
   /** Only columns starting with this prefix. */
-  colPrefix: z.string().optional(),
+  colPrefix: bound.optional(),
   limit: z.number().int().min(1).max(100_000).default(1_000),
 });
 export type ScanRequest = z.input<typeof scanSchema>;
+
+/** A request for the cells of one row. */
+export const rowRequestSchema = z.object({ row: bound.min(1) });
 
 export interface ScanPage {
   cells: Cell[];

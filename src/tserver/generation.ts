@@ -33,6 +33,8 @@ export interface GenerationContext {
   log: Logger;
   rpcTimeoutMs: number;
   managerFailoverMs?: number;
+  /** The largest RPC body the manager takes (EXC_RPC_MAX_BODY_BYTES): grouped mutations stay under it. */
+  rpcMaxBodyBytes?: number;
   stallTimeoutMs: number;
   compactorLinkGraceMs: number;
   compactorSweepMs?: number;
@@ -66,6 +68,7 @@ export class Generation {
       logger: ctx.logger,
       timeoutMs: ctx.rpcTimeoutMs,
       failoverMs: ctx.managerFailoverMs,
+      maxBodyBytes: ctx.rpcMaxBodyBytes,
     });
     this.queues = new QueueResolver(session, layout, log);
     this.configs = new TableConfigs(this.meta);

@@ -192,6 +192,7 @@ export class TabletServer extends EventEmitter<Events> {
         log: this.log,
         rpcTimeoutMs: this.options.rpcTimeoutMs,
         managerFailoverMs: this.options.managerFailoverMs,
+        rpcMaxBodyBytes: this.options.rpcMaxBodyBytes,
         stallTimeoutMs: this.options.stallTimeoutMs,
         compactorLinkGraceMs: this.options.compactorLinkGraceMs ?? 200,
         compactorSweepMs: this.options.compactorSweepMs,

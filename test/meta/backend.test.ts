@@ -289,6 +289,23 @@ describe.each<Kind>(['sqlite', 'postgres'])('metadata backend contract: %s', (ki
     await expect(s.applyBatch([{ puts: [{ row: '', col: 'c', value: 'v' }] }])).rejects.toThrow();
     expect((await s.scan({})).cells).toEqual([]);
   });
+
+  it('validation - a value holding NUL (U+0000) is refused by name on every backend; nothing is applied', async () => {
+    // PostgreSQL's text cannot hold NUL: refused by the database, it failed the whole batch as INTERNAL.
+    const s = await store();
+    const nul: Mutation[] = [
+      { puts: [{ row: 'a', col: 'c', value: 'x\u0000y' }] },
+      { conditions: [{ op: 'equals', row: 'a', col: 'c', value: '\u0000' }] },
+    ];
+    for (const m of nul) {
+      const batch = s.applyBatch([{ puts: [{ row: 'b', col: 'c', value: 'v' }] }, m]);
+      await expect(batch, JSON.stringify(m)).rejects.toMatchObject({
+        code: 'BAD_REQUEST',
+        message: expect.stringMatching(/mutations\.1\.(puts|conditions)\.0\.value: .*NUL/) as unknown,
+      });
+    }
+    expect((await s.scan({})).cells).toEqual([]);
+  });
 });
 
 /** Random batches over a few rows and columns, with every kind of condition and change. */

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { ExcError } from '../../src/errors.js';
 import { MetaStore } from '../../src/meta/store.js';
 import { tempDir } from '../support/index.js';
 
@@ -187,6 +188,25 @@ describe('meta store', () => {
       expect(newer.get('z', 'z')).toBe('ok');
     } finally {
       newer.close();
+    }
+  });
+
+  it('fencing - a stored epoch that is not a whole number is refused by name, never read as NaN', () => {
+    const thrown = (call: () => unknown): ExcError => {
+      try {
+        call();
+      } catch (err) {
+        return err as ExcError;
+      }
+      throw new Error('expected a throw');
+    };
+    for (const mangled of ['x', '1.5', '', '-1', '1e3', ' 2']) {
+      store.mutate({ puts: [{ row: '~instance', col: 'managerEpoch', value: mangled }] });
+      for (const err of [thrown(() => store.takeOver()), thrown(() => store.storedEpoch())]) {
+        expect(err.code, mangled).toBe('CONFIG_INVALID');
+        expect(err.message).toMatch(/~instance, column managerEpoch.* not a whole number/);
+      }
+      expect(store.get('~instance', 'managerEpoch')).toBe(mangled);
     }
   });
 
