@@ -26,6 +26,7 @@ import { ExcError } from '../errors.js';
 import { parseInput } from '../validate.js';
 import type { MetaBackend, MetaReader } from './backend.js';
 import { batchReads, decideBatch, type NetChange } from './batch.js';
+import { storeError } from './postgres-errors.js';
 import { INSTANCE_ROW, prefixEnd } from './keys.js';
 import {
   mutationSchema,
@@ -73,7 +74,7 @@ export class PostgresBackend implements MetaBackend {
       await backend.createTables();
     } catch (err) {
       await backend.pool.end().catch(() => undefined);
-      throw unavailable(err, backend.describe);
+      throw storeError(err, backend.describe);
     }
     return backend;
   }
@@ -198,7 +199,7 @@ export class PostgresBackend implements MetaBackend {
     try {
       return await run(this.pool);
     } catch (err) {
-      throw unavailable(err, this.describe);
+      throw storeError(err, this.describe);
     }
   }
 
@@ -206,7 +207,7 @@ export class PostgresBackend implements MetaBackend {
     try {
       return await this.pool.connect();
     } catch (err) {
-      throw unavailable(err, this.describe);
+      throw storeError(err, this.describe);
     }
   }
 
@@ -225,7 +226,7 @@ export class PostgresBackend implements MetaBackend {
         const code = (err as { code?: unknown }).code;
         if ((code === '40001' || code === '40P01') && attempt < RETRIES) continue;
         if (err instanceof ExcError) throw err;
-        throw unavailable(err, this.describe);
+        throw storeError(err, this.describe);
       } finally {
         client.release();
       }
@@ -341,14 +342,4 @@ async function upsert(c: Queryable, cells: readonly Cell[]): Promise<void> {
     'INSERT INTO cells (row, col, val) SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT (row, col) DO UPDATE SET val = EXCLUDED.val',
     [cells.map((x) => x.row), cells.map((x) => x.col), cells.map((x) => x.value)],
   );
-}
-
-/** A database that cannot be reached or refused a statement: UNAVAILABLE (worth another try) or INTERNAL. */
-function unavailable(err: unknown, where: string): ExcError {
-  if (err instanceof ExcError) return err;
-  const code = (err as { code?: unknown }).code;
-  const message = `the metadata store at ${where} failed: ${(err as Error).message}`;
-  // Connection errors (no SQLSTATE, or class 08: connection exception; 57P: operator intervention).
-  const transient = typeof code !== 'string' || /^(08|57P|53)/.test(code) || code.startsWith('E');
-  return new ExcError(transient ? 'UNAVAILABLE' : 'INTERNAL', message, { cause: err });
 }
