@@ -22,7 +22,9 @@
  * run again from the start; nothing of it was applied.
  *
  * Failures (postgres-errors.ts): a connection lost once COMMIT was sent is OUTCOME_UNKNOWN (it may have
- * committed), never UNAVAILABLE, which says "not applied" and would have the mutation sent again.
+ * committed), never UNAVAILABLE, which says "not applied" and would have the mutation sent again. Every
+ * connection carries timeouts (`SESSION_SETTINGS`, postgres-pool.ts), so that a holder of the writers' lock
+ * that stops (a paused manager) cannot hold it, and every other writer, for ever.
  */
 import type pg from 'pg';
 import { ExcError } from '../errors.js';

@@ -155,10 +155,11 @@ export class BackendWriter implements BatchWriter {
 
 /**
  * Takes a store over. While the store cannot be reached or another process holds its lock — a manager
- * paused in the middle of a write keeps SQLite's lock until it resumes — this waits, trying again, for as
- * long as it takes (until closed or `signal`): giving up would leave the cluster with no manager at all. A
- * takeover whose outcome is unknown (its COMMIT's answer lost) is run again too: the epoch it may have
- * written was never used, and a second takeover only fences once more.
+ * paused in the middle of a write keeps SQLite's lock until it resumes, PostgreSQL's until the server ends
+ * its idle transaction — this waits, trying again, for as long as it takes (until closed or `signal`):
+ * giving up would leave the cluster with no manager at all. A takeover whose outcome is unknown (its
+ * COMMIT's answer lost) is run again too: the epoch it may have written was never used, and a second
+ * takeover only fences once more.
  */
 async function untilTaken(
   take: () => Promise<number>,

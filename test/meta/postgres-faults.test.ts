@@ -1,11 +1,15 @@
 /**
  * The PostgreSQL metadata store under faults a real deployment meets, against a real server
  * (test/support/postgres.ts): a connection lost after COMMIT was sent (the transaction may have committed:
- * the answer must not say "not applied", or the raw mutation would be sent again).
+ * the answer must not say "not applied", or the raw mutation would be sent again), and a holder of the
+ * writers' lock that stops answering (a paused manager: the server must end its transaction, and a waiter
+ * must get an error it can retry instead of waiting for ever).
  */
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ExcError } from '../../src/errors.js';
 import { PostgresBackend } from '../../src/meta/postgres.js';
+import { createPool } from '../../src/meta/postgres-pool.js';
 import { BackendWriter } from '../../src/meta/writer.js';
 import { isNotAppliedCode, notApplied } from '../../src/rpc/client.js';
 import { startProxy, usePostgres, type TcpProxy } from '../support/index.js';
@@ -26,7 +30,10 @@ async function within<T>(ms: number, promise: Promise<T>): Promise<T | ExcError 
 describe('PostgreSQL metadata store - faults', () => {
   const postgres = usePostgres();
   const cleanups: (() => Promise<unknown>)[] = [];
+  const holders: (() => Promise<unknown>)[] = [];
   afterEach(async () => {
+    // Holders first: a backend closes only once the transactions waiting behind them are done.
+    for (const end of holders.splice(0)) await end().catch(() => undefined);
     for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
   });
 
@@ -42,6 +49,33 @@ describe('PostgreSQL metadata store - faults', () => {
     cleanups.push(() => proxy.stop());
     u.port = String(proxy.port);
     return { url: u.toString(), proxy };
+  }
+
+  /**
+   * A connection that takes the writers' lock and then says nothing more (a paused holder): one of the
+   * store's own pool (with the settings it gives every connection) when `ofTheStore`, else a plain one.
+   */
+  async function holdWriterLock(url: string, ofTheStore: boolean): Promise<pg.ClientBase> {
+    let holder: pg.ClientBase;
+    if (ofTheStore) {
+      const pool = createPool(url, 1);
+      const client = await pool.connect();
+      holders.push(async () => {
+        client.release(true);
+        await pool.end();
+      });
+      holder = client;
+    } else {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      holders.push(() => client.end());
+      holder = client;
+    }
+    // The server may end the connection under it: that is what a test waits for.
+    holder.on('error', () => undefined);
+    await holder.query('BEGIN');
+    await holder.query('SELECT id FROM writer_lock WHERE id = 1 FOR UPDATE');
+    return holder;
   }
 
   it(
@@ -106,6 +140,50 @@ describe('PostgreSQL metadata store - faults', () => {
       expect(outcome).toBe(2);
       expect(backend.managerEpoch).toBe(2);
       expect(await backend.storedEpoch()).toBe(2);
+    },
+  );
+
+  it(
+    'writer lock - a waiter behind a holder that never finishes gets a retryable error, not a hang',
+    { timeout: 40_000 },
+    async () => {
+      const url = await postgres().freshDatabase();
+      const backend = await open(url);
+      // A holder without the store's settings (psql, say): nothing on the server ends its transaction.
+      await holdWriterLock(url, false);
+      const started = Date.now();
+      const outcome = await within(20_000, backend.takeOver());
+      expect(outcome).toBeInstanceOf(ExcError);
+      expect((outcome as ExcError).code).toBe('UNAVAILABLE');
+      expect(isNotAppliedCode((outcome as ExcError).code)).toBe(true);
+      expect(Date.now() - started).toBeLessThan(20_000);
+    },
+  );
+
+  it(
+    'writer lock - a paused manager holding it is ended by the server, and the successor takes over',
+    { timeout: 40_000 },
+    async () => {
+      const url = await postgres().freshDatabase();
+      const backend = await open(url);
+      expect(await backend.takeOver()).toBe(1);
+      // A connection of the old manager's pool took the lock, and the manager stopped.
+      const holder = await holdWriterLock(url, true);
+      const successor = await open(url);
+      const refusals: string[] = [];
+      const outcome = await within(
+        20_000,
+        new BackendWriter(successor).takeOver({ onLocked: (err) => refusals.push(err.code) }),
+      );
+      expect(outcome).toBe(2);
+      // The holder's transaction is gone: resumed, it cannot commit anything.
+      await expect(holder.query('SELECT 1')).rejects.toThrow();
+      // The old manager is fenced.
+      await expect(
+        backend.applyBatch([{ puts: [{ row: 'r', col: 'c', value: 'v' }] }]),
+      ).rejects.toMatchObject({
+        code: 'NOT_MANAGER',
+      });
     },
   );
 });
