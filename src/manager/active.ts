@@ -77,7 +77,10 @@ export async function activate(ctx: ActiveContext): Promise<ActiveManager> {
     epoch = await writer.takeOver({
       signal: ctx.signal,
       onLocked: (err) =>
-        log.warn({ err: err.message }, 'waiting for the metadata store (another process holds its lock)'),
+        log.warn(
+          { code: err.code, err: err.message },
+          'waiting for the metadata store (another process holds its lock)',
+        ),
     });
     ctx.signal.throwIfAborted();
     store ??= SqliteBackend.open({ path: join(ctx.dataDir, 'metadata.sqlite') });

@@ -20,12 +20,19 @@
  * `LISTEN/NOTIFY`, sequences, stored procedures, `MERGE`, and server-side cursors. A transaction the
  * database aborts for a conflict (SQLSTATE 40001, 40P01: CockroachDB retries are the client's job) is
  * run again from the start; nothing of it was applied.
+ *
+ * Failures (postgres-errors.ts): a connection lost once COMMIT was sent is OUTCOME_UNKNOWN (it may have
+ * committed), never UNAVAILABLE, which says "not applied" and would have the mutation sent again. Every
+ * connection carries timeouts (`SESSION_SETTINGS`, postgres-pool.ts), so that a holder of the writers' lock
+ * that stops (a paused manager) cannot hold it, and every other writer, for ever.
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { ExcError } from '../errors.js';
 import { parseInput } from '../validate.js';
 import type { MetaBackend, MetaReader } from './backend.js';
 import { batchReads, decideBatch, type NetChange } from './batch.js';
+import { storeError } from './postgres-errors.js';
+import { checkout, createPool, type Connection } from './postgres-pool.js';
 import { INSTANCE_ROW, prefixEnd } from './keys.js';
 import {
   mutationSchema,
@@ -61,9 +68,7 @@ export class PostgresBackend implements MetaBackend {
   private constructor(options: PostgresOptions) {
     const url = new URL(options.url);
     this.describe = `postgres://${url.host}${url.pathname}`;
-    this.pool = new pg.Pool({ connectionString: options.url, max: options.poolSize ?? 8 });
-    // An idle connection the server dropped is replaced on next use; it must not crash the process.
-    this.pool.on('error', () => undefined);
+    this.pool = createPool(options.url, options.poolSize ?? 8);
   }
 
   /** Connects and creates the table when missing. */
@@ -73,7 +78,7 @@ export class PostgresBackend implements MetaBackend {
       await backend.createTables();
     } catch (err) {
       await backend.pool.end().catch(() => undefined);
-      throw unavailable(err, backend.describe);
+      throw storeError(err, backend.describe);
     }
     return backend;
   }
@@ -143,7 +148,8 @@ export class PostgresBackend implements MetaBackend {
 
   async snapshot<T>(read: (reader: MetaReader) => Promise<T>): Promise<T> {
     this.checkOpen();
-    const client = await this.connect();
+    const connection = await this.connect();
+    const { client } = connection;
     try {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
       const reader: MetaReader = {
@@ -158,7 +164,7 @@ export class PostgresBackend implements MetaBackend {
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;
     } finally {
-      client.release();
+      connection.release();
     }
   }
 
@@ -198,15 +204,15 @@ export class PostgresBackend implements MetaBackend {
     try {
       return await run(this.pool);
     } catch (err) {
-      throw unavailable(err, this.describe);
+      throw storeError(err, this.describe);
     }
   }
 
-  private async connect(): Promise<pg.PoolClient> {
+  private async connect(): Promise<Connection> {
     try {
-      return await this.pool.connect();
+      return await checkout(this.pool);
     } catch (err) {
-      throw unavailable(err, this.describe);
+      throw storeError(err, this.describe);
     }
   }
 
@@ -214,20 +220,26 @@ export class PostgresBackend implements MetaBackend {
   private async transaction<T>(work: (c: pg.PoolClient) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       this.checkOpen();
-      const client = await this.connect();
+      const connection = await this.connect();
+      const { client } = connection;
+      let commitSent = false;
       try {
         await client.query('BEGIN');
         const result = await work(client);
+        // On a connection already known to be broken, COMMIT never leaves: the server rolls back.
+        commitSent = !connection.lost;
         await client.query('COMMIT');
         return result;
       } catch (err) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        const code = (err as { code?: unknown }).code;
-        if ((code === '40001' || code === '40P01') && attempt < RETRIES) continue;
-        if (err instanceof ExcError) throw err;
-        throw unavailable(err, this.describe);
+        if (!connection.lost) await client.query('ROLLBACK').catch(() => undefined);
+        const e = storeError(err, this.describe, { commitSent, connectionLost: connection.lost });
+        // A conflict's ERROR (even COMMIT's) means the transaction was rolled back: run it again.
+        const sqlState = e.details.sqlState;
+        if (e.code === 'UNAVAILABLE' && (sqlState === '40001' || sqlState === '40P01') && attempt < RETRIES)
+          continue;
+        throw e;
       } finally {
-        client.release();
+        connection.release();
       }
     }
   }
@@ -341,14 +353,4 @@ async function upsert(c: Queryable, cells: readonly Cell[]): Promise<void> {
     'INSERT INTO cells (row, col, val) SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT (row, col) DO UPDATE SET val = EXCLUDED.val',
     [cells.map((x) => x.row), cells.map((x) => x.col), cells.map((x) => x.value)],
   );
-}
-
-/** A database that cannot be reached or refused a statement: UNAVAILABLE (worth another try) or INTERNAL. */
-function unavailable(err: unknown, where: string): ExcError {
-  if (err instanceof ExcError) return err;
-  const code = (err as { code?: unknown }).code;
-  const message = `the metadata store at ${where} failed: ${(err as Error).message}`;
-  // Connection errors (no SQLSTATE, or class 08: connection exception; 57P: operator intervention).
-  const transient = typeof code !== 'string' || /^(08|57P|53)/.test(code) || code.startsWith('E');
-  return new ExcError(transient ? 'UNAVAILABLE' : 'INTERNAL', message, { cause: err });
 }

@@ -12,7 +12,10 @@ import type { MetaStore } from './store.js';
 import type { Mutation, MutationResult } from './types.js';
 
 export interface TakeOverOptions {
-  /** Told of each refusal while another process holds the store's lock (the takeover keeps trying). */
+  /**
+   * Told of each failed attempt the takeover tries again: the store's lock held by another process, the
+   * store out of reach, an attempt whose outcome is unknown.
+   */
   onLocked?: (err: ExcError) => void;
   signal?: AbortSignal;
 }
@@ -152,8 +155,11 @@ export class BackendWriter implements BatchWriter {
 
 /**
  * Takes a store over. While the store cannot be reached or another process holds its lock — a manager
- * paused in the middle of a write keeps SQLite's lock until it resumes — this waits, trying again, for as
- * long as it takes (until closed or `signal`): giving up would leave the cluster with no manager at all.
+ * paused in the middle of a write keeps SQLite's lock until it resumes, PostgreSQL's until the server ends
+ * its idle transaction — this waits, trying again, for as long as it takes (until closed or `signal`):
+ * giving up would leave the cluster with no manager at all. A takeover whose outcome is unknown (its
+ * COMMIT's answer lost) is run again too: the epoch it may have written was never used, and a second
+ * takeover only fences once more.
  */
 async function untilTaken(
   take: () => Promise<number>,
@@ -164,7 +170,8 @@ async function untilTaken(
     try {
       return await take();
     } catch (err) {
-      if (!(err instanceof ExcError && err.code === 'UNAVAILABLE') || closing()) throw err;
+      const again = err instanceof ExcError && (err.code === 'UNAVAILABLE' || err.code === 'OUTCOME_UNKNOWN');
+      if (!again || closing()) throw err;
       options.onLocked?.(err);
       await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 1_000 }), options.signal);
     }

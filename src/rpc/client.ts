@@ -112,6 +112,11 @@ const NOT_APPLIED_CODES = new Set<string>([
   'NOT_MANAGER',
 ]);
 
+/** Whether a server answering with `code` says it did not apply the request (see NOT_APPLIED_CODES). */
+export function isNotAppliedCode(code: string): boolean {
+  return NOT_APPLIED_CODES.has(code);
+}
+
 /**
  * Whether a failed call certainly had no effect: the request never reached the server, or the server
  * answered with one of the codes it only gives before acting on a request.
@@ -191,7 +196,7 @@ function errorFromResponse(
     details: {
       status,
       sent: true,
-      notApplied: isErrorCode(remoteCode) && NOT_APPLIED_CODES.has(remoteCode),
+      notApplied: isErrorCode(remoteCode) && isNotAppliedCode(remoteCode),
       remoteCode: typeof remoteCode === 'string' ? remoteCode : null,
     },
   });

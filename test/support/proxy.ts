@@ -7,7 +7,9 @@
  * - `cutAfterNextClientData()`: forward the client's next chunk to the server, then drop the connection
  *   before any answer comes back (the client cannot know whether its request was applied);
  * - `cutEachConnectionAfter(n)`: the same cut on every connection, at the client's chunk n + 1: its first
- *   n chunks (say, a ZooKeeper handshake) go through, the next request is lost with its connection.
+ *   n chunks (say, a ZooKeeper handshake) go through, the next request is lost with its connection;
+ * - `cutAfterClientData(match)`: the same cut after the first client chunk `match` accepts (a PostgreSQL
+ *   COMMIT, say), whichever connection it comes on.
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
 
@@ -18,6 +20,7 @@ export class TcpProxy {
   private refusing = false;
   private cutArmed = false;
   private cutEachAfter: number | undefined;
+  private cutMatch: ((chunk: Buffer) => boolean) | undefined;
   /** Set when a cut happened (the chunk that triggered it was forwarded). */
   cuts = 0;
   port = 0;
@@ -64,6 +67,11 @@ export class TcpProxy {
     this.cutArmed = true;
   }
 
+  /** Cuts the connection of the next client chunk that `match` accepts, once it is forwarded. */
+  cutAfterClientData(match: (chunk: Buffer) => boolean): void {
+    this.cutMatch = match;
+  }
+
   /** Cuts every connection opened from now on at the client's chunk `chunks + 1`; undefined stops it. */
   cutEachConnectionAfter(chunks: number | undefined): void {
     this.cutEachAfter = chunks;
@@ -89,12 +97,14 @@ export class TcpProxy {
       client.destroy();
       upstream.destroy();
     };
-    client.on('data', (chunk) => {
+    client.on('data', (chunk: Buffer) => {
       if (this.blackholed) return;
       upstream.write(chunk);
       chunks++;
-      if (this.cutArmed || chunks === cutAt) {
+      const matched = this.cutMatch?.(chunk) === true;
+      if (this.cutArmed || chunks === cutAt || matched) {
         this.cutArmed = false;
+        if (matched) this.cutMatch = undefined;
         this.cuts++;
         // Stop relaying answers at once, and drop the client once the server had time to apply the request.
         upstream.pause();
