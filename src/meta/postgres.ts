@@ -33,7 +33,7 @@ import type { MetaBackend, MetaReader } from './backend.js';
 import { batchReads, decideBatch, type NetChange } from './batch.js';
 import { storeError } from './postgres-errors.js';
 import { checkout, createPool, type Connection } from './postgres-pool.js';
-import { INSTANCE_ROW, prefixEnd } from './keys.js';
+import { EPOCH_COL, INSTANCE_ROW, parseEpoch, prefixEnd } from './keys.js';
 import {
   mutationSchema,
   type Cell,
@@ -44,7 +44,6 @@ import {
   type ScanRequest,
 } from './types.js';
 
-const EPOCH_COL = 'managerEpoch';
 const RETRIES = 10;
 
 export interface PostgresOptions {
@@ -121,7 +120,7 @@ export class PostgresBackend implements MetaBackend {
   }
 
   async storedEpoch(): Promise<number> {
-    return Number((await this.get(INSTANCE_ROW, EPOCH_COL)) ?? '0');
+    return parseEpoch((await this.get(INSTANCE_ROW, EPOCH_COL)) ?? undefined);
   }
 
   get(row: string, col: string): Promise<string | undefined> {
@@ -252,7 +251,7 @@ export class PostgresBackend implements MetaBackend {
 /** Takes the writers' lock for this transaction and returns the stored epoch (0 before any takeover). */
 async function lockEpoch(c: Queryable): Promise<number> {
   await c.query('SELECT id FROM writer_lock WHERE id = 1 FOR UPDATE');
-  return Number((await readCell(c, INSTANCE_ROW, EPOCH_COL)) ?? '0');
+  return parseEpoch((await readCell(c, INSTANCE_ROW, EPOCH_COL)) ?? undefined);
 }
 
 async function readCell(c: Queryable, row: string, col: string): Promise<string | undefined> {

@@ -186,4 +186,20 @@ describe('PostgreSQL metadata store - faults', () => {
       });
     },
   );
+
+  it('fencing - a stored epoch that is not a whole number is refused by name, never read as NaN', async () => {
+    const url = await postgres().freshDatabase();
+    const backend = await open(url);
+    expect(await backend.takeOver()).toBe(1);
+    const raw = new pg.Client({ connectionString: url });
+    await raw.connect();
+    cleanups.push(() => raw.end());
+    for (const mangled of ['x', '1.5', '-1']) {
+      await raw.query(`UPDATE cells SET val = $1 WHERE row = '~instance' AND col = 'managerEpoch'`, [
+        mangled,
+      ]);
+      await expect(backend.storedEpoch()).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+      await expect(backend.takeOver()).rejects.toMatchObject({ code: 'CONFIG_INVALID' });
+    }
+  });
 });
