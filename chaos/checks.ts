@@ -5,8 +5,9 @@
  *
  * - Outcomes: every reservation ends exactly once (an outcome row, never two end records in the logs, never
  *   a compactor believing it committed what the store cancelled), and none is left without an end.
- * - Zombies: no commit is accepted from a compactor after it resumed from a pause past its session
- *   timeout, or after its node was deleted from outside.
+ * - Zombies: no commit is accepted from a compactor after it resumed from a pause its session expired in,
+ *   or after its node was deleted from outside (or went after outliving a pause: a leader election
+ *   restarts every session's timer, so a pause past the timeout does not always expire the session).
  * - Dead reservations: while the run goes on, no reservation names a compactor whose node is gone for
  *   longer than the cluster needs to notice (its host may itself be down: then the new host cancels it).
  * - Reclaim latency: after each kill -9 of a compactor holding work, how long until all of it was back.
@@ -204,7 +205,7 @@ export function judgeOutcomes(
   outcomes: ReadonlyMap<string, OutcomeRecord>,
   logs: LogFindings,
   stillRunning: readonly string[],
-  faults: FaultInjector,
+  faults: Pick<FaultInjector, 'zombies' | 'deletedNodes' | 'compactorKills'>,
 ): OutcomeFindings {
   const double = new Set<string>();
   for (const [ecid, n] of logs.ends) if (n > 1) double.add(ecid);
@@ -221,10 +222,13 @@ export function judgeOutcomes(
   }
   const zombieCommits = new Set<string>();
   for (const z of faults.zombies) {
+    // A session that outlived the pause is judged by when its node went (below), not by the pause.
+    if (z.sessionExpired !== true) continue;
     for (const { ecid, o } of byCompactor.get(z.compactor) ?? [])
       if (o.outcome === 'committed' && o.at >= z.resumedAt) zombieCommits.add(ecid);
   }
-  // A node deleted from outside: the tablet server's watch may learn of it a moment after our client.
+  // A node deleted from outside, or gone after it outlived its process's pause: the tablet server checks
+  // the node right before it commits, so a commit may land a moment after the node went.
   for (const d of faults.deletedNodes) {
     for (const { ecid, o } of byCompactor.get(d.compactor) ?? [])
       if (o.outcome === 'committed' && o.at > d.at + 1_000) zombieCommits.add(ecid);

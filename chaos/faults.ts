@@ -42,6 +42,12 @@ export interface ZombieRecord {
   /** The compactor's node path when it was paused, and when it was resumed. */
   compactor: string;
   resumedAt: number;
+  /**
+   * Whether ZooKeeper expired its session during the pause (its node was gone before it resumed). A pause
+   * past the timeout usually does, but not always: a leader election restarts every session's timer.
+   * Undefined when ZooKeeper could not say.
+   */
+  sessionExpired: boolean | undefined;
 }
 
 export class FaultInjector {
@@ -51,7 +57,7 @@ export class FaultInjector {
   /** Compactor faults by what the compactor was running when it was hit. */
   readonly jobsHit: Record<JobShape, number> = { checkpointed: 0, 'sub-job': 0, plain: 0, idle: 0 };
   readonly zombies: ZombieRecord[] = [];
-  /** Compactor nodes deleted from outside, and when. */
+  /** Compactor nodes deleted from outside, or gone after outliving their process's pause, and when. */
   readonly deletedNodes: KillRecord[] = [];
   private readonly held = new Map<string, Held>();
   private s3Until = 0;
@@ -172,8 +178,18 @@ export class FaultInjector {
           this.hold(slot, f.durationMs + 2_000);
           proc.pause();
           await sleep(f.durationMs);
+          // Whether ZooKeeper expired the session while the process was stopped, asked before it runs
+          // again (then it may close the session itself). A pause past the timeout usually expires it,
+          // but not always: a leader election restarts every session's timer.
+          const expired = f.kind === 'compactor-zombie' ? await this.nodeGone(node) : false;
           proc.resume();
-          if (f.kind === 'compactor-zombie') this.zombies.push({ compactor: node, resumedAt: Date.now() });
+          if (f.kind === 'compactor-zombie') {
+            this.zombies.push({ compactor: node, resumedAt: Date.now(), sessionExpired: expired });
+            if (expired !== true) {
+              this.log.event('zombie-outlived', { target: slot.name, node, known: expired !== undefined });
+              this.recordDeletion(node);
+            }
+          }
         }
         return;
       }
@@ -331,6 +347,36 @@ export class FaultInjector {
         return;
       }
     }
+  }
+
+  /** Whether the compactor node is gone; undefined when ZooKeeper could not say. */
+  private async nodeGone(node: string): Promise<boolean | undefined> {
+    try {
+      return (await this.cluster.session.exists(node)) === null;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * Records when a compactor node that outlived its process's pause goes: the compactor is judged from
+   * then on as one whose node was deleted from outside (no commit accepted a moment later).
+   */
+  private recordDeletion(node: string): void {
+    const deleted = (): void => {
+      this.deletedNodes.push({ compactor: node, at: Date.now() });
+    };
+    this.cluster.session
+      .exists(node, (event) => {
+        if (event.type === 'deleted') deleted();
+        else this.recordDeletion(node); // its data changed: the watch is spent
+      })
+      .then(
+        (stat) => {
+          if (stat === null) deleted();
+        },
+        (err: unknown) => this.log.event('fault-error', { kind: 'zombie-watch', err: describeError(err) }),
+      );
   }
 
   /** kill -9 (restarted later), or a pause: a zombie past the session timeout, or a short one. */
