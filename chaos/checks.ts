@@ -198,6 +198,8 @@ export interface OutcomeFindings {
   never: string[];
   zombieCommits: string[];
   reclaimMs: number[];
+  /** The kill whose work took longest to be back, to look up in the logs. */
+  slowestReclaim: { compactor: string; ecid: string; ms: number } | undefined;
 }
 
 /** Judges the outcomes against the logs and the faults, once every reservation had time to end. */
@@ -234,13 +236,23 @@ export function judgeOutcomes(
       if (o.outcome === 'committed' && o.at > d.at + 1_000) zombieCommits.add(ecid);
   }
   const reclaimMs: number[] = [];
+  let slowestReclaim: OutcomeFindings['slowestReclaim'];
   for (const k of faults.compactorKills) {
     const back = (byCompactor.get(k.compactor) ?? [])
       .filter(({ o }) => o.outcome === 'cancelled' && o.reason === 'compactor-gone' && o.at >= k.at)
-      .map(({ o }) => o.at - k.at);
-    if (back.length > 0) reclaimMs.push(Math.max(...back));
+      .map(({ ecid, o }) => ({ ecid, ms: o.at - k.at }));
+    if (back.length === 0) continue;
+    const last = back.reduce((a, b) => (b.ms > a.ms ? b : a));
+    reclaimMs.push(last.ms);
+    if (!slowestReclaim || last.ms > slowestReclaim.ms) slowestReclaim = { ...last, compactor: k.compactor };
   }
-  return { double: [...double], never: [...new Set(never)], zombieCommits: [...zombieCommits], reclaimMs };
+  return {
+    double: [...double],
+    never: [...new Set(never)],
+    zombieCommits: [...zombieCommits],
+    reclaimMs,
+    slowestReclaim,
+  };
 }
 
 /**

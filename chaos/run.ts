@@ -297,6 +297,7 @@ export async function runChaos(
       p50: percentile(judged.reclaimMs, 50),
       p99: percentile(judged.reclaimMs, 99),
       sessionTimeoutMs: options.sessionTimeoutMs,
+      slowest: judged.slowestReclaim ?? null,
     },
     examples: {
       lost: [...workload.problems.lost].slice(0, 10),
@@ -330,7 +331,8 @@ export async function runChaos(
     );
   const r = figures.reclaimAfterKillMs;
   log.say(
-    `reclaim after kill -9: p50 ${r.p50} ms, p99 ${r.p99} ms over ${r.samples} kills (session ${r.sessionTimeoutMs} ms)`,
+    `reclaim after kill -9: p50 ${r.p50} ms, p99 ${r.p99} ms over ${r.samples} kills (session ${r.sessionTimeoutMs} ms)` +
+      (r.slowest ? `; slowest ${r.slowest.ms} ms, ${r.slowest.ecid} of ${r.slowest.compactor}` : ''),
   );
   const j = logs.jobs;
   const h = injector.jobsHit;
