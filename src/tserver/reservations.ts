@@ -220,16 +220,7 @@ export class Reservations {
         );
       }
     }
-    // Checked last, right before committing, after any round trip. The watch on its node answers without
-    // one when it can vouch for it (see CompactorWatch.knownAlive).
-    if (!watch.knownAlive(r.compactor) && !(await watch.checkAndWatch(r.compactor))) {
-      await this.cancelLocked(tablet, req.ecid, 'compactor-gone');
-      throw new ExcError(
-        'RESERVATION_GONE',
-        `compactor ${r.compactor} has no live node; reservation ${req.ecid} cancelled`,
-        { details: { ecid: req.ecid, tablet: req.tablet } },
-      );
-    }
+    await this.refuseDeadCompactor(tablet, r.compactor, req);
     let applied = false;
     // Twice at most: a user job's commit is conditional on its requests, which the manager may have
     // cancelled without this server hearing yet; then they are read again and the commit decided anew.
@@ -238,6 +229,7 @@ export class Reservations {
         if (r.kind !== 'user') break;
         await hosting.rereadRequests(tablet);
         if (tablet.state !== 'hosted' || !tablet.meta.reservations.has(req.ecid)) break;
+        await this.refuseDeadCompactor(tablet, r.compactor, req); // after that round trip, again
       }
       // A user job whose requests were all cancelled commits nothing (its filter must never be applied,
       // in whole or, for a split, in part): it is cancelled here, before the refresh would.
@@ -271,6 +263,28 @@ export class Reservations {
     this.deps.log.info(
       { tablet: tablet.row, ecid: req.ecid, inputs: r.inputs.length, empty: !req.output },
       'committed',
+    );
+  }
+
+  /**
+   * Cancels the reservation, RESERVATION_GONE, unless its compactor's node is alive. Called last, right
+   * before committing, after any round trip. The watch on the node answers without one when it can vouch
+   * for it (see CompactorWatch.knownAlive).
+   */
+  private async refuseDeadCompactor(
+    tablet: HostedTablet,
+    compactor: string,
+    req: CommitRequest,
+  ): Promise<void> {
+    const { watch } = this.deps;
+    if (watch.knownAlive(compactor) || (await watch.checkAndWatch(compactor))) return;
+    await this.cancelLocked(tablet, req.ecid, 'compactor-gone');
+    throw new ExcError(
+      'RESERVATION_GONE',
+      `compactor ${compactor} has no live node; reservation ${req.ecid} cancelled`,
+      {
+        details: { ecid: req.ecid, tablet: req.tablet },
+      },
     );
   }
 
