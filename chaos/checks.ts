@@ -21,7 +21,8 @@ import type { CheckReport } from '../src/meta/check-view.js';
 import type { Cursor } from '../src/meta/types.js';
 import type { ChaosCluster } from './cluster.js';
 import type { FaultInjector } from './faults.js';
-import type { ChaosLog } from './report.js';
+import type { NodeDeath } from './node-deaths.js';
+import { patiently, type ChaosLog } from './report.js';
 
 export type OutcomeRecord = Pick<Outcome, 'outcome' | 'reason' | 'compactor' | 'at' | 'reservedAt'>;
 
@@ -208,6 +209,7 @@ export function judgeOutcomes(
   logs: LogFindings,
   stillRunning: readonly string[],
   faults: Pick<FaultInjector, 'zombies' | 'deletedNodes' | 'compactorKills'>,
+  nodes: { deaths: readonly NodeDeath[]; sessionTimeoutMs: number },
 ): OutcomeFindings {
   const double = new Set<string>();
   for (const [ecid, n] of logs.ends) if (n > 1) double.add(ecid);
@@ -229,11 +231,13 @@ export function judgeOutcomes(
     for (const { ecid, o } of byCompactor.get(z.compactor) ?? [])
       if (o.outcome === 'committed' && o.at >= z.resumedAt) zombieCommits.add(ecid);
   }
-  // A node deleted from outside, or gone after it outlived its process's pause: the tablet server checks
-  // the node right before it commits, so a commit may land a moment after the node went.
-  for (const d of faults.deletedNodes) {
+  // Any compactor node that went (deleted from outside, its session expired or closed, fenced by a tablet
+  // server): the tablet server checks the node right before it commits, trusting its watch while its own
+  // session is connected, so it may commit a moment after the node went — until it hears of it, or its
+  // watchdog finds its own connection dead. Both within a session timeout; later is a zombie's commit.
+  for (const d of [...faults.deletedNodes, ...nodes.deaths]) {
     for (const { ecid, o } of byCompactor.get(d.compactor) ?? [])
-      if (o.outcome === 'committed' && o.at > d.at + 1_000) zombieCommits.add(ecid);
+      if (o.outcome === 'committed' && o.at > d.at + nodes.sessionTimeoutMs) zombieCommits.add(ecid);
   }
   const reclaimMs: number[] = [];
   let slowestReclaim: OutcomeFindings['slowestReclaim'];
@@ -270,7 +274,9 @@ export async function standingProblems(
   for (;;) {
     // Exit code 5: the check found problems (they are judged here).
     const report = JSON.parse(
-      await cluster.cli(['admin', 'check', '--json'], { okCodes: [0, 5] }),
+      await patiently('run admin check', log, () =>
+        cluster.cli(['admin', 'check', '--json'], { okCodes: [0, 5] }),
+      ),
     ) as CheckReport;
     const now = Date.now();
     const seen = new Set<string>();

@@ -57,7 +57,7 @@ export class FaultInjector {
   /** Compactor faults by what the compactor was running when it was hit. */
   readonly jobsHit: Record<JobShape, number> = { checkpointed: 0, 'sub-job': 0, plain: 0, idle: 0 };
   readonly zombies: ZombieRecord[] = [];
-  /** Compactor nodes deleted from outside, or gone after outliving their process's pause, and when. */
+  /** Compactor nodes deleted from outside, and when. */
   readonly deletedNodes: KillRecord[] = [];
   private readonly held = new Map<string, Held>();
   private s3Until = 0;
@@ -185,10 +185,9 @@ export class FaultInjector {
           proc.resume();
           if (f.kind === 'compactor-zombie') {
             this.zombies.push({ compactor: node, resumedAt: Date.now(), sessionExpired: expired });
-            if (expired !== true) {
+            // Then its commits are judged by when its node goes, as every compactor's are.
+            if (expired !== true)
               this.log.event('zombie-outlived', { target: slot.name, node, known: expired !== undefined });
-              this.recordDeletion(node);
-            }
           }
         }
         return;
@@ -349,34 +348,16 @@ export class FaultInjector {
     }
   }
 
-  /** Whether the compactor node is gone; undefined when ZooKeeper could not say. */
-  private async nodeGone(node: string): Promise<boolean | undefined> {
-    try {
-      return (await this.cluster.session.exists(node)) === null;
-    } catch {
-      return undefined;
-    }
-  }
-
   /**
-   * Records when a compactor node that outlived its process's pause goes: the compactor is judged from
-   * then on as one whose node was deleted from outside (no commit accepted a moment later).
+   * Whether the compactor node is gone; undefined when ZooKeeper could not say within half a second (the
+   * process stays stopped meanwhile: no longer, or the pause would outlast its hold).
    */
-  private recordDeletion(node: string): void {
-    const deleted = (): void => {
-      this.deletedNodes.push({ compactor: node, at: Date.now() });
-    };
-    this.cluster.session
-      .exists(node, (event) => {
-        if (event.type === 'deleted') deleted();
-        else this.recordDeletion(node); // its data changed: the watch is spent
-      })
-      .then(
-        (stat) => {
-          if (stat === null) deleted();
-        },
-        (err: unknown) => this.log.event('fault-error', { kind: 'zombie-watch', err: describeError(err) }),
-      );
+  private async nodeGone(node: string): Promise<boolean | undefined> {
+    const answer = this.cluster.session.exists(node).then(
+      (stat) => stat === null,
+      () => undefined,
+    );
+    return Promise.race([answer, sleep(500).then(() => undefined)]);
   }
 
   /** kill -9 (restarted later), or a pause: a zombie past the session timeout, or a short one. */

@@ -3,6 +3,8 @@
  * `<run dir>/chaos.jsonl`, each with its time since the start; the notable ones also on stdout.
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
+import { describeError } from '../src/errors.js';
+import { sleep } from '../src/retry.js';
 
 export class ChaosLog {
   readonly started = Date.now();
@@ -42,4 +44,21 @@ export function percentile(values: readonly number[], p: number): number {
   if (values.length === 0) return NaN;
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+/**
+ * A call of the run's own bookkeeping, retried for up to two minutes: a manager that loses its session or
+ * hands over mid-request refuses it (as it should), which is no finding of the run.
+ */
+export async function patiently<T>(what: string, log: ChaosLog, fn: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      log.event('harness-retry', { what, err: describeError(err) });
+      await sleep(1_000);
+    }
+  }
 }

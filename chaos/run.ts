@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { describeError } from '../src/errors.js';
 import type { HistoryAnswer } from '../src/meta/outcomes.js';
 import { sleep } from '../src/retry.js';
+import { NodeDeaths } from './node-deaths.js';
 import {
   DeadReservationWatch,
   OutcomeReader,
@@ -16,7 +17,7 @@ import {
 import type { ChaosCluster } from './cluster.js';
 import type { FaultInjector } from './faults.js';
 import type { ScheduledFault } from './schedule.js';
-import { percentile, type ChaosLog } from './report.js';
+import { patiently, percentile, type ChaosLog } from './report.js';
 import type { Rng } from './rng.js';
 import type { TableSpec } from './tables.js';
 import { Workload } from './workload.js';
@@ -133,9 +134,11 @@ export async function runChaos(
         await sleep(every);
       }
     })();
+  const deaths = new NodeDeaths(() => cluster.session, cluster.layout);
   const loops = [
     background(2_000, 'outcomes', () => outcomes.poll()),
     background(2_000, 'dead reservations', () => dead.poll()),
+    background(250, 'compactor nodes', () => deaths.poll()),
   ];
 
   // The faulted phase: the schedule's clock stops during quiescent checks.
@@ -219,9 +222,8 @@ export async function runChaos(
   const settleBy = Date.now() + 2 * options.sessionTimeoutMs + 10_000;
   let stillRunning: string[] = [];
   for (;;) {
-    const { running } = await cluster.meta.call<{ running: { ecid: string }[] }>(
-      'GET',
-      '/v1/compactions?state=running',
+    const { running } = await patiently('list running compactions', log, () =>
+      cluster.meta.call<{ running: { ecid: string }[] }>('GET', '/v1/compactions?state=running'),
     );
     stillRunning = running.map((r) => r.ecid);
     if (stillRunning.length === 0 || Date.now() > settleBy) break;
@@ -230,7 +232,7 @@ export async function runChaos(
   // Garbage: after two grace periods and collections nothing unreferenced may remain.
   for (let i = 0; i < 2; i++) {
     await sleep(cluster.options.gcGraceMs + 1_000);
-    await cluster.meta.call('POST', '/v1/gc/run');
+    await patiently('run the collector', log, () => cluster.meta.call('POST', '/v1/gc/run'));
   }
   const final = await standingProblems(cluster, 0, log, 0);
   const orphans =
@@ -248,7 +250,9 @@ export async function runChaos(
   // What an operator sees must agree: the history's counts, through the CLI, against the outcome rows.
   const since = `${Math.ceil((Date.now() - started) / 1000) + 60}s`;
   const history = JSON.parse(
-    await cluster.cli(['admin', 'compactions', 'history', '--since', since, '--limit', '1', '--json']),
+    await patiently('read the history', log, () =>
+      cluster.cli(['admin', 'compactions', 'history', '--since', since, '--limit', '1', '--json']),
+    ),
   ) as HistoryAnswer;
   const cancelledSeen = outcomes.outcomes.size - outcomes.committed;
   const historyAgrees =
@@ -261,7 +265,10 @@ export async function runChaos(
   await cluster.stop();
 
   const logs = await readLogs(cluster.procs.logDir);
-  const judged: OutcomeFindings = judgeOutcomes(outcomes.outcomes, logs, stillRunning, injector);
+  const judged: OutcomeFindings = judgeOutcomes(outcomes.outcomes, logs, stillRunning, injector, {
+    deaths: deaths.deaths,
+    sessionTimeoutMs: options.sessionTimeoutMs,
+  });
   const lost = workload.problems.lost.size + missing;
   const resurrected = workload.problems.resurrected.size;
   const wrong = workload.problems.wrong.size;

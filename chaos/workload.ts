@@ -370,11 +370,22 @@ export class Workload {
         { table: t.spec.name, id, filter },
         `user compaction ${id} of ${t.spec.name} (${byFamily ? `family s${gen}` : `rows *tmp${gen}.`})`,
       );
+      // A job failing attempt after attempt under the faults is parked, and a parked job waits for an
+      // operator: after a minute the run releases the table's parked jobs every 30 s, as one would.
+      const following = Date.now();
+      let released = following + 60_000;
       for (;;) {
         const status = await this.cluster.meta
           .call<{ done: boolean }>('GET', `/v1/tables/${t.spec.name}/compactions/${id}`)
           .catch(() => ({ done: false }));
         if (status.done) break;
+        if (Date.now() >= released) {
+          released = Date.now() + 30_000;
+          const out = await this.cluster
+            .cli(['admin', 'compactions', 'release', '--table', t.spec.name])
+            .catch((err: unknown) => String(err));
+          this.log.event('user-compaction-release', { table: t.spec.name, id, out: out.slice(0, 300) });
+        }
         await sleep(500);
       }
       if (byFamily) t.model.dropFamilies([`s${gen}`]);
