@@ -115,6 +115,14 @@ function describeItem(name: string, item: Record<string, unknown>): string {
       return `${s('file')} (tablet ${s('tablet')})`;
     case 'deadCompactorReservations':
       return `${s('ecid')} on ${s('tablet')} (compactor ${s('compactor')})`;
+    case 'sharedInputs':
+      return `${item.file === undefined ? s('job') : s('file')} on ${s('tablet')}: ${s('problem')}${
+        Array.isArray(item.jobs)
+          ? ` (${item.jobs.join(', ')})`
+          : item.file === undefined
+            ? ''
+            : ` (${s('job')})`
+      }`;
     case 'queueEntriesWithoutWork':
       return `${s('entry')} (${s('reason')})`;
     case 'workMissingFromQueue':

@@ -6,6 +6,9 @@
  *
  * Problems, most serious first:
  *   missingFiles               a file some tablet references is not in the object store: data loss
+ *   sharedInputs               a file in two live reservations of a tablet (other than sub-jobs of one split)
+ *                              or in a reservation and a split job it is not a sub-job of, or an input of
+ *                              a reservation or split job that is not the tablet's file (invariant 3)
  *   deadCompactorReservations  a reservation names a compactor whose node is gone (invariant 2)
  *   queueEntriesWithoutWork    a `~cq` entry whose hosted tablet has no work for that queue, or that names
  *                              no tablet at all (invariant 5)
@@ -74,6 +77,7 @@ export interface CheckInput {
 export const PROBLEMS = {
   missingFiles: ['referenced files missing from the object store', 'critical'],
   deadCompactorReservations: ['reservations naming dead compactors', 'error'],
+  sharedInputs: ["files in two jobs at once, or jobs' inputs the tablet does not have", 'critical'],
   queueEntriesWithoutWork: ['queue entries without work', 'error'],
   workMissingFromQueue: ['work missing from the queue', 'error'],
   orphanFiles: ['unreferenced files older than the GC grace, not marked for deletion', 'error'],
@@ -141,9 +145,27 @@ function isNotCheckable(value: unknown): value is NotCheckable {
   return typeof value === 'object' && value !== null && 'notCheckable' in value;
 }
 
-function checkReservations(input: CheckInput): Pick<Found, 'deadCompactorReservations'> {
+function checkReservations(input: CheckInput): Pick<Found, 'deadCompactorReservations' | 'sharedInputs'> {
   const dead = [];
+  const shared: Record<string, unknown>[] = [];
   for (const t of input.tablets) {
+    // Each file's jobs: a reservation's ecid, or `split:<id>` (its sub-jobs are the split's, not others').
+    const jobs = new Map<string, string[]>();
+    const take = (file: string, job: string): void => {
+      if (!t.files.has(file)) shared.push({ tablet: t.row, file, job, problem: 'not a file of the tablet' });
+      jobs.set(file, [...(jobs.get(file) ?? []), job]);
+    };
+    for (const [id, split] of t.splits) for (const file of split.inputs) take(file, `split:${id}`);
+    for (const [ecid, r] of t.reservations) {
+      if (r.split) {
+        if (!t.splits.has(r.split.id))
+          shared.push({ tablet: t.row, job: ecid, problem: `sub-job of split ${r.split.id}, which is gone` });
+        continue; // its inputs are its split's
+      }
+      for (const file of r.inputs) take(file, ecid);
+    }
+    for (const [file, names] of jobs)
+      if (names.length > 1) shared.push({ tablet: t.row, file, jobs: names, problem: 'in two jobs' });
     for (const [ecid, r] of t.reservations) {
       if (input.liveCompactors.has(r.compactor)) continue;
       dead.push({
@@ -155,7 +177,7 @@ function checkReservations(input: CheckInput): Pick<Found, 'deadCompactorReserva
       });
     }
   }
-  return { deadCompactorReservations: dead };
+  return { deadCompactorReservations: dead, sharedInputs: shared };
 }
 
 function checkQueues(input: CheckInput): Pick<Found, 'queueEntriesWithoutWork' | 'workMissingFromQueue'> {

@@ -107,6 +107,33 @@ describe('consistency check', () => {
     });
   });
 
+  it('reservations - a file in two jobs, or an input the tablet does not have, is critical (invariant 3)', () => {
+    const input = cleanInput();
+    expect(checkCluster(input).problems.sharedInputs.count).toBe(0);
+    const report = checkCluster({
+      ...input,
+      tablets: [
+        input.tablets[0]!,
+        tablet(T2, {
+          files: { d: 10, e: 10 },
+          reservations: {
+            E1: { compactor: COMPACTOR, inputs: ['e'], output: 'out' },
+            E2: { compactor: COMPACTOR, inputs: ['d', 'e'], output: 'out2' },
+            E3: { compactor: COMPACTOR, inputs: ['gone'], output: 'out3' },
+          },
+        }),
+      ],
+    });
+    expect(report.ok).toBe(false);
+    expect(report.problems.sharedInputs).toMatchObject({ severity: 'critical', count: 2 });
+    expect(report.problems.sharedInputs.items).toEqual(
+      expect.arrayContaining([
+        { tablet: T2, file: 'e', jobs: ['E1', 'E2'], problem: 'in two jobs' },
+        { tablet: T2, file: 'gone', job: 'E3', problem: 'not a file of the tablet' },
+      ]),
+    );
+  });
+
   it('queue entries - one of a hosted tablet without work, one naming no tablet, one unparsable; an unhosted tablet is not judged', () => {
     const input = cleanInput();
     const ghost = queueRow({ queueId: SMALL.id, bin: 0, priority: 1, tableId: '0009', endRow: null });
