@@ -14,7 +14,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { isIPv4, type AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { ExcError, toExcError } from '../errors.js';
@@ -46,13 +46,18 @@ export interface Sample {
   readBytesPerSec: number;
 }
 
-const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+const LOOPBACK = new Set(['::1', 'localhost']);
 const ECID = /^[0-9A-Z]{26}$/;
 /** A parked job's id (its failure key) or the ECID of its last attempt. */
 const PARKED_ID = /^(?:[0-9a-f]{24}|[0-9A-Z]{26})$/;
 
+/**
+ * A loopback name: `localhost`, `::1` (bracketed or not) or an IPv4 literal in 127/8. Only a real address:
+ * `127.attacker.example` is a name anyone can point at this host (DNS rebinding).
+ */
 export function isLoopback(host: string): boolean {
-  return LOOPBACK.has(host) || host.startsWith('127.');
+  const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  return LOOPBACK.has(bare) || (isIPv4(bare) && bare.startsWith('127.'));
 }
 
 function hostName(header: string | undefined): string {

@@ -3,9 +3,10 @@
  * browser), beyond it only holders of the login token. The cluster is a stand-in here: what is checked
  * is the door, not the data.
  */
+import { request } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
-import { MonitorServer } from '../../src/monitor/server.js';
+import { isLoopback, MonitorServer } from '../../src/monitor/server.js';
 import type { Snapshot, SnapshotReader } from '../../src/monitor/snapshot.js';
 
 const snapshot: Snapshot = {
@@ -25,6 +26,24 @@ const call = async <T>(method: string, path: string): Promise<T> => {
   return { cancelled: true } as T;
 };
 const TOKEN = 'a-token-of-more-than-16-chars';
+
+/** A request with a Host header of our choosing (fetch always sends the URL's own). */
+function withHost(
+  url: string,
+  host: string,
+  method = 'GET',
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method, headers: { ...headers, host } }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
 
 describe('monitor server', () => {
   const servers: MonitorServer[] = [];
@@ -114,5 +133,28 @@ describe('monitor server', () => {
     });
     expect(parked.status).toBe(200);
     expect(calls).toEqual([`POST /v1/compactions/${key}/cancel`]);
+  });
+
+  it('monitor - on loopback a Host that only starts with 127. is refused (DNS rebinding), before any cluster call', async () => {
+    const url = await start('127.0.0.1');
+    const ecid = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
+    for (const host of ['127.attacker.example', '127.0.0.1.attacker.example:80', '127.evil', '1270.0.0.1']) {
+      const state = await withHost(`${url}api/state`, host);
+      expect(state.status, host).toBe(403);
+      expect(JSON.parse(state.body), host).toMatchObject({ error: { code: 'FORBIDDEN' } });
+      const cancel = await withHost(`${url}api/compactions/${ecid}/cancel`, host, 'POST', {
+        'x-excompact-monitor': '1',
+      });
+      expect(cancel.status, host).toBe(403);
+    }
+    expect(calls).toEqual([]);
+    // Real loopback names still pass: localhost, IPv6 ::1, any IPv4 literal in 127/8.
+    for (const host of ['localhost:1', '[::1]:1', '127.0.0.1', '127.1.2.3:8080'])
+      expect((await withHost(`${url}api/state`, host)).status, host).toBe(200);
+    expect([isLoopback('::1'), isLoopback('127.255.0.1'), isLoopback('127.attacker.example')]).toEqual([
+      true,
+      true,
+      false,
+    ]);
   });
 });
