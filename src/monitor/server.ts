@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { ExcError, toExcError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { fromExpressError } from '../rpc/server.js';
 import type { ManagerCall, Snapshot, SnapshotReader } from './snapshot.js';
 
 /** The page's files: web/monitor at the repository root (two levels up from src/monitor and dist/monitor). */
@@ -177,8 +178,7 @@ export class MonitorServer {
     });
     app.post('/api/parked/:id/release', (req, res, next) => {
       const id = req.params.id ?? '';
-      if (id.length === 0 || id.length > 200)
-        return next(new ExcError('BAD_REQUEST', 'expected a parked job id'));
+      if (!PARKED_ID.test(id)) return next(new ExcError('BAD_REQUEST', 'expected a parked job id'));
       this.options.log.info({ id }, 'monitor: releasing a parked job');
       this.options.call('POST', '/v1/compactions/release', { id }).then((answer) => res.json(answer), next);
     });
@@ -193,7 +193,8 @@ export class MonitorServer {
       throw new ExcError('NOT_FOUND', `no page ${req.path}`);
     });
     app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
-      const e = toExcError(err);
+      // fromExpressError: a path with malformed percent-encoding (`%ZZ`) is the client's 400, not a 500.
+      const e = fromExpressError(err);
       if (!res.headersSent) res.status(e.status).json({ error: { code: e.code, message: e.message } });
     });
     return app;

@@ -157,4 +157,26 @@ describe('monitor server', () => {
       false,
     ]);
   });
+
+  it('monitor - a malformed or foreign id in an action path is a 400 BAD_REQUEST and reaches no cluster', async () => {
+    const url = await start('127.0.0.1');
+    const post = (path: string) =>
+      fetch(`${url}${path}`, { method: 'POST', headers: { 'x-excompact-monitor': '1' } });
+    for (const path of [
+      'api/compactions/%ZZ/cancel',
+      'api/parked/%ZZ/release',
+      'api/parked/%ZZ/cancel',
+      'api/parked/not-a-parked-id/release',
+      'api/parked/..%2F..%2Fqueues/release',
+    ]) {
+      const res = await post(path);
+      expect(res.status, path).toBe(400);
+      expect(((await res.json()) as { error: { code: string } }).error.code, path).toBe('BAD_REQUEST');
+    }
+    expect(calls).toEqual([]);
+    // A parked job's id (or its last ECID) is released through the manager.
+    const key = '3f9c2a1b0d4e5f60718293a4';
+    expect((await post(`api/parked/${key}/release`)).status).toBe(200);
+    expect(calls).toEqual(['POST /v1/compactions/release']);
+  });
 });
