@@ -46,6 +46,7 @@ export interface CompactorRow {
   host: string | null;
   upMs: number | null;
   state: string | null;
+  /** Its first job; `mbps` is what all its jobs read together (it may run several at once). */
   job: { ecid: string; tablet: string; percent: number | null; mbps: number | null } | null;
 }
 
@@ -171,8 +172,16 @@ export class SnapshotReader {
     });
     const byEcid = new Map(runningRows.map((r) => [r.ecid, r]));
     const compactorRows: CompactorRow[] = compactors.map((c, i) => {
-      const job = statuses[i]?.jobs[0];
+      // A compactor may run several jobs at once (--concurrency): its row names the first, but its MB/s
+      // (and the cluster's throughput) counts every one.
+      const jobs = statuses[i]?.jobs ?? [];
+      const job = jobs[0];
       const row = job ? byEcid.get(job.ecid) : undefined;
+      let compactorMbps: number | null = null;
+      for (const j of jobs) {
+        const m = mbps(j.ecid, j.progress.bytesRead);
+        if (m !== null) compactorMbps = (compactorMbps ?? 0) + m;
+      }
       return {
         name: shortCompactorName(c.path, c.queue, c.host),
         path: c.path,
@@ -185,7 +194,7 @@ export class SnapshotReader {
               ecid: job.ecid,
               tablet: job.tablet,
               percent: row?.percent ?? null,
-              mbps: mbps(job.ecid, job.progress.bytesRead),
+              mbps: compactorMbps,
             }
           : null,
       };
