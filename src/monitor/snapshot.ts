@@ -4,6 +4,7 @@
  * compactor's own `/v1/status` for the live progress of its jobs (the metadata store's copy is persisted
  * only every few seconds). One {@link Snapshot} per poll; throughput comes from two successive ones.
  */
+import { ExcError } from '../errors.js';
 import { FAILURE_REASONS, type HistoryAnswer } from '../meta/outcomes.js';
 import {
   shortCompactorName,
@@ -246,10 +247,16 @@ export class SnapshotReader {
     const rows: TabletRow[] = [];
     for (const name of tables) {
       if (rows.length >= MAX_TABLETS) break;
-      const { tablets } = await this.call<{ tablets: TabletView[] }>(
+      // A table deleted since it was listed is simply not shown: one table going must not blank the page.
+      const answer = await this.call<{ tablets: TabletView[] }>(
         'GET',
         `/v1/tables/${encodeURIComponent(name)}`,
-      );
+      ).catch((err: unknown) => {
+        if (err instanceof ExcError && err.code === 'UNKNOWN_TABLE') return undefined;
+        throw err;
+      });
+      if (!answer) continue;
+      const { tablets } = answer;
       for (const t of tablets.slice(0, MAX_TABLETS - rows.length)) {
         rows.push({
           table: name,

@@ -3,6 +3,7 @@
  * the page shows are computed from every job, and a cluster that changes under a read does not blank it.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ExcError } from '../../src/errors.js';
 import type { CompactorView, RunningCompaction, TabletView } from '../../src/meta/views.js';
 import { SnapshotReader, type CompactorStatusAnswer, type ManagerCall } from '../../src/monitor/snapshot.js';
 
@@ -22,7 +23,12 @@ function running(ecid: string, tablet: string): RunningCompaction {
     inputBytes: 10e6,
     reservedAt: Date.now(),
     ageMs: 0,
-    progress: { entriesRead: 0, entriesWritten: 0, bytesRead: 0, bytesWritten: 0 },
+    progress: {
+      entriesRead: 0,
+      entriesWritten: 0,
+      bytesRead: 0,
+      bytesWritten: 0,
+    },
   } as RunningCompaction;
 }
 
@@ -54,6 +60,13 @@ function manager(
   }) as ManagerCall;
 }
 
+const tablet = (name: string): TabletView =>
+  ({
+    tablet: `${name}<`,
+    files: [{ size: 100 }, { size: 50 }],
+    loc: { server: 'ts:1' },
+  }) as TabletView;
+
 describe('monitor snapshot', () => {
   afterEach(() => vi.useRealTimers());
 
@@ -84,5 +97,28 @@ describe('monitor snapshot', () => {
     expect(s.readBytesPerSec).toBe(6e6);
     expect(s.compactors).toHaveLength(1);
     expect(s.compactors[0]!.job?.mbps).toBe(6);
+  });
+
+  it('snapshot - a table deleted between its listing and its lookup is left out, not the whole snapshot', async () => {
+    const reader = new SnapshotReader(
+      manager(['a', 'gone', 'b'], (name) => {
+        if (name === 'gone') throw new ExcError('UNKNOWN_TABLE', 'no table named "gone"');
+        return [tablet(name)];
+      }),
+      async () => ({ state: 'idle', jobs: [] }),
+    );
+    const s = await reader.read();
+    expect(s.tablets.map((t) => [t.table, t.files, t.bytes])).toEqual([
+      ['a', 2, 150],
+      ['b', 2, 150],
+    ]);
+    // Any other failure of a lookup still fails the read: the page shows the cluster as unreachable.
+    const broken = new SnapshotReader(
+      manager(['a'], () => {
+        throw new ExcError('UNAVAILABLE', 'manager away');
+      }),
+      async () => ({ state: 'idle', jobs: [] }),
+    );
+    await expect(broken.read()).rejects.toMatchObject({ code: 'UNAVAILABLE' });
   });
 });
