@@ -52,6 +52,13 @@ const ECID = /^[0-9A-Z]{26}$/;
 /** A parked job's id (its failure key) or the ECID of its last attempt. */
 const PARKED_ID = /^(?:[0-9a-f]{24}|[0-9A-Z]{26})$/;
 
+/** Listen failures that the user fixes with another --port or --host. */
+const USAGE_LISTEN_ERRORS = new Map([
+  ['EADDRINUSE', 'the port is in use (give another --port, or --port 0 for any free one)'],
+  ['EACCES', 'not allowed to use this port (give another --port, or --port 0 for any free one)'],
+  ['EADDRNOTAVAIL', 'no such address on this host (give another --host)'],
+]);
+
 /**
  * A loopback name: `localhost`, `::1` (bracketed or not) or an IPv4 literal in 127/8. Only a real address:
  * `127.attacker.example` is a name anyone can point at this host (DNS rebinding).
@@ -90,11 +97,22 @@ export class MonitorServer {
     await this.poll();
     const app = this.app();
     const server = app.listen(this.options.port, this.options.host);
+    const host = this.options.host.includes(':') ? `[${this.options.host}]` : this.options.host;
     await new Promise<void>((resolve, reject) => {
       server.once('listening', resolve);
-      server.once('error', (err) =>
-        reject(new ExcError('UNAVAILABLE', `monitor cannot listen on ${this.options.host}: ${err.message}`)),
-      );
+      server.once('error', (err: NodeJS.ErrnoException) => {
+        const where = `${host}:${this.options.port}`;
+        // A port in use or not ours to take, or an address not of this host: the user's to change (the CLI
+        // exits 1), not the cluster being unreachable.
+        const usage = USAGE_LISTEN_ERRORS.get(err.code ?? '');
+        reject(
+          usage
+            ? new ExcError('BAD_REQUEST', `monitor cannot listen on ${where}: ${usage}`, { cause: err })
+            : new ExcError('UNAVAILABLE', `monitor cannot listen on ${where}: ${err.message}`, {
+                cause: err,
+              }),
+        );
+      });
     });
     this.server = server;
     const { port } = server.address() as AddressInfo;
@@ -103,7 +121,6 @@ export class MonitorServer {
       this.timer = setTimeout(() => void this.poll().finally(tick), pollMs);
     };
     tick();
-    const host = this.options.host.includes(':') ? `[${this.options.host}]` : this.options.host;
     return `http://${host}:${port}/`;
   }
 

@@ -3,7 +3,8 @@
  * browser), beyond it only holders of the login token. The cluster is a stand-in here: what is checked
  * is the door, not the data.
  */
-import { request } from 'node:http';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
 import { isLoopback, MonitorServer } from '../../src/monitor/server.js';
@@ -178,5 +179,20 @@ describe('monitor server', () => {
     const key = '3f9c2a1b0d4e5f60718293a4';
     expect((await post(`api/parked/${key}/release`)).status).toBe(200);
     expect(calls).toEqual(['POST /v1/compactions/release']);
+  });
+
+  it('monitor - a port in use is a usage error (BAD_REQUEST: the CLI exits 1) naming the port', async () => {
+    const busy = createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = busy.address() as AddressInfo;
+      const server = new MonitorServer({ host: '127.0.0.1', port, reader, call, log: silentLogger() });
+      servers.push(server);
+      const started = server.start();
+      await expect(started).rejects.toMatchObject({ code: 'BAD_REQUEST' });
+      await expect(started).rejects.toThrow(new RegExp(`127\\.0\\.0\\.1:${port}.*in use.*--port`));
+    } finally {
+      await new Promise((resolve) => busy.close(resolve));
+    }
   });
 });

@@ -1,0 +1,25 @@
+/**
+ * Usage errors the CLI finds before it reaches any cluster: exit 1 with one line naming what to change.
+ * No ZooKeeper is running (EXC_ZK points at a closed port), so a command that tried to connect first would
+ * exit 2 instead.
+ */
+import { describe, expect, it } from 'vitest';
+import { runCli } from '../support/index.js';
+
+const env = {
+  EXC_ZK: '127.0.0.1:1',
+  EXC_SECRET: 'a-secret-of-more-than-16-chars',
+  EXC_SECRET_FILE: undefined,
+};
+
+describe('cli usage errors', () => {
+  it('monitor - a short EXC_MONITOR_TOKEN with --allow-remote is named, before connecting to ZooKeeper', async () => {
+    const r = await runCli(['monitor', '--host', '0.0.0.0', '--allow-remote', '--port', '0'], {
+      env: { ...env, EXC_MONITOR_TOKEN: 'short' },
+      timeoutMs: 20_000,
+    });
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(/EXC_MONITOR_TOKEN must be at least 16 characters/);
+    expect(r.stderr).not.toMatch(/ZooKeeper/);
+  });
+});
