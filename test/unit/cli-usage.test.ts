@@ -22,4 +22,19 @@ describe('cli usage errors', () => {
     expect(r.stderr).toMatch(/EXC_MONITOR_TOKEN must be at least 16 characters/);
     expect(r.stderr).not.toMatch(/ZooKeeper/);
   });
+
+  it('admin compactions release - with neither an id nor --table, says to give one (not "not both")', async () => {
+    const none = await runCli(['admin', 'compactions', 'release'], { env, timeoutMs: 20_000 });
+    expect(none.code, none.stderr).toBe(1);
+    expect(none.stderr.trim()).toBe('excompact: BAD_REQUEST: give a parked job id or --table');
+    const both = await runCli(
+      ['admin', 'compactions', 'release', '3f9c2a1b0d4e5f60718293a4', '--table', 't'],
+      {
+        env,
+        timeoutMs: 20_000,
+      },
+    );
+    expect(both.code, both.stderr).toBe(1);
+    expect(both.stderr.trim()).toBe('excompact: BAD_REQUEST: give a parked job id or --table, not both');
+  });
 });
