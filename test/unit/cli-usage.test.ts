@@ -37,4 +37,12 @@ describe('cli usage errors', () => {
     expect(both.code, both.stderr).toBe(1);
     expect(both.stderr.trim()).toBe('excompact: BAD_REQUEST: give a parked job id or --table, not both');
   });
+
+  it('health - a --port that is not a port is a usage error (exit 1), not an unhealthy process', async () => {
+    for (const port of ['abc', '0', '65536', '1.5']) {
+      const r = await runCli(['health', '--port', port], { env, timeoutMs: 20_000 });
+      expect(r.code, `${port}: ${r.stderr}`).toBe(1);
+      expect(r.stderr, port).toMatch(/--port must be an integer from 1 to 65535/);
+    }
+  });
 });
