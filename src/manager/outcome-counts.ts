@@ -132,12 +132,13 @@ export class OutcomeCounts {
 /**
  * `excompact_compactions_ended_total{queue,kind,outcome,reason}`: the durable totals, on the active
  * manager (a standby exports none). A counter that resumes where it was after a restart or a failover:
- * its value is read from the store, never accumulated in the process.
+ * its value is read from the store, never accumulated in the process. `names` (queue id → name) is the
+ * queue metrics' copy (managerFigures), not read again for this one.
  */
 export function registerOutcomeMetrics(
   registry: Registry,
   read: () => OutcomeCounts | undefined,
-  queueNames: () => Promise<Map<string, string>>,
+  names: () => Promise<Map<string, string> | undefined>,
 ): void {
   new Counter({
     name: 'excompact_compactions_ended_total',
@@ -148,10 +149,10 @@ export function registerOutcomeMetrics(
       this.reset();
       const counts = read();
       if (!counts) return;
-      const names = await queueNames().catch(() => new Map<string, string>());
+      const queueNames = (await names().catch(() => undefined)) ?? new Map<string, string>();
       for (const [key, n] of counts.totals()) {
         const { queueId, kind, outcome, reason } = parseKey(key);
-        this.inc({ queue: names.get(queueId) ?? queueId, kind, outcome, reason }, n);
+        this.inc({ queue: queueNames.get(queueId) ?? queueId, kind, outcome, reason }, n);
       }
     },
   });
