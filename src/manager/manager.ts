@@ -39,7 +39,12 @@ import { ZkLayout, ensureLayout, type ZkSession } from '../zk/index.js';
 import { registerAdminApi } from './admin-api.js';
 import { registerHistoryApi } from './history-api.js';
 import { registerOutcomeMetrics } from './outcome-counts.js';
-import { managerFigures, pickupMetric, registerQueueMetrics } from './queue-metrics.js';
+import {
+  managerFigures,
+  pickupMetric,
+  registerQueueMetrics,
+  registerWaitingMetric,
+} from './queue-metrics.js';
 import { registerUserCompactionApi } from './user-compaction-api.js';
 import { activate, type ActiveManager } from './active.js';
 import { registerManagerApi, type ActiveParts } from './api.js';
@@ -145,13 +150,6 @@ export class Manager extends EventEmitter<Events> {
       'Live tablet servers',
       () => this.active?.live.all.size,
     );
-    gaugeOf(
-      registry,
-      'excompact_manager_waiting_compactors',
-      'Compactors waiting for work, by queue id',
-      () => this.active?.work.waiting(),
-      'queue',
-    );
     const queueNames = async (): Promise<Map<string, string>> => {
       const { map } = await readQueueMap(this.session!, this.layout);
       return new Map([...map].map(([name, id]) => [id, name]));
@@ -166,6 +164,7 @@ export class Manager extends EventEmitter<Events> {
       queueNames,
       options.metricsCacheMs ?? 5_000,
     );
+    registerWaitingMetric(registry, () => this.active?.work.waiting(), figures);
     registerOutcomeMetrics(
       registry,
       () => this.active?.outcomes,

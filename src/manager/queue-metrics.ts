@@ -5,12 +5,15 @@
  *   excompact_queue_bytes{queue}        input bytes waiting: the unreserved files of the queued tablets
  *   excompact_pickup_seconds            a `~cq` entry's age when the manager hands it to a compactor
  *
+ *   excompact_manager_waiting_compactors{queue}  compactors waiting in a long poll for work
+ *
  * Jobs and bytes are read from the metadata store when scraped (one read of the tablets), so they are
  * right after any restart or failover. That read, and the queue map's from ZooKeeper, are made at most
  * once per `EXC_METRICS_CACHE_MS` ({@link managerFigures}): /metrics answers without a signature, and
  * each scrape would otherwise make the manager read every tablet row. A queued tablet counts as one job
  * even when it holds work for more than one compaction: it is what one compactor picks up next. Every
- * existing queue is reported, with 0 when idle, so an autoscaler sees a queue from its creation on.
+ * existing queue is reported, with 0 when idle, so an autoscaler sees a queue from its creation on. Every
+ * `queue` label holds the queue's name.
  */
 import { Gauge, Histogram, type Registry } from 'prom-client';
 import { SECONDS_BUCKETS } from '../metrics.js';
@@ -86,7 +89,13 @@ export function managerFigures(
     if (!p || !names) return { names, queues: new Map() };
     const configs = new Map((await p.tables.list()).map((t) => [t.id, t.config.maxAttempts]));
     const byId = queueFigures(await allTablets(p), (id) => configs.get(id) ?? 3, names.keys());
-    return { names, queues: new Map([...byId].map(([id, f]) => [names.get(id) ?? id, f])) };
+    // By name; what remains of a deleted queue (entries not yet cleared) has no name, and no series.
+    const queues = new Map<string, QueueFigures>();
+    for (const [id, f] of byId) {
+      const name = names.get(id);
+      if (name !== undefined) queues.set(name, f);
+    }
+    return { names, queues };
   };
   return () => {
     if (last && (!last.settled || now() - last.at < minIntervalMs)) return last.figures;
@@ -133,6 +142,36 @@ export function registerQueueMetrics(registry: Registry, figures: () => Promise<
       const byQueue = await queues();
       this.reset();
       for (const [queue, f] of byQueue) this.set({ queue }, f.bytes);
+    },
+  });
+}
+
+/**
+ * `excompact_manager_waiting_compactors{queue}`: `waiting` gives the counts by queue id (undefined while
+ * not active); they are labelled by name, and a queue no longer in the map (deleted) is left out.
+ */
+export function registerWaitingMetric(
+  registry: Registry,
+  waiting: () => Record<string, number> | undefined,
+  figures: () => Promise<ManagerFigures>,
+): void {
+  new Gauge({
+    name: 'excompact_manager_waiting_compactors',
+    help: 'Compactors waiting for work, by queue',
+    labelNames: ['queue'],
+    registers: [registry],
+    async collect() {
+      const names = await figures().then(
+        (f) => f.names,
+        () => undefined,
+      );
+      this.reset();
+      const byId = waiting();
+      if (!byId || !names) return;
+      for (const [id, n] of Object.entries(byId)) {
+        const queue = names.get(id);
+        if (queue !== undefined) this.set({ queue }, n);
+      }
     },
   });
 }

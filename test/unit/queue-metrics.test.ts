@@ -1,12 +1,17 @@
 /**
  * The active manager's queue metrics as Prometheus scrapes them: the figures cost a read of every tablet
- * (and of the queue map), so scrapes close together share one read.
+ * (and of the queue map), so scrapes close together share one read; every `queue` label is a queue's
+ * name, and a deleted queue's series go with it.
  */
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import type { ViewSources } from '../../src/manager/admin-views.js';
 import { registerOutcomeMetrics, type OutcomeCounts } from '../../src/manager/outcome-counts.js';
-import { managerFigures, registerQueueMetrics } from '../../src/manager/queue-metrics.js';
+import {
+  managerFigures,
+  registerQueueMetrics,
+  registerWaitingMetric,
+} from '../../src/manager/queue-metrics.js';
 
 /** A stand-in store with no tablets that counts the scans made of it, and a queue map read counted too. */
 function cluster() {
@@ -41,6 +46,7 @@ describe('manager queue metrics', () => {
     );
     const registry = new Registry();
     registerQueueMetrics(registry, figures);
+    registerWaitingMetric(registry, () => ({ q1: 1 }), figures);
     registerOutcomeMetrics(
       registry,
       () => outcomes([['q1|system|committed|', 2]]),
@@ -66,9 +72,33 @@ describe('manager queue metrics', () => {
     const figures = managerFigures(() => sources, names, 0);
     const registry = new Registry();
     registerQueueMetrics(registry, figures);
+    registerWaitingMetric(registry, () => ({}), figures);
     await registry.metrics();
     expect(counts).toEqual({ scans: 1, nameReads: 1 });
     await registry.metrics();
     expect(counts).toEqual({ scans: 2, nameReads: 2 });
+  });
+
+  it('waiting compactors are labelled by queue name; a deleted queue has no series left', async () => {
+    const { sources, names } = cluster();
+    const figures = managerFigures(() => sources, names, 5_000);
+    const registry = new Registry();
+    registerWaitingMetric(registry, () => ({ q1: 2, gone: 1 }), figures);
+    registerOutcomeMetrics(
+      registry,
+      () =>
+        outcomes([
+          ['q1|system|committed|', 3],
+          ['gone|user|cancelled|admin', 5],
+        ]),
+      async () => (await figures()).names,
+    );
+    const text = await registry.metrics();
+    expect(text).toMatch(/^excompact_manager_waiting_compactors\{queue="small"\} 2$/m);
+    expect(text).toMatch(
+      /^excompact_compactions_ended_total\{queue="small",kind="system",outcome="committed",reason=""\} 3$/m,
+    );
+    expect(text).not.toMatch(/gone/);
+    expect(text).not.toMatch(/queue="q1"/);
   });
 });
