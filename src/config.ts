@@ -165,6 +165,12 @@ export const SETTINGS = {
     200_000,
     'At most this many compaction outcomes are kept (the oldest go first; checked at each sweep of the garbage collector, EXC_GC_SWEEP_INTERVAL_MS); their counts are kept for ever.',
   ),
+  metricsCacheMs: setting(
+    'EXC_METRICS_CACHE_MS',
+    int(0, 600_000),
+    5_000,
+    'The active manager computes its queue metrics (excompact_queue_jobs, excompact_queue_bytes: a read of every tablet) at most this often; scrapes in between, or at the same time, get the same figures. 0: at every scrape.',
+  ),
   compactorLinkGraceMs: setting(
     'EXC_COMPACTOR_LINK_GRACE_MS',
     int(0, 60_000),

@@ -284,8 +284,8 @@ export function registerCompactions(admin: Command): void {
     )
     .action(
       action(async (id: string | undefined, opts: { table?: string }, cmd: Command) => {
-        if (Boolean(id) === Boolean(opts.table))
-          throw new ExcError('BAD_REQUEST', 'give a parked job id or --table, not both');
+        if (!id && !opts.table) throw new ExcError('BAD_REQUEST', 'give a parked job id or --table');
+        if (id && opts.table) throw new ExcError('BAD_REQUEST', 'give a parked job id or --table, not both');
         const result = await withCluster(cmd, (c) =>
           c.meta.call<{ released: { tablet: string; id: string }[] }>(
             'POST',

@@ -7,19 +7,24 @@ import type { Config } from '../config.js';
 import { ExcError } from '../errors.js';
 import { configFrom } from './connect.js';
 import { action } from './exit.js';
+import { intOption } from './flags.js';
 
 export function registerHealth(program: Command): void {
   program
     .command('health')
     .description('Check that a process of this machine is healthy (its /healthz answers 200).')
-    .option('--port <port>', 'the process HTTP port (default: the port in EXC_PORT_FILE, else EXC_PORT)')
+    .option(
+      '--port <port>',
+      'the process HTTP port (default: the port in EXC_PORT_FILE, else EXC_PORT)',
+      intOption('--port', 1, 65535),
+    )
     .option('--host <host>', 'where it listens', '127.0.0.1')
     .addHelpText(
       'after',
-      '\nExit codes: 0 healthy, 1 no port to check, 2 not answering or unhealthy.\n\nExamples:\n  excompact health --port 9100\n  EXC_PORT_FILE=/tmp/excompact.port excompact health\n',
+      '\nExit codes: 0 healthy, 1 no port to check (or --port is not one), 2 not answering or unhealthy.\n\nExamples:\n  excompact health --port 9100\n  EXC_PORT_FILE=/tmp/excompact.port excompact health\n',
     )
     .action(
-      action(async (opts: { port?: string; host: string }, cmd: Command) => {
+      action(async (opts: { port?: number; host: string }, cmd: Command) => {
         const port = opts.port ?? portOf(configFrom(cmd));
         const url = `http://${opts.host}:${port}/healthz`;
         const { exchange } = await import('../rpc/http.js');

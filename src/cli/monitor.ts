@@ -52,6 +52,14 @@ Examples:
             `--host ${flags.host} is reachable from other hosts: add --allow-remote (the page then needs a login token)`,
           );
         }
+        // Checked before connecting: a token too short is the user's to fix, whatever the cluster's state.
+        const token = process.env.EXC_MONITOR_TOKEN;
+        if (!isLoopback(flags.host) && token && token.length < 16) {
+          throw new ExcError(
+            'BAD_REQUEST',
+            `EXC_MONITOR_TOKEN must be at least 16 characters (it is ${token.length}); unset it for a random one`,
+          );
+        }
         const cluster = await connect(cmd);
         const logger = createLogger({ name: 'monitor', level: cluster.config.logLevel });
         const { requireSecret } = await import('../config.js');
@@ -61,7 +69,7 @@ Examples:
           host: flags.host,
           port: flags.port,
           logger,
-          ...(process.env.EXC_MONITOR_TOKEN ? { token: process.env.EXC_MONITOR_TOKEN } : {}),
+          ...(token ? { token } : {}),
         });
         logger.info({ url: monitor.url }, 'monitor listening');
         process.stderr.write(`monitor: ${monitor.login ?? monitor.url}\n`);

@@ -39,7 +39,12 @@ import { ZkLayout, ensureLayout, type ZkSession } from '../zk/index.js';
 import { registerAdminApi } from './admin-api.js';
 import { registerHistoryApi } from './history-api.js';
 import { registerOutcomeMetrics } from './outcome-counts.js';
-import { pickupMetric, registerQueueMetrics } from './queue-metrics.js';
+import {
+  managerFigures,
+  pickupMetric,
+  registerQueueMetrics,
+  registerWaitingMetric,
+} from './queue-metrics.js';
 import { registerUserCompactionApi } from './user-compaction-api.js';
 import { activate, type ActiveManager } from './active.js';
 import { registerManagerApi, type ActiveParts } from './api.js';
@@ -72,6 +77,8 @@ export interface ManagerOptions extends ServerOptions {
   outcomeRetentionMs: number;
   /** Keep at most this many outcome rows (the oldest are trimmed first). */
   outcomeMaxRows?: number;
+  /** Compute the queue metrics at most this often (default 5 s; 0: at every scrape). */
+  metricsCacheMs?: number;
   assignIntervalMs?: number;
 }
 
@@ -143,26 +150,27 @@ export class Manager extends EventEmitter<Events> {
       'Live tablet servers',
       () => this.active?.live.all.size,
     );
-    gaugeOf(
-      registry,
-      'excompact_manager_waiting_compactors',
-      'Compactors waiting for work, by queue id',
-      () => this.active?.work.waiting(),
-      'queue',
-    );
     const queueNames = async (): Promise<Map<string, string>> => {
       const { map } = await readQueueMap(this.session!, this.layout);
       return new Map([...map].map(([name, id]) => [id, name]));
     };
-    registerOutcomeMetrics(registry, () => this.active?.outcomes, queueNames);
-    registerQueueMetrics(
-      registry,
+    // One read of the tablets and of the queue map for every queue metric, at most once per
+    // metricsCacheMs however often /metrics (unsigned) is scraped.
+    const figures = managerFigures(
       () =>
         this.active && this.state === 'active'
           ? { ...this.active, session: this.session!, layout: this.layout, log: this.log }
           : undefined,
       queueNames,
+      options.metricsCacheMs ?? 5_000,
     );
+    registerWaitingMetric(registry, () => this.active?.work.waiting(), figures);
+    registerOutcomeMetrics(
+      registry,
+      () => this.active?.outcomes,
+      async () => (await figures()).names,
+    );
+    registerQueueMetrics(registry, figures);
     zkSessionGauge(registry, () => this.session);
     gaugeOf(registry, 'excompact_manager_active', '1 when this manager is the active one', () =>
       this.state === 'active' ? 1 : 0,

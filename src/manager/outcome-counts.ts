@@ -132,12 +132,14 @@ export class OutcomeCounts {
 /**
  * `excompact_compactions_ended_total{queue,kind,outcome,reason}`: the durable totals, on the active
  * manager (a standby exports none). A counter that resumes where it was after a restart or a failover:
- * its value is read from the store, never accumulated in the process.
+ * its value is read from the store, never accumulated in the process. `names` (queue id → name, as the
+ * queue metrics read it: see managerFigures) labels each queue by its name; the totals of a queue no longer
+ * in it (deleted) are left out, so its series end with it, and nothing is exported before it was read.
  */
 export function registerOutcomeMetrics(
   registry: Registry,
   read: () => OutcomeCounts | undefined,
-  queueNames: () => Promise<Map<string, string>>,
+  names: () => Promise<Map<string, string> | undefined>,
 ): void {
   new Counter({
     name: 'excompact_compactions_ended_total',
@@ -145,13 +147,14 @@ export function registerOutcomeMetrics(
     labelNames: ['queue', 'kind', 'outcome', 'reason'],
     registers: [registry],
     async collect() {
+      const queueNames = await names().catch(() => undefined);
       this.reset();
       const counts = read();
-      if (!counts) return;
-      const names = await queueNames().catch(() => new Map<string, string>());
+      if (!counts || !queueNames) return;
       for (const [key, n] of counts.totals()) {
         const { queueId, kind, outcome, reason } = parseKey(key);
-        this.inc({ queue: names.get(queueId) ?? queueId, kind, outcome, reason }, n);
+        const queue = queueNames.get(queueId);
+        if (queue !== undefined) this.inc({ queue, kind, outcome, reason }, n);
       }
     },
   });

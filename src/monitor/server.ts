@@ -14,11 +14,12 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { isIPv4, type AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { ExcError, toExcError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { fromExpressError } from '../rpc/server.js';
 import type { ManagerCall, Snapshot, SnapshotReader } from './snapshot.js';
 
 /** The page's files: web/monitor at the repository root (two levels up from src/monitor and dist/monitor). */
@@ -46,13 +47,25 @@ export interface Sample {
   readBytesPerSec: number;
 }
 
-const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
+const LOOPBACK = new Set(['::1', 'localhost']);
 const ECID = /^[0-9A-Z]{26}$/;
 /** A parked job's id (its failure key) or the ECID of its last attempt. */
 const PARKED_ID = /^(?:[0-9a-f]{24}|[0-9A-Z]{26})$/;
 
+/** Listen failures that the user fixes with another --port or --host. */
+const USAGE_LISTEN_ERRORS = new Map([
+  ['EADDRINUSE', 'the port is in use (give another --port, or --port 0 for any free one)'],
+  ['EACCES', 'not allowed to use this port (give another --port, or --port 0 for any free one)'],
+  ['EADDRNOTAVAIL', 'no such address on this host (give another --host)'],
+]);
+
+/**
+ * A loopback name: `localhost`, `::1` (bracketed or not) or an IPv4 literal in 127/8. Only a real address:
+ * `127.attacker.example` is a name anyone can point at this host (DNS rebinding).
+ */
 export function isLoopback(host: string): boolean {
-  return LOOPBACK.has(host) || host.startsWith('127.');
+  const bare = host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host;
+  return LOOPBACK.has(bare) || (isIPv4(bare) && bare.startsWith('127.'));
 }
 
 function hostName(header: string | undefined): string {
@@ -84,11 +97,22 @@ export class MonitorServer {
     await this.poll();
     const app = this.app();
     const server = app.listen(this.options.port, this.options.host);
+    const host = this.options.host.includes(':') ? `[${this.options.host}]` : this.options.host;
     await new Promise<void>((resolve, reject) => {
       server.once('listening', resolve);
-      server.once('error', (err) =>
-        reject(new ExcError('UNAVAILABLE', `monitor cannot listen on ${this.options.host}: ${err.message}`)),
-      );
+      server.once('error', (err: NodeJS.ErrnoException) => {
+        const where = `${host}:${this.options.port}`;
+        // A port in use or not ours to take, or an address not of this host: the user's to change (the CLI
+        // exits 1), not the cluster being unreachable.
+        const usage = USAGE_LISTEN_ERRORS.get(err.code ?? '');
+        reject(
+          usage
+            ? new ExcError('BAD_REQUEST', `monitor cannot listen on ${where}: ${usage}`, { cause: err })
+            : new ExcError('UNAVAILABLE', `monitor cannot listen on ${where}: ${err.message}`, {
+                cause: err,
+              }),
+        );
+      });
     });
     this.server = server;
     const { port } = server.address() as AddressInfo;
@@ -97,7 +121,6 @@ export class MonitorServer {
       this.timer = setTimeout(() => void this.poll().finally(tick), pollMs);
     };
     tick();
-    const host = this.options.host.includes(':') ? `[${this.options.host}]` : this.options.host;
     return `http://${host}:${port}/`;
   }
 
@@ -172,8 +195,7 @@ export class MonitorServer {
     });
     app.post('/api/parked/:id/release', (req, res, next) => {
       const id = req.params.id ?? '';
-      if (id.length === 0 || id.length > 200)
-        return next(new ExcError('BAD_REQUEST', 'expected a parked job id'));
+      if (!PARKED_ID.test(id)) return next(new ExcError('BAD_REQUEST', 'expected a parked job id'));
       this.options.log.info({ id }, 'monitor: releasing a parked job');
       this.options.call('POST', '/v1/compactions/release', { id }).then((answer) => res.json(answer), next);
     });
@@ -188,7 +210,8 @@ export class MonitorServer {
       throw new ExcError('NOT_FOUND', `no page ${req.path}`);
     });
     app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
-      const e = toExcError(err);
+      // fromExpressError: a path with malformed percent-encoding (`%ZZ`) is the client's 400, not a 500.
+      const e = fromExpressError(err);
       if (!res.headersSent) res.status(e.status).json({ error: { code: e.code, message: e.message } });
     });
     return app;

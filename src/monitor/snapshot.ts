@@ -4,6 +4,7 @@
  * compactor's own `/v1/status` for the live progress of its jobs (the metadata store's copy is persisted
  * only every few seconds). One {@link Snapshot} per poll; throughput comes from two successive ones.
  */
+import { ExcError } from '../errors.js';
 import { FAILURE_REASONS, type HistoryAnswer } from '../meta/outcomes.js';
 import {
   shortCompactorName,
@@ -46,6 +47,7 @@ export interface CompactorRow {
   host: string | null;
   upMs: number | null;
   state: string | null;
+  /** Its first job; `mbps` is what all its jobs read together (it may run several at once). */
   job: { ecid: string; tablet: string; percent: number | null; mbps: number | null } | null;
 }
 
@@ -171,8 +173,16 @@ export class SnapshotReader {
     });
     const byEcid = new Map(runningRows.map((r) => [r.ecid, r]));
     const compactorRows: CompactorRow[] = compactors.map((c, i) => {
-      const job = statuses[i]?.jobs[0];
+      // A compactor may run several jobs at once (--concurrency): its row names the first, but its MB/s
+      // (and the cluster's throughput) counts every one.
+      const jobs = statuses[i]?.jobs ?? [];
+      const job = jobs[0];
       const row = job ? byEcid.get(job.ecid) : undefined;
+      let compactorMbps: number | null = null;
+      for (const j of jobs) {
+        const m = mbps(j.ecid, j.progress.bytesRead);
+        if (m !== null) compactorMbps = (compactorMbps ?? 0) + m;
+      }
       return {
         name: shortCompactorName(c.path, c.queue, c.host),
         path: c.path,
@@ -185,7 +195,7 @@ export class SnapshotReader {
               ecid: job.ecid,
               tablet: job.tablet,
               percent: row?.percent ?? null,
-              mbps: mbps(job.ecid, job.progress.bytesRead),
+              mbps: compactorMbps,
             }
           : null,
       };
@@ -237,10 +247,16 @@ export class SnapshotReader {
     const rows: TabletRow[] = [];
     for (const name of tables) {
       if (rows.length >= MAX_TABLETS) break;
-      const { tablets } = await this.call<{ tablets: TabletView[] }>(
+      // A table deleted since it was listed is simply not shown: one table going must not blank the page.
+      const answer = await this.call<{ tablets: TabletView[] }>(
         'GET',
         `/v1/tables/${encodeURIComponent(name)}`,
-      );
+      ).catch((err: unknown) => {
+        if (err instanceof ExcError && err.code === 'UNKNOWN_TABLE') return undefined;
+        throw err;
+      });
+      if (!answer) continue;
+      const { tablets } = answer;
       for (const t of tablets.slice(0, MAX_TABLETS - rows.length)) {
         rows.push({
           table: name,

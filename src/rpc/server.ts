@@ -276,8 +276,11 @@ function parseJsonBody(body: Buffer, contentType: string | undefined): unknown {
   }
 }
 
-/** Errors thrown by express itself carry `type` and `status`; everything else goes through toExcError. */
-function fromExpressError(err: unknown): ExcError {
+/**
+ * Errors thrown by express itself carry `type` and `status`; everything else goes through toExcError. Also
+ * the monitor's (monitor/server.ts), which routes with express the same way.
+ */
+export function fromExpressError(err: unknown): ExcError {
   const e = err as { type?: unknown; status?: unknown } | null;
   // The router's own refusals (a path parameter with malformed percent-encoding: a URIError with status
   // 400) are the client's mistake, not a bug.

@@ -3,6 +3,8 @@
  * every admin command, ingest and scan, the documented exit codes and messages.
  */
 import { writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -491,6 +493,20 @@ describe('excompact CLI', () => {
     const unreachable = await c.cli(['admin', 'queue', 'list', '--zk', '127.0.0.1:1']);
     expect(unreachable.code).toBe(2);
     expectOneLine(unreachable.stderr, /cannot reach ZooKeeper at 127\.0\.0\.1:1/);
+    // A monitor port in use is the user's to change: exit 1 naming the port, not 2 (unreachable).
+    const busy = createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (busy.address() as AddressInfo).port;
+      const monitor = await c.cli(['monitor', '--port', String(port)]);
+      expect(monitor.code, monitor.stderr).toBe(1);
+      expectOneLine(
+        monitor.stderr,
+        new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}: the port is in use`),
+      );
+    } finally {
+      busy.close();
+    }
     const noSecret = await c.cli(['admin', 'queue', 'list'], { env: { EXC_SECRET: undefined } });
     expect(noSecret.code).toBe(1);
     expectOneLine(noSecret.stderr, /no instance secret/);

@@ -4,9 +4,10 @@
  * cluster — ZooKeeper, a manager, a tablet server, a compactor slowed down so its job can be watched —
  * and `excompact monitor` as a user runs it.
  *
- * The page loads, shows both queues and the running compaction, its cancel button (after the
- * confirmation) cancels that compaction, and the page follows the job run again to its commit. A parked
- * user job shows with release and cancel buttons, and cancel cancels it. No console error along the way.
+ * The page loads, shows both queues and the running compaction (and charts a queue named `constructor`
+ * created later without NaN), its cancel button (after the confirmation) cancels that compaction, and the
+ * page follows the job run again to its commit. A parked user job shows with release and cancel buttons,
+ * and cancel cancels it. No console error along the way.
  * Screenshots go to test-artifacts/monitor/.
  */
 import { randomBytes } from 'node:crypto';
@@ -74,6 +75,17 @@ describe('monitor page', () => {
     await page.locator('#queues tr[data-key="large"]').waitFor();
     await expect.poll(() => page.locator('#status').textContent()).toMatch(/^live/);
     await page.screenshot({ path: join(ARTIFACTS, '1-queues.png'), fullPage: true });
+
+    // A queue named like a member of every object (`constructor` is a valid name), created after the page
+    // has samples: those lack it, and the depth chart must read 0 there, not the inherited function (NaN).
+    await createQueue(await c.session(), c.layout, 'constructor', 1);
+    await page.locator('#chart-depth polyline[data-series="constructor"]').waitFor({ state: 'attached' });
+    const depth = page.locator('#chart-depth');
+    expect(await depth.locator('text').textContent()).toMatch(/^max 1 /);
+    const lines = await depth.locator('polyline').all();
+    const points = await Promise.all(lines.map((l) => l.getAttribute('points')));
+    expect(points).toHaveLength(3);
+    for (const p of points) expect(p).toMatch(/^[\d.]+,[\d.]+( [\d.]+,[\d.]+)*$/);
 
     // Three files on the tablet: a compaction is selected and the slow compactor runs it.
     for (let ts = 1; ts <= 3; ts++) await s.client.ingest('events', batch(ts));

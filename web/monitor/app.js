@@ -262,7 +262,12 @@ function drawCharts() {
   const names = [...new Set(samples.flatMap((s) => Object.keys(s.queued)))].sort();
   chart(
     'chart-depth',
-    names.map((name) => ({ name, points: samples.map((s) => [s.at, s.queued[name] ?? 0]) })),
+    // Own properties only: a sample from before a queue existed lacks it, and `s.queued.constructor` (a
+    // valid queue name) would otherwise be Object's function, not 0.
+    names.map((name) => ({
+      name,
+      points: samples.map((s) => [s.at, Object.hasOwn(s.queued, name) ? s.queued[name] : 0]),
+    })),
     'legend-depth',
   );
   // A floor of 0.1 MB/s, not 1: a throttled or small cluster's throughput still shows.
