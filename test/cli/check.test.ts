@@ -137,7 +137,7 @@ describe('admin check', () => {
 
     const human = await c.cli(['admin', 'check']);
     expect(human.code).toBe(EXIT_INCONSISTENT);
-    expect(human.stdout).toMatch(/^INCONSISTENT: 5 of 9 checks found problems/);
+    expect(human.stdout).toMatch(/^INCONSISTENT: 5 of 10 checks found problems/);
     expect(human.stdout).toContain(
       `  CRITICAL 1  referenced files missing from the object store: ${lost} (tablet ${high})`,
     );
