@@ -23,7 +23,7 @@ import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { counterOf, createRegistry, gaugeOf, zkSessionGauge } from '../metrics.js';
 import { advertisedAddress } from '../net.js';
-import { readQueueMap } from '../queue/registry.js';
+import { checkQueuesExist, readQueueMap } from '../queue/registry.js';
 import { PeerClients } from '../rpc/peers.js';
 import {
   connectZk,
@@ -87,6 +87,11 @@ export class Manager extends EventEmitter<Events> {
   private readonly peers: PeerClients;
   private readonly abort = new AbortController();
   private session: ZkSession | undefined;
+  /**
+   * The current session's term, aborted when that session is lost or the manager stops: nothing started
+   * for it (the election, a takeover waiting for the store) may go on and fence the successor.
+   */
+  private term: AbortController | undefined;
   private active: ActiveManager | undefined;
   /** The current session's way through the election to active (replaced on every rejoin). */
   private joining: Promise<void> | undefined;
@@ -240,6 +245,7 @@ export class Manager extends EventEmitter<Events> {
    */
   private async join(session: ZkSession): Promise<void> {
     this.session = session;
+    const term = (this.term = new AbortController());
     session.on('lost', (reason) => this.expire(session, `zookeeper session lost (${reason})`));
     session.on('suspended', () => {
       if (this.state === 'active') this.stateCell.set('suspended', 'zookeeper connection lost');
@@ -254,29 +260,23 @@ export class Manager extends EventEmitter<Events> {
         this.layout,
         { host: this.address!.host, port: this.address!.port, pid: process.pid, since: Date.now() },
         this.log,
-        this.abort.signal,
+        term.signal,
       );
       const active = await activate({
+        ...this.options, // the store, the collector's and the assignment's settings
+        gcSweepIntervalMs: this.options.gcSweepIntervalMs ?? 0,
         session,
         layout: this.layout,
-        dataDir: this.options.dataDir,
-        ...(this.options.metaUrl ? { metaUrl: this.options.metaUrl } : {}),
-        objectStore: this.options.objectStore,
-        gcGraceMs: this.options.gcGraceMs,
-        gcIntervalMs: this.options.gcIntervalMs,
-        gcSweepIntervalMs: this.options.gcSweepIntervalMs ?? 0,
-        outcomeRetentionMs: this.options.outcomeRetentionMs,
-        ...(this.options.outcomeMaxRows === undefined ? {} : { outcomeMaxRows: this.options.outcomeMaxRows }),
-        assignIntervalMs: this.options.assignIntervalMs,
         peers: this.peers,
         log: this.log,
-        signal: this.abort.signal,
+        signal: term.signal,
         sessionsKnown: () => this.state === 'active',
-        checkQueues: (names) => this.checkQueues(names),
+        checkQueues: (names) => checkQueuesExist(session, this.layout, names),
         onFenced: (err) => this.expire(session, `fenced by a newer manager: ${err.message}`),
       });
       if (
         session !== this.session ||
+        term.signal.aborted ||
         !this.stateCell.set('active', 'won the election and took the store over')
       ) {
         // Superseded while taking over: give the store and the manager node back.
@@ -299,6 +299,7 @@ export class Manager extends EventEmitter<Events> {
    */
   private expire(session: ZkSession, cause: string): void {
     if (session !== this.session || !this.stateCell.set('expired', cause)) return;
+    this.term?.abort(new ExcError('ZK_SESSION_LOST', cause));
     // The old session is done with: whatever else still reports about it (the election waiting on it, a
     // takeover under way) is ignored from here on, so only one rejoin ever runs.
     this.session = undefined;
@@ -350,25 +351,11 @@ export class Manager extends EventEmitter<Events> {
     };
   }
 
-  private async checkQueues(names: string[]): Promise<void> {
-    if (names.length === 0 || !this.session) return;
-    const { map } = await readQueueMap(this.session, this.layout);
-    const missing = names.filter((n) => !map.has(n));
-    if (missing.length > 0) {
-      throw new ExcError(
-        'UNKNOWN_QUEUE',
-        `no queue named ${missing.map((n) => JSON.stringify(n)).join(', ')}`,
-        {
-          details: { queue: missing },
-        },
-      );
-    }
-  }
-
   /** Clean shutdown; safe to call twice. */
   close(): Promise<void> {
     return this.stateCell.stopOnce(async () => {
       this.abort.abort(new ExcError('SHUTTING_DOWN', 'manager is stopping'));
+      this.term?.abort(new ExcError('SHUTTING_DOWN', 'manager is stopping'));
       const active = this.active;
       this.active = undefined;
       const steps: ShutdownStep[] = [
