@@ -7,12 +7,14 @@
  *                   │        │         │
  *                   ▼        ▼         ▼
  *                expired → rejoining → standby → …
+ *   standby → suspended (took the store over while disconnected, or after a disconnection)
  *   any → stopping → stopped
  *
  * A manager listens at once (answering NOT_MANAGER while not active), then waits in the election for the
  * manager node; once it holds it, it takes the store over (fencing any older holder by epoch) and is
  * active (active.ts). While disconnected from ZooKeeper (suspended) it keeps serving reads and writes
- * fenced by its epoch, but refuses, unapplied, the tablet servers' writes whose session it cannot check.
+ * fenced by its epoch, but refuses, unapplied, the tablet servers' writes whose session it cannot check,
+ * until it is connected again and has read the live tablet servers again.
  * When its session expires it stops writing at once (its writer is closed; and a manager that took over
  * meanwhile has fenced its epoch), opens a new session and joins the election again as a standby — or
  * takes over again if no one else did. The process never exits for that.
@@ -50,7 +52,7 @@ export type ManagerState = 'connecting' | 'standby' | 'active' | 'suspended' | '
 
 export const MANAGER_LIFECYCLE: Lifecycle<ManagerState> = {
   connecting: ['standby', 'expired'],
-  standby: ['active', 'expired'],
+  standby: ['active', 'suspended', 'expired'],
   active: ['suspended', 'expired'],
   suspended: ['active', 'expired'],
   expired: ['rejoining'],
@@ -92,6 +94,8 @@ export class Manager extends EventEmitter<Events> {
    * for it (the election, a takeover waiting for the store) may go on and fence the successor.
    */
   private term: AbortController | undefined;
+  /** The active parts being brought from suspended back to active, while that is under way. */
+  private resuming: ActiveManager | undefined;
   private active: ActiveManager | undefined;
   /** The current session's way through the election to active (replaced on every rejoin). */
   private joining: Promise<void> | undefined;
@@ -246,12 +250,15 @@ export class Manager extends EventEmitter<Events> {
   private async join(session: ZkSession): Promise<void> {
     this.session = session;
     const term = (this.term = new AbortController());
+    let disconnections = 0;
     session.on('lost', (reason) => this.expire(session, `zookeeper session lost (${reason})`));
     session.on('suspended', () => {
+      disconnections++;
       if (this.state === 'active') this.stateCell.set('suspended', 'zookeeper connection lost');
     });
     session.on('reconnected', () => {
-      if (this.state === 'suspended') this.stateCell.set('active', 'zookeeper connection back');
+      if (session === this.session && this.state === 'suspended' && this.active)
+        this.resume(session, this.active);
     });
     if (!this.stateCell.set('standby', 'joined the election')) return;
     this.joining = (async () => {
@@ -262,6 +269,7 @@ export class Manager extends EventEmitter<Events> {
         this.log,
         term.signal,
       );
+      const seen = disconnections;
       const active = await activate({
         ...this.options, // the store, the collector's and the assignment's settings
         gcSweepIntervalMs: this.options.gcSweepIntervalMs ?? 0,
@@ -274,10 +282,12 @@ export class Manager extends EventEmitter<Events> {
         checkQueues: (names) => checkQueuesExist(session, this.layout, names),
         onFenced: (err) => this.expire(session, `fenced by a newer manager: ${err.message}`),
       });
+      // Disconnected now or meanwhile: the live tablet servers may have missed watch events (resume()).
+      const current = session.state === 'connected' && disconnections === seen;
       if (
         session !== this.session ||
         term.signal.aborted ||
-        !this.stateCell.set('active', 'won the election and took the store over')
+        !this.stateCell.set(current ? 'active' : 'suspended', 'won the election and took the store over')
       ) {
         // Superseded while taking over: give the store and the manager node back.
         await active.stop();
@@ -286,6 +296,7 @@ export class Manager extends EventEmitter<Events> {
       }
       this.active = active;
       this.log.info({ epoch: active.epoch, url: this.url }, 'manager active');
+      if (!current) this.resume(session, active);
     })().catch((err: unknown) => {
       if (this.stateCell.ending || session !== this.session) return;
       // Not a lost session (that has its own path): the takeover itself failed. Start over.
@@ -327,6 +338,27 @@ export class Manager extends EventEmitter<Events> {
     })().catch((err: unknown) => {
       if (!this.stateCell.ending) this.log.error({ err: describeError(err) }, 'rejoining failed');
     });
+  }
+
+  /**
+   * Suspended → active once connected and the live tablet servers are read again: until the watch events
+   * missed meanwhile arrive, a tablet server whose session ended in the gap would look live to the commits.
+   */
+  private resume(session: ZkSession, active: ActiveManager): void {
+    if (this.resuming === active) return;
+    this.resuming = active;
+    const still = (): boolean =>
+      session === this.session && this.active === active && this.state === 'suspended';
+    active.live
+      .readWhenConnected(still, this.abort.signal)
+      .then((read) => {
+        if (read && still())
+          this.stateCell.set('active', 'zookeeper connection back, tablet servers read again');
+      })
+      .catch(() => undefined) // the session lost or the manager stopping: those have their own paths
+      .finally(() => {
+        if (this.resuming === active) this.resuming = undefined;
+      });
   }
 
   /** The active manager's parts; NOT_MANAGER while not active (suspended still serves). */
