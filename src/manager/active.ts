@@ -38,7 +38,7 @@ export interface ActiveContext {
   assignIntervalMs?: number;
   peers: PeerClients;
   log: Logger;
-  /** Aborts a takeover that waits (the manager stops or loses its session meanwhile). */
+  /** The election term: aborted when the session that won is lost or the manager stops (manager.ts). */
   signal: AbortSignal;
   /** Whether tablet servers' sessions can be checked now (false while disconnected from ZooKeeper). */
   sessionsKnown: () => boolean;
@@ -83,6 +83,18 @@ export async function activate(ctx: ActiveContext): Promise<ActiveManager> {
         ),
     });
     ctx.signal.throwIfAborted();
+    // It may have waited long for the store: go on only while the session that won the election (its
+    // term not over, checked just above) still holds the manager node.
+    const holder = await ctx.session.exists(ctx.layout.manager);
+    if (holder?.ephemeralOwner !== ctx.session.sessionId) {
+      throw new ExcError(
+        'NOT_MANAGER',
+        'took the store over, but this session no longer holds the manager node',
+        {
+          details: { session: ctx.session.sessionId, holder: holder?.ephemeralOwner ?? null },
+        },
+      );
+    }
     store ??= SqliteBackend.open({ path: join(ctx.dataDir, 'metadata.sqlite') });
     log.info({ store: store.describe, epoch }, 'metadata store taken over');
     live = new LiveTservers(ctx.session, ctx.layout, log);

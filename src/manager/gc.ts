@@ -49,7 +49,7 @@ import { UCOMP_PREFIX } from '../meta/user-compactions.js';
 import { TABLES_PREFIX } from '../meta/paths.js';
 import { checkpointParts } from '../meta/tablet.js';
 import type { MetaBackend } from '../meta/backend.js';
-import type { TemporaryInfo } from '../storage/object-store.js';
+import type { TemporaryInfo, TemporarySweepOptions } from '../storage/object-store.js';
 import { ofOutputBeingWritten } from '../storage/index.js';
 import { ExcError, describeError } from '../errors.js';
 import type { Mutation } from '../meta/types.js';
@@ -70,11 +70,8 @@ import { readTablets } from './tables.js';
 export interface GcObjectStore {
   list(prefix: string): AsyncIterable<{ name: string; size: number; modifiedMs: number }>;
   delete(name: string): Promise<void>;
-  /**
-   * Stores whose writes leave temporary files behind on a crash (the local store) clean them up; `keep`
-   * spares the temporaries of the targets it accepts.
-   */
-  sweepTemporaries?(prefix: string, olderThanMs: number, keep?: (target: string) => boolean): Promise<number>;
+  /** Stores whose writes leave temporary files behind on a crash (the local store) clean them up. */
+  sweepTemporaries?(prefix: string, olderThanMs: number, options?: TemporarySweepOptions): Promise<number>;
   /** Not used by the collector: the consistency check (check-read.ts) reports leftovers with it. */
   listTemporaries?(prefix: string): AsyncIterable<TemporaryInfo>;
 }
@@ -235,13 +232,16 @@ export class GarbageCollector {
     if (sweep) this.lastSweepAt = startedAt;
     const { referenced, writing } = await this.readReferences();
     if (sweep && this.objects.sweepTemporaries) {
-      // Temporary files are not objects: nothing names them, so they need no claim; the fence is checked
-      // before the sweep, which removes only files no write has touched for a grace period, and none of
-      // an output a reservation is writing (read above: a reservation made since writes a fresh file).
-      await this.checkFence(signal);
-      const removed = await this.objects.sweepTemporaries(TABLES_PREFIX, this.options.graceMs, (target) =>
-        ofOutputBeingWritten(target, writing),
-      );
+      // Temporary files are not objects: nothing names them, so they need no claim. The sweep removes only
+      // files no write has touched for a grace period, and none of an output a reservation is writing
+      // (read above) — but a manager paused past the grace after that read may find an old one of a
+      // reservation its successor made meanwhile: the fence is checked right before every delete, as for
+      // objects, and the cycle's abort stops the walk.
+      const removed = await this.objects.sweepTemporaries(TABLES_PREFIX, this.options.graceMs, {
+        keep: (target) => ofOutputBeingWritten(target, writing),
+        signal,
+        beforeDelete: () => this.checkFence(signal),
+      });
       if (removed > 0) this.log.info({ removed }, 'removed temporary files of unfinished writes');
     }
     const marks = this.usableMarks(await readMarks(this.store));

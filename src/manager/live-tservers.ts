@@ -8,6 +8,7 @@
 import { EventEmitter } from 'node:events';
 import { KeptCurrent } from '../coalesce.js';
 import type { Logger } from '../log.js';
+import { sleep } from '../retry.js';
 import type { ZkLayout, ZkSession, ZkWatchEvent } from '../zk/index.js';
 
 interface Events {
@@ -16,6 +17,9 @@ interface Events {
 
 export class LiveTservers extends EventEmitter<Events> {
   private servers = new Map<string, string>();
+  /** Reads started, and the latest started one that succeeded (see readWhenConnected). */
+  private readsStarted = 0;
+  private lastGoodRead = 0;
   private readonly view: KeptCurrent;
 
   constructor(
@@ -68,7 +72,24 @@ export class LiveTservers extends EventEmitter<Events> {
     return this.view.refresh();
   }
 
+  /**
+   * After a disconnection: resolves true once the session is connected and a read that started after
+   * that succeeded (a failed read is tried again), false as soon as `still()` stops holding. Until then
+   * the set may miss the watch events of the gap. Rejects when the session is lost or `signal` aborts.
+   */
+  async readWhenConnected(still: () => boolean, signal: AbortSignal): Promise<boolean> {
+    while (still()) {
+      await this.session.whenConnected();
+      const before = this.readsStarted;
+      await this.refresh();
+      if (this.lastGoodRead > before && this.session.state === 'connected') return still();
+      await sleep(200, signal);
+    }
+    return false;
+  }
+
   private async readOnce(): Promise<void> {
+    const read = ++this.readsStarted;
     const children = await this.session.children(this.layout.tservers, this.onChildren);
     const next = new Map<string, string>();
     // Stat every child, even known ones: a server restarted on the same address has a new session.
@@ -84,6 +105,7 @@ export class LiveTservers extends EventEmitter<Events> {
       (s) => !next.has(s) || this.servers.get(s) !== next.get(s),
     );
     this.servers = next;
+    this.lastGoodRead = Math.max(this.lastGoodRead, read);
     if (added.length > 0 || removed.length > 0) {
       this.log.info({ added, removed, live: [...next.keys()] }, 'tablet servers changed');
       this.emit('changed', added, removed);

@@ -7,12 +7,14 @@
  *                   │        │         │
  *                   ▼        ▼         ▼
  *                expired → rejoining → standby → …
+ *   standby → suspended (took the store over while disconnected, or after a disconnection)
  *   any → stopping → stopped
  *
  * A manager listens at once (answering NOT_MANAGER while not active), then waits in the election for the
  * manager node; once it holds it, it takes the store over (fencing any older holder by epoch) and is
  * active (active.ts). While disconnected from ZooKeeper (suspended) it keeps serving reads and writes
- * fenced by its epoch, but refuses, unapplied, the tablet servers' writes whose session it cannot check.
+ * fenced by its epoch, but refuses, unapplied, the tablet servers' writes whose session it cannot check,
+ * until it is connected again and has read the live tablet servers again.
  * When its session expires it stops writing at once (its writer is closed; and a manager that took over
  * meanwhile has fenced its epoch), opens a new session and joins the election again as a standby — or
  * takes over again if no one else did. The process never exits for that.
@@ -23,7 +25,7 @@ import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { counterOf, createRegistry, gaugeOf, zkSessionGauge } from '../metrics.js';
 import { advertisedAddress } from '../net.js';
-import { readQueueMap } from '../queue/registry.js';
+import { checkQueuesExist, readQueueMap } from '../queue/registry.js';
 import { PeerClients } from '../rpc/peers.js';
 import {
   connectZk,
@@ -55,7 +57,7 @@ export type ManagerState = 'connecting' | 'standby' | 'active' | 'suspended' | '
 
 export const MANAGER_LIFECYCLE: Lifecycle<ManagerState> = {
   connecting: ['standby', 'expired'],
-  standby: ['active', 'expired'],
+  standby: ['active', 'suspended', 'expired'],
   active: ['suspended', 'expired'],
   suspended: ['active', 'expired'],
   expired: ['rejoining'],
@@ -94,6 +96,13 @@ export class Manager extends EventEmitter<Events> {
   private readonly peers: PeerClients;
   private readonly abort = new AbortController();
   private session: ZkSession | undefined;
+  /**
+   * The current session's term, aborted when that session is lost or the manager stops: nothing started
+   * for it (the election, a takeover waiting for the store) may go on and fence the successor.
+   */
+  private term: AbortController | undefined;
+  /** The active parts being brought from suspended back to active, while that is under way. */
+  private resuming: ActiveManager | undefined;
   private active: ActiveManager | undefined;
   /** The current session's way through the election to active (replaced on every rejoin). */
   private joining: Promise<void> | undefined;
@@ -248,12 +257,16 @@ export class Manager extends EventEmitter<Events> {
    */
   private async join(session: ZkSession): Promise<void> {
     this.session = session;
+    const term = (this.term = new AbortController());
+    let disconnections = 0;
     session.on('lost', (reason) => this.expire(session, `zookeeper session lost (${reason})`));
     session.on('suspended', () => {
+      disconnections++;
       if (this.state === 'active') this.stateCell.set('suspended', 'zookeeper connection lost');
     });
     session.on('reconnected', () => {
-      if (this.state === 'suspended') this.stateCell.set('active', 'zookeeper connection back');
+      if (session === this.session && this.state === 'suspended' && this.active)
+        this.resume(session, this.active);
     });
     if (!this.stateCell.set('standby', 'joined the election')) return;
     this.joining = (async () => {
@@ -262,30 +275,27 @@ export class Manager extends EventEmitter<Events> {
         this.layout,
         { host: this.address!.host, port: this.address!.port, pid: process.pid, since: Date.now() },
         this.log,
-        this.abort.signal,
+        term.signal,
       );
+      const seen = disconnections;
       const active = await activate({
+        ...this.options, // the store, the collector's and the assignment's settings
+        gcSweepIntervalMs: this.options.gcSweepIntervalMs ?? 0,
         session,
         layout: this.layout,
-        dataDir: this.options.dataDir,
-        ...(this.options.metaUrl ? { metaUrl: this.options.metaUrl } : {}),
-        objectStore: this.options.objectStore,
-        gcGraceMs: this.options.gcGraceMs,
-        gcIntervalMs: this.options.gcIntervalMs,
-        gcSweepIntervalMs: this.options.gcSweepIntervalMs ?? 0,
-        outcomeRetentionMs: this.options.outcomeRetentionMs,
-        ...(this.options.outcomeMaxRows === undefined ? {} : { outcomeMaxRows: this.options.outcomeMaxRows }),
-        assignIntervalMs: this.options.assignIntervalMs,
         peers: this.peers,
         log: this.log,
-        signal: this.abort.signal,
+        signal: term.signal,
         sessionsKnown: () => this.state === 'active',
-        checkQueues: (names) => this.checkQueues(names),
+        checkQueues: (names) => checkQueuesExist(session, this.layout, names),
         onFenced: (err) => this.expire(session, `fenced by a newer manager: ${err.message}`),
       });
+      // Disconnected now or meanwhile: the live tablet servers may have missed watch events (resume()).
+      const current = session.state === 'connected' && disconnections === seen;
       if (
         session !== this.session ||
-        !this.stateCell.set('active', 'won the election and took the store over')
+        term.signal.aborted ||
+        !this.stateCell.set(current ? 'active' : 'suspended', 'won the election and took the store over')
       ) {
         // Superseded while taking over: give the store and the manager node back.
         await active.stop();
@@ -294,6 +304,7 @@ export class Manager extends EventEmitter<Events> {
       }
       this.active = active;
       this.log.info({ epoch: active.epoch, url: this.url }, 'manager active');
+      if (!current) this.resume(session, active);
     })().catch((err: unknown) => {
       if (this.stateCell.ending || session !== this.session) return;
       // Not a lost session (that has its own path): the takeover itself failed. Start over.
@@ -307,6 +318,7 @@ export class Manager extends EventEmitter<Events> {
    */
   private expire(session: ZkSession, cause: string): void {
     if (session !== this.session || !this.stateCell.set('expired', cause)) return;
+    this.term?.abort(new ExcError('ZK_SESSION_LOST', cause));
     // The old session is done with: whatever else still reports about it (the election waiting on it, a
     // takeover under way) is ignored from here on, so only one rejoin ever runs.
     this.session = undefined;
@@ -336,6 +348,27 @@ export class Manager extends EventEmitter<Events> {
     });
   }
 
+  /**
+   * Suspended → active once connected and the live tablet servers are read again: until the watch events
+   * missed meanwhile arrive, a tablet server whose session ended in the gap would look live to the commits.
+   */
+  private resume(session: ZkSession, active: ActiveManager): void {
+    if (this.resuming === active) return;
+    this.resuming = active;
+    const still = (): boolean =>
+      session === this.session && this.active === active && this.state === 'suspended';
+    active.live
+      .readWhenConnected(still, this.abort.signal)
+      .then((read) => {
+        if (read && still())
+          this.stateCell.set('active', 'zookeeper connection back, tablet servers read again');
+      })
+      .catch(() => undefined) // the session lost or the manager stopping: those have their own paths
+      .finally(() => {
+        if (this.resuming === active) this.resuming = undefined;
+      });
+  }
+
   /** The active manager's parts; NOT_MANAGER while not active (suspended still serves). */
   private parts(): ActiveParts {
     if ((this.state !== 'active' && this.state !== 'suspended') || !this.active) {
@@ -358,25 +391,11 @@ export class Manager extends EventEmitter<Events> {
     };
   }
 
-  private async checkQueues(names: string[]): Promise<void> {
-    if (names.length === 0 || !this.session) return;
-    const { map } = await readQueueMap(this.session, this.layout);
-    const missing = names.filter((n) => !map.has(n));
-    if (missing.length > 0) {
-      throw new ExcError(
-        'UNKNOWN_QUEUE',
-        `no queue named ${missing.map((n) => JSON.stringify(n)).join(', ')}`,
-        {
-          details: { queue: missing },
-        },
-      );
-    }
-  }
-
   /** Clean shutdown; safe to call twice. */
   close(): Promise<void> {
     return this.stateCell.stopOnce(async () => {
       this.abort.abort(new ExcError('SHUTTING_DOWN', 'manager is stopping'));
+      this.term?.abort(new ExcError('SHUTTING_DOWN', 'manager is stopping'));
       const active = this.active;
       this.active = undefined;
       const steps: ShutdownStep[] = [

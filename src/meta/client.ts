@@ -123,7 +123,8 @@ export class MetaClient {
    *      before the takeover, and every read the successor serves shows it, or it fails its epoch check
    *      whenever the old manager resumes: it can never apply later.
    *   2. The read goes to the successor: this client follows the node, which the old manager never holds
-   *      again (it lost its session, and a manager that loses its session exits).
+   *      again under its old epoch (it lost its session; a manager that loses its session stops writing at
+   *      once and rejoins the election with a new one, whose takeover is a new epoch).
    */
   async mutate(mutations: Mutation[], fence?: Fence): Promise<MutationResult[]> {
     parseInput(apiMutationsSchema, mutations, 'mutations');

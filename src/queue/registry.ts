@@ -58,6 +58,22 @@ export async function readQueueSettings(
   return parsed.data;
 }
 
+/** Throws UNKNOWN_QUEUE naming every one of `names` that is not a queue. */
+export async function checkQueuesExist(session: ZkSession, layout: ZkLayout, names: string[]): Promise<void> {
+  if (names.length === 0) return;
+  const { map } = await readQueueMap(session, layout);
+  const missing = names.filter((n) => !map.has(n));
+  if (missing.length > 0) {
+    throw new ExcError(
+      'UNKNOWN_QUEUE',
+      `no queue named ${missing.map((n) => JSON.stringify(n)).join(', ')}`,
+      {
+        details: { queue: missing },
+      },
+    );
+  }
+}
+
 /** Resolves a queue name, or throws BAD_REQUEST (not a queue name) or UNKNOWN_QUEUE naming it. */
 export async function resolveQueue(session: ZkSession, layout: ZkLayout, name: string): Promise<QueueInfo> {
   checkEntityName('queue', name);

@@ -21,6 +21,7 @@ import type {
   ReadOptions,
   StreamOptions,
   TemporaryInfo,
+  TemporarySweepOptions,
   WriteOptions,
 } from './object-store.js';
 
@@ -237,17 +238,19 @@ export class LocalObjectStore implements ObjectStore {
    * Deletes the temporary files of writes that never finished (a crashed process) under `prefix`, when
    * last modified longer than `olderThanMs` ago. A write in progress keeps its file's modification time
    * recent, so it is never touched; nor is one whose target `keep` accepts (the collector's: an output a
-   * reservation is writing, which may append nothing for longer than that). Resolves with the number
-   * deleted.
+   * reservation is writing, which may append nothing for longer than that). `signal` and `beforeDelete`
+   * stop it part way (the collector's fence). Resolves with the number deleted.
    */
   async sweepTemporaries(
     prefix: string,
     olderThanMs: number,
-    keep?: (target: string) => boolean,
+    options: TemporarySweepOptions = {},
   ): Promise<number> {
     let deleted = 0;
     for await (const t of this.listTemporaries(prefix)) {
-      if (Date.now() - t.modifiedMs < olderThanMs || keep?.(t.target)) continue;
+      options.signal?.throwIfAborted();
+      if (Date.now() - t.modifiedMs < olderThanMs || options.keep?.(t.target)) continue;
+      await options.beforeDelete?.();
       await unlink(join(this.root, ...t.id.split('/'))).catch(() => undefined);
       deleted++;
     }

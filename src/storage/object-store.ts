@@ -33,6 +33,16 @@ export interface TemporaryInfo {
   size?: number;
 }
 
+/** How a sweep of temporaries (see LocalObjectStore.sweepTemporaries) is kept from deleting too much. */
+export interface TemporarySweepOptions {
+  /** Spares the temporaries of the targets it accepts. */
+  keep?: (target: string) => boolean;
+  /** Stops the sweep (rejecting with its reason) at the next temporary. */
+  signal?: AbortSignal;
+  /** Awaited right before each delete; a rejection stops the sweep with nothing more deleted. */
+  beforeDelete?: () => Promise<void>;
+}
+
 /** An object written in place and made durable piece by piece (see {@link ObjectStore.openAppendable}). */
 export interface AppendableWrite {
   /** Appends bytes; durable only once flushed. */

@@ -9,6 +9,7 @@ import { silentLogger, type Logger } from '../log.js';
 import { withTimeout } from '../retry.js';
 import { instanceAcl, openAcl } from './acl.js';
 import { fromZkError } from './errors.js';
+import { endLostSession, stopClient, type RawClient } from './reaper.js';
 import type { ZkLossReason, ZkSessionOptions, ZkSessionState } from './types.js';
 import { Watchdog } from './watchdog.js';
 
@@ -21,10 +22,6 @@ interface SessionEvents {
   lost: [ZkLossReason];
   closed: [];
 }
-
-type RawClient = zookeeper.Client & {
-  connectionManager?: { socket?: { destroy(): void }; connect: () => void };
-};
 
 export class ZkConnection extends EventEmitter<SessionEvents> {
   protected readonly client: RawClient;
@@ -209,14 +206,25 @@ export class ZkConnection extends EventEmitter<SessionEvents> {
     this.log.warn({ reason, session: this.sessionId }, 'zookeeper session lost');
     this.transition('lost');
     this.stopTimers();
-    // Ask the server to end the session in case it is still alive (it frees our ephemerals sooner), then
-    // drop the socket: a server that stopped answering would otherwise keep it, and the process, alive.
+    // Drop the socket: a server that stopped answering would otherwise keep it, and the process, alive.
+    // The close only reaches a server that is still connected, which is rare here.
     try {
       this.client.close();
     } catch {
       // closing a dead client can throw; there is nothing left to release
     }
     setTimeout(() => this.shutdownClient(), 200).unref();
+    if (reason === 'suspended-too-long') {
+      // We only assume the server expired it: a leader election restarts every session's timer. Make
+      // sure it is over, in the background (reaper.ts).
+      endLostSession({
+        connectString: this.options.connectString,
+        sessionId: this.client.getSessionId(),
+        password: this.client.getSessionPassword(),
+        sessionTimeoutMs: this.sessionTimeoutMs,
+        log: this.log,
+      });
+    }
     this.emit('lost', reason);
   }
 
@@ -249,20 +257,8 @@ export class ZkConnection extends EventEmitter<SessionEvents> {
     this.suspendTimer = undefined;
   }
 
-  /**
-   * Stops the client for good. The library reconnects by itself whenever a socket closes outside its
-   * CLOSING state (and a reconnection timer may already be pending), so disable reconnection before
-   * dropping the socket; otherwise a dead session could keep dialling, and keep the process alive.
-   */
   private shutdownClient(): void {
-    const manager = this.client.connectionManager;
-    if (!manager) return;
-    manager.connect = () => undefined;
-    try {
-      manager.socket?.destroy();
-    } catch {
-      // already gone
-    }
+    stopClient(this.client);
   }
 
   protected lostError(): ExcError {

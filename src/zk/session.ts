@@ -13,7 +13,9 @@
  *   session timeout (the client only learns of expiry on reconnect). A server that stops answering
  *   without closing the connection is found by the watchdog (watchdog.ts), which drops the connection so
  *   the client moves to another server of the ensemble with the same session: a paused or partitioned
- *   server, or a leader election, costs a reconnection, not the session.
+ *   server, or a leader election, costs a reconnection, not the session. A session declared lost that way
+ *   may still be alive on the server (an election restarts its timer): it is ended there as soon as a
+ *   server answers (reaper.ts), so its ephemeral nodes do not outlive it by another timeout.
  */
 import type zookeeper from 'node-zookeeper-client';
 import { ExcError } from '../errors.js';

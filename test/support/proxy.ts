@@ -4,6 +4,7 @@
  * - `blackhole()`: keep connections open but forward nothing (packets "vanish", as in a partition);
  * - `dropConnections()`: reset every connection (the client sees a disconnect and reconnects);
  * - `refuse(true)`: refuse new connections;
+ * - `delayAnswers(ms)`: pass the server's answers on `ms` late (in order), as a slow network would;
  * - `cutAfterNextClientData()`: forward the client's next chunk to the server, then drop the connection
  *   before any answer comes back (the client cannot know whether its request was applied);
  * - `cutEachConnectionAfter(n)`: the same cut on every connection, at the client's chunk n + 1: its first
@@ -18,6 +19,7 @@ export class TcpProxy {
   private readonly pairs = new Set<{ client: Socket; upstream: Socket }>();
   private blackholed = false;
   private refusing = false;
+  private answerDelayMs = 0;
   private cutArmed = false;
   private cutEachAfter: number | undefined;
   private cutMatch: ((chunk: Buffer) => boolean) | undefined;
@@ -49,6 +51,11 @@ export class TcpProxy {
   restore(): void {
     this.blackholed = false;
     this.refusing = false;
+  }
+
+  /** From now on, every chunk the server sends reaches the client `ms` later (0: at once). */
+  delayAnswers(ms: number): void {
+    this.answerDelayMs = ms;
   }
 
   refuse(on = true): void {
@@ -116,7 +123,13 @@ export class TcpProxy {
       }
     });
     upstream.on('data', (chunk) => {
-      if (!this.blackholed) client.write(chunk);
+      if (this.blackholed) return;
+      // Timers of one duration fire in the order they were set: the answers stay in order.
+      if (this.answerDelayMs > 0) {
+        setTimeout(() => {
+          if (!client.destroyed) client.write(chunk);
+        }, this.answerDelayMs);
+      } else client.write(chunk);
     });
     client.on('error', close);
     upstream.on('error', close);
