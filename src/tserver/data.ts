@@ -74,6 +74,17 @@ function describeRow(row: Buffer): string {
     : `0x${row.toString('hex')}`;
 }
 
+/** Whether the tablet applied a batch of this name (a repeat: its first answer was lost). */
+function appliedBefore(tablet: HostedTablet, requestId: string | undefined): boolean {
+  return requestId !== undefined && tablet.meta.ingests.has(requestId);
+}
+
+interface IngestResult {
+  file: string | null;
+  entries: number;
+  duplicate?: true;
+}
+
 export class DataPath {
   /** Counters for /status. */
   readonly stats = { ingestedBatches: 0, ingestedEntries: 0, scans: 0 };
@@ -86,13 +97,28 @@ export class DataPath {
     private readonly assertServing: () => void = () => undefined,
   ) {}
 
-  async ingest(body: unknown): Promise<{ file: string | null; entries: number; duplicate?: true }> {
+  async ingest(body: unknown): Promise<IngestResult> {
     const req = parseInput(ingestSchema, body, 'body');
     const tablet = await this.hosting.get(req.tablet);
+    if (appliedBefore(tablet, req.requestId))
+      return { file: null, entries: req.entries.length, duplicate: true };
+    // In flight from its stamp until applied or failed: a full compaction reserved meanwhile may have to
+    // keep its delete markers (HostedTablet.mayDropDeletes).
+    const { ts, settle } = tablet.startIngest();
+    try {
+      return await this.ingestStamped(tablet, req, ts);
+    } finally {
+      settle();
+    }
+  }
+
+  private async ingestStamped(
+    tablet: HostedTablet,
+    req: z.output<typeof ingestSchema>,
+    ts: number,
+  ): Promise<IngestResult> {
     const { requestId } = req;
-    const seen = (): boolean => requestId !== undefined && tablet.meta.ingests.has(requestId);
-    if (seen()) return { file: null, entries: req.entries.length, duplicate: true };
-    const ts = tablet.nextTimestamp();
+    const seen = (): boolean => appliedBefore(tablet, requestId);
     const rows = tabletRange(tablet.meta);
     const entries: Entry[] = req.entries.map((w, i) => {
       const row = Buffer.from(w.row, 'base64');
