@@ -222,4 +222,16 @@ describe('tablet clock', () => {
     await a;
     expect(await scanValues(data)).toEqual(['v1']);
   });
+
+  it('a put after a delete of its cell in one batch shows; what comes before the delete does not', async () => {
+    const w = await world();
+    const data = new DataPath(w.hosting, new MemoryObjectStore(), w.configs);
+    await data.ingest({ tablet: row, entries: [put('v1')] });
+    await data.ingest({ tablet: row, entries: [del(), put('v2')] });
+    expect(await scanValues(data)).toEqual(['v2']);
+    await data.ingest({ tablet: row, entries: [put('v3'), del(), put('v4'), put('v5')] });
+    expect(await scanValues(data)).toEqual(['v5']);
+    await data.ingest({ tablet: row, entries: [put('v6'), del()] });
+    expect(await scanValues(data)).toEqual([]);
+  });
 });
