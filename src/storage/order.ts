@@ -5,7 +5,7 @@
  * uses compareEntries of key.ts.
  */
 import { compareEntries, sameCell, type Entry } from './key.js';
-import { BlockEntry, compareBlockEntries, sameBlockCell } from './rfile/block-entry.js';
+import { BlockEntry, compareBlockEntries, sameBlockCell, sameBlockTimestamp } from './rfile/block-entry.js';
 
 export interface EntryOps<T extends Entry> {
   /** compareEntries. */
@@ -13,6 +13,8 @@ export interface EntryOps<T extends Entry> {
   sameCell: (a: T, b: T) => boolean;
   isDelete: (e: T) => boolean;
   timestamp: (e: T) => number;
+  /** Whether two entries have the same timestamp (without reading it as a number, for file entries). */
+  sameTimestamp: (a: T, b: T) => boolean;
 }
 
 /** compareEntries, taking the encoded-field fast path when both entries come straight from file blocks. */
@@ -32,6 +34,10 @@ export const ENTRY_OPS: EntryOps<Entry> = {
   sameCell: sameEntryCell,
   isDelete: (e) => (e instanceof BlockEntry ? e.deleted : e.key.deleted),
   timestamp: (e) => (e instanceof BlockEntry ? e.timestamp : e.key.timestamp),
+  sameTimestamp: (a, b) =>
+    a instanceof BlockEntry && b instanceof BlockEntry
+      ? sameBlockTimestamp(a, b)
+      : ENTRY_OPS.timestamp(a) === ENTRY_OPS.timestamp(b),
 };
 
 /** For entries that all come from file blocks (file readers' scanBatches). */
@@ -40,4 +46,5 @@ export const BLOCK_ENTRY_OPS: EntryOps<BlockEntry> = {
   sameCell: sameBlockCell,
   isDelete: (e) => e.deleted,
   timestamp: (e) => e.timestamp,
+  sameTimestamp: sameBlockTimestamp,
 };

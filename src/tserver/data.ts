@@ -4,8 +4,9 @@
  * Entries travel in the wire format of ../rpc/entries.ts.
  *
  * Ingest: a batch is validated whole (encodings, sizes, every row inside the tablet) and rejected whole
- * with the first problem named; it is sorted, written as one new sorted file, and the file is added to the
- * tablet with a conditional mutation that also updates its queue entries.
+ * with the first problem named; it is sorted (in batch order where its entries share the batch's stamp:
+ * ingest-batch.ts), written as one new sorted file, and the file is added to the tablet with a conditional
+ * mutation that also updates its queue entries.
  *
  * Scan: a row range of the tablet through the merge and iterator stack with the table's settings
  * (deletes applied and hidden, versions, age-off). Pages end at row boundaries, so versioning is never
@@ -17,7 +18,6 @@ import { newFileName } from '../meta/paths.js';
 import { expiredIngests, ingestRow } from '../meta/ingest-ids.js';
 import { COL_TIME, fileCol, tabletTime, type TabletMeta } from '../meta/tablet.js';
 import {
-  compareKeys,
   intersectRanges,
   rowInRange,
   scanFiles,
@@ -30,6 +30,7 @@ import {
 import { parseInput } from '../validate.js';
 import { MAX_BATCH_ENTRIES, toWire, wireEntrySchema, type WireEntry } from '../rpc/entries.js';
 import type { HostedTablet } from './hosted-tablet.js';
+import { batchFile, type BatchEntry } from './ingest-batch.js';
 import type { Hosting } from './hosting.js';
 import { iteratorSettings, type TableConfigs } from './table-configs.js';
 
@@ -74,6 +75,17 @@ function describeRow(row: Buffer): string {
     : `0x${row.toString('hex')}`;
 }
 
+/** Whether the tablet applied a batch of this name (a repeat: its first answer was lost). */
+function appliedBefore(tablet: HostedTablet, requestId: string | undefined): boolean {
+  return requestId !== undefined && tablet.meta.ingests.has(requestId);
+}
+
+interface IngestResult {
+  file: string | null;
+  entries: number;
+  duplicate?: true;
+}
+
 export class DataPath {
   /** Counters for /status. */
   readonly stats = { ingestedBatches: 0, ingestedEntries: 0, scans: 0 };
@@ -86,15 +98,30 @@ export class DataPath {
     private readonly assertServing: () => void = () => undefined,
   ) {}
 
-  async ingest(body: unknown): Promise<{ file: string | null; entries: number; duplicate?: true }> {
+  async ingest(body: unknown): Promise<IngestResult> {
     const req = parseInput(ingestSchema, body, 'body');
     const tablet = await this.hosting.get(req.tablet);
+    if (appliedBefore(tablet, req.requestId))
+      return { file: null, entries: req.entries.length, duplicate: true };
+    // In flight from its stamp until applied or failed: a full compaction reserved meanwhile may have to
+    // keep its delete markers (HostedTablet.mayDropDeletes).
+    const { ts, settle } = tablet.startIngest();
+    try {
+      return await this.ingestStamped(tablet, req, ts);
+    } finally {
+      settle();
+    }
+  }
+
+  private async ingestStamped(
+    tablet: HostedTablet,
+    req: z.output<typeof ingestSchema>,
+    ts: number,
+  ): Promise<IngestResult> {
     const { requestId } = req;
-    const seen = (): boolean => requestId !== undefined && tablet.meta.ingests.has(requestId);
-    if (seen()) return { file: null, entries: req.entries.length, duplicate: true };
-    const ts = tablet.nextTimestamp();
+    const seen = (): boolean => appliedBefore(tablet, requestId);
     const rows = tabletRange(tablet.meta);
-    const entries: Entry[] = req.entries.map((w, i) => {
+    const batch: BatchEntry[] = req.entries.map((w, i) => {
       const row = Buffer.from(w.row, 'base64');
       if (!rowInRange(row, rows)) {
         throw new ExcError(
@@ -105,7 +132,7 @@ export class DataPath {
           },
         );
       }
-      return {
+      const entry: Entry = {
         key: {
           row,
           family: Buffer.from(w.cf, 'base64'),
@@ -115,18 +142,10 @@ export class DataPath {
         },
         value: w.delete ? Buffer.alloc(0) : Buffer.from(w.value, 'base64'),
       };
+      return { entry, stamped: w.ts === undefined };
     });
-    // Sort; of entries with identical keys the last one in the batch wins.
-    const order = entries
-      .map((_, i) => i)
-      .sort((a, b) => compareKeys(entries[a]!.key, entries[b]!.key) || b - a);
-    const sorted: Entry[] = [];
-    for (const i of order) {
-      const e = entries[i]!;
-      const last = sorted[sorted.length - 1];
-      if (last && compareKeys(last.key, e.key) === 0) continue;
-      sorted.push(e);
-    }
+    // Sorted, in batch order where every entry has the same stamp (ingest-batch.ts).
+    const sorted = batchFile(batch);
 
     const name = newFileName(tablet.meta.tableId, 'ingest');
     // The table's codec; when its settings cannot be read at all, the default: never a reason to refuse data.

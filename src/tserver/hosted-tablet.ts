@@ -37,6 +37,8 @@ export class HostedTablet {
 
   /** The newest timestamp this server gave a batch of the tablet's (the tablet's time when loaded). */
   private clock: number;
+  /** The stamps of batches being ingested: drawn, neither applied nor failed yet (see mayDropDeletes). */
+  private readonly inFlight = new Set<number>();
 
   constructor(
     public meta: TabletMeta,
@@ -54,6 +56,30 @@ export class HostedTablet {
   nextTimestamp(now = Date.now()): number {
     this.clock = Math.max(now, this.clock + 1, this.meta.time + 1);
     return this.clock;
+  }
+
+  /**
+   * Stamps a batch about to be written (nextTimestamp) and counts it in flight until `settle` is called:
+   * once the batch was applied, or failed. Stamps are unique (the clock only goes up).
+   */
+  startIngest(now = Date.now()): { ts: number; settle: () => void } {
+    const ts = this.nextTimestamp(now);
+    this.inFlight.add(ts);
+    return { ts, settle: () => this.inFlight.delete(ts) };
+  }
+
+  /**
+   * Whether a compaction of all the tablet's files reserved now may drop its delete markers (DESIGN.md
+   * invariants 1 and 6). A batch is stamped before its file is written and applied later, in the mutex;
+   * so a batch stamped before a delete can be applied after it, and the delete hides it. A compaction
+   * that dropped the marker meanwhile would let it show again (it is not one of its inputs). The tablet's
+   * time is at least every stamp applied, and a batch stamped after it was stamped after every marker
+   * applied: only a batch in flight with a stamp at or below it may be hidden by one. Ask in the mutex,
+   * with the copy up to date. (Stamping in the mutex instead would put every batch's file write there.)
+   */
+  mayDropDeletes(): boolean {
+    for (const ts of this.inFlight) if (ts <= this.meta.time) return false;
+    return true;
   }
 
   /** Starts the progress clock of a reservation made or found now. */

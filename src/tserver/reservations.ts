@@ -136,6 +136,7 @@ export class Reservations {
         ecid: ulid(),
         output: newFileName(tablet.meta.tableId, 'compaction'),
         now: Date.now(),
+        mayDropDeletes: tablet.mayDropDeletes(),
       };
       let decision = decideReserve(tablet.meta, req, ctx);
       if (decision.kind === 'split') {

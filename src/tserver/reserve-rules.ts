@@ -57,6 +57,11 @@ export interface ReserveContext {
   ecid: string;
   output: string;
   now: number;
+  /**
+   * Whether a job of all the tablet's files may drop delete markers now (HostedTablet.mayDropDeletes):
+   * false while a batch stamped at or before the tablet's time is still to be applied.
+   */
+  mayDropDeletes: boolean;
   /** The rows the tablet server chose to split the job at, after a `split` decision. */
   splitBounds?: SplitBounds;
 }
@@ -74,6 +79,11 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
   if (!job) return { kind: 'no-work' };
   if (job.split) return reserveSubJob(meta, req, ctx, job.split);
   const { resume, drop } = resumeOf(meta, job);
+  // A kept job that drops deletes must go on doing so (its output is the bytes the first attempt was
+  // writing), which it may not while a batch stamped before a marker is in flight: it waits (briefly: until
+  // that batch is applied) rather than start over and throw its checkpoint away.
+  if (resume?.settings.dropDeletes && !ctx.mayDropDeletes) return { kind: 'no-work' };
+  const dropDeletes = job.allFiles && ctx.mayDropDeletes;
   const filters: FilterSpec[] = job.kind === 'user' ? (job.filters ?? []) : [];
   const userIds = job.kind === 'user' ? (job.userCompactionIds ?? []) : [];
   // A user job is planned on the tablet as it will be once its requests are selected: the selection it
@@ -109,7 +119,7 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
       : {
           compression: ctx.config.compression,
           blockSize: ctx.config.blockSize,
-          settings: iteratorSettings(ctx.config, filters, job.allFiles, tabletTime(meta, ctx.now)),
+          settings: iteratorSettings(ctx.config, filters, dropDeletes, tabletTime(meta, ctx.now)),
         }),
   };
   const { ecid } = ctx;
@@ -225,7 +235,7 @@ export function reservedJob(meta: TabletMeta, ecid: string, r: Reservation): Res
     settings: r.settings,
     ...(r.compression ? { compression: r.compression } : {}),
     ...(r.blockSize ? { blockSize: r.blockSize } : {}),
-    keepDeletes: !r.allFiles,
+    keepDeletes: !r.settings.dropDeletes,
     ...(r.split
       ? {
           range: {

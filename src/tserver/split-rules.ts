@@ -64,6 +64,8 @@ interface SubJobContext {
   output: string;
   now: number;
   config: TableConfig;
+  /** Whether a job of all the tablet's files may drop delete markers now (reserve-rules.ts). */
+  mayDropDeletes: boolean;
 }
 
 /** A new split of `job` at `bounds`, and the reservation of its sub-job 0 (rule 1). */
@@ -86,7 +88,9 @@ export function newSplit(
     settings: iteratorSettings(
       ctx.config,
       user ? (job.filters ?? []) : [],
-      job.allFiles,
+      // Decided once for every sub-job: a batch stamped after the split was made comes after every marker
+      // in its inputs.
+      job.allFiles && ctx.mayDropDeletes,
       tabletTime(meta, ctx.now),
     ),
     ...(userIds.length > 0 ? { userCompactionIds: userIds } : {}),

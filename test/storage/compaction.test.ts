@@ -316,6 +316,28 @@ describe('scanFiles', () => {
     ).toBe(true);
   });
 
+  it('versions - the same entry in two files is one version, and a full compaction keeps one copy', async () => {
+    const store = new MemoryObjectStore();
+    const same = makeEntry('r', 'f', 'q', 10, 'v');
+    await writeRFile(store, 'a.rf', [same]);
+    await writeRFile(store, 'b.rf', [same]);
+    await writeRFile(store, 'c.rf', [makeEntry('r', 'f', 'q', 5, 'old')]);
+    const settings = { ...SCAN, versions: 2 };
+    const values = (entries: Entry[]) => entries.map((e) => `${e.key.timestamp}:${e.value.toString()}`);
+    const files = ['a.rf', 'b.rf', 'c.rf'];
+    expect(values(await collect(scanFiles({ store, files, settings })))).toEqual(['10:v', '5:old']);
+    // Two values at one timestamp are one version too: the smallest value's (the merge's order).
+    await writeRFile(store, 'd.rf', [makeEntry('r', 'f', 'q', 10, 'u')]);
+    const more = [...files, 'd.rf'];
+    expect(values(await collect(scanFiles({ store, files: more, settings })))).toEqual(['10:u', '5:old']);
+    const full = await compactFiles({ store, inputs: files, output: 'out.rf', settings });
+    expect(full.entriesWritten).toBe(2);
+    const out = await collect(
+      scanFiles({ store, files: ['out.rf'], settings: { ...settings, versions: 5 } }),
+    );
+    expect(values(out)).toEqual(['10:v', '5:old']);
+  });
+
   it('refuses bad settings at once', () => {
     expect(() =>
       scanFiles({ store: new MemoryObjectStore(), files: [], settings: { ...SCAN, versions: -1 } }),

@@ -4,8 +4,8 @@
  * by cell, apply the rules of src/storage/iterators/stack.ts to each group as a whole:
  *
  *   - the cell's newest delete marker at T hides every entry at or below T;
- *   - of the live puts, the `versions` newest are kept; of those, puts older than nowMs - ttlMs are
- *     dropped, then puts a filter rejects;
+ *   - of the live puts, one per timestamp (the smallest value); of those, the `versions` newest are
+ *     kept; of those, puts older than nowMs - ttlMs are dropped, then puts a filter rejects;
  *   - with dropDeletes false, the newest marker is kept too (the smallest value among equal ones).
  */
 import type { Entry, FilterSpec, RowRange } from '../../src/storage/index.js';
@@ -102,7 +102,13 @@ export function modelScan(entries: readonly Entry[], s: ModelSettings, range: Ro
     if (!rowInModelRange(group[0]!.key.row, range)) continue;
     const deletes = group.filter((e) => e.key.deleted);
     const newestDelete = deletes.length > 0 ? Math.max(...deletes.map((d) => d.key.timestamp)) : -1;
-    const live = group.filter((e) => !e.key.deleted && e.key.timestamp > newestDelete);
+    // Sorted: the first put of each timestamp has its smallest value.
+    const live = group.filter(
+      (e, k) =>
+        !e.key.deleted &&
+        e.key.timestamp > newestDelete &&
+        !(k > 0 && !group[k - 1]!.key.deleted && group[k - 1]!.key.timestamp === e.key.timestamp),
+    );
     const kept = live
       .slice(0, s.versions)
       .filter((e) => s.ttlMs === undefined || e.key.timestamp >= s.nowMs - s.ttlMs)

@@ -46,6 +46,7 @@ const reserveCtx = (jobs: PlannedJob[]) => ({
   ecid: '01J0000000000000000000000A',
   output: 'tables/0001/Cout.rf',
   now: 5_000,
+  mayDropDeletes: true,
 });
 
 function reservation(inputs: string[], extra: Partial<Reservation> = {}): Reservation {
@@ -102,6 +103,19 @@ describe('reservation rules', () => {
     ]);
     d.change.apply(meta);
     expect(meta.reservations.get(d.ecid)).toBe(d.reservation);
+  });
+
+  it('reserve - a job of all the files keeps its deletes while a batch stamped before one may be in flight', () => {
+    const meta = tablet(['a', 'b']);
+    const all = [job(['a', 'b'], { allFiles: true })];
+    const req = { tablet: ROW, queueId: 'q001', compactor: COMPACTOR };
+    const drops = decideReserve(meta, req, reserveCtx(all));
+    expect(drops.kind === 'reserve' && drops.reservation.settings.dropDeletes).toBe(true);
+    const keeps = decideReserve(meta, req, { ...reserveCtx(all), mayDropDeletes: false });
+    if (keeps.kind !== 'reserve') throw new Error(keeps.kind);
+    // Still a job of all the files (resume matching says so), whose markers are kept.
+    expect(keeps.reservation).toMatchObject({ allFiles: true, settings: { dropDeletes: false } });
+    expect(reservedJob(meta, keeps.ecid, keeps.reservation).keepDeletes).toBe(true);
   });
 
   it('reserve - a repeated request gets the reservation it made; no job for the queue is no work', () => {

@@ -63,7 +63,7 @@ const job = (files: string[], extra: Partial<PlannedJob> = {}): PlannedJob => ({
 });
 
 const cancelCtx = { now: 2_000, server: 'ts:1', maxAttempts: 5, queueExists: true };
-const reserve = (meta: TabletMeta, jobs: PlannedJob[]) =>
+const reserve = (meta: TabletMeta, jobs: PlannedJob[], mayDropDeletes = true) =>
   decideReserve(
     meta,
     { tablet: ROW, queueId: 'q001', compactor: COMPACTOR },
@@ -74,6 +74,7 @@ const reserve = (meta: TabletMeta, jobs: PlannedJob[]) =>
       ecid: 'E2',
       output: 'tables/0001/Cnew.rf',
       now: 5_000,
+      mayDropDeletes,
     },
   );
 
@@ -181,6 +182,25 @@ describe('resume rules', () => {
     expect(all.kind === 'reserve' && all.change.deletes).toEqual([
       { row: ROW, col: resumeCol(failureKey(['a', 'b'])) },
     ]);
+  });
+
+  it('reserve - a kept job that drops deletes waits while a batch stamped before a marker is in flight', () => {
+    const meta = tablet(['a', 'b']);
+    const dropping = { versions: 1, nowMs: 1_000, filters: [], dropDeletes: true };
+    meta.reservations.set('E1', reservation(['a', 'b'], { allFiles: true, settings: dropping }));
+    const d = decideCancel(meta, 'E1', 'compactor-gone', cancelCtx);
+    if (d.kind !== 'cancel') throw new Error(d.kind);
+    d.change.apply(meta);
+    // Its output must be what the first attempt was writing, markers dropped: not now, and the checkpoint
+    // is kept for when it may.
+    expect(reserve(meta, [job(['a', 'b'], { allFiles: true })], false).kind).toBe('no-work');
+    expect(meta.resumes.size).toBe(1);
+    const later = reserve(meta, [job(['a', 'b'], { allFiles: true })]);
+    expect(later.kind === 'reserve' && later.reservation.checkpoint).toEqual(CHECKPOINT);
+    // One that keeps its markers goes on at any time.
+    const keeping = cancelled('compactor-gone');
+    const any = reserve(keeping, [job(['a', 'b'])], false);
+    expect(any.kind === 'reserve' && any.reservation.checkpoint).toEqual(CHECKPOINT);
   });
 
   it('commit - compacting any input of a kept checkpoint drops it', () => {

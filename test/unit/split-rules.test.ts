@@ -38,6 +38,7 @@ function ctx(meta: TabletMeta, extra: Partial<ReserveContext> = {}): ReserveCont
     ecid: `01J00000000000000000000${String(n).padStart(3, '0')}`,
     output: `tables/0001/C${n}.rf`,
     now: 5_000 + n,
+    mayDropDeletes: true,
     ...extra,
   };
 }
@@ -91,6 +92,21 @@ describe('split rules', () => {
       splitBounds: { files: first.job.files, bounds: [] },
     });
     expect(whole.kind === 'reserve' && whole.reservation.split).toBeUndefined();
+  });
+
+  it('split - every sub-job of a split of all the files keeps deletes when the split was made while they had to be', () => {
+    const meta = tablet({ a: MB, b: MB, c: MB });
+    const req = { tablet: ROW, queueId: 'q001', compactor: compactor(1) };
+    const base = { ...ctx(meta), mayDropDeletes: false };
+    const first = decideReserve(meta, req, base);
+    if (first.kind !== 'split') throw new Error(first.kind);
+    const d = decideReserve(meta, req, { ...base, splitBounds: { files: first.job.files, bounds: ['6d'] } });
+    if (d.kind !== 'reserve') throw new Error(d.kind);
+    expect(d.reservation).toMatchObject({ allFiles: true, settings: { dropDeletes: false } });
+    d.change.apply(meta);
+    // The next sub-job, reserved when deletes could be dropped, runs with the split's settings.
+    const s1 = decideReserve(meta, { ...req, compactor: compactor(2) }, ctx(meta));
+    expect(s1.kind === 'reserve' && s1.reservation.settings.dropDeletes).toBe(false);
   });
 
   it('split - small jobs and maxSplits=1 are never split; the count is capped by maxSplits', () => {

@@ -64,6 +64,7 @@ describe('tablet time', () => {
         ecid: 'E1',
         output: 'tables/0001/CE1.rf',
         now: 8_000,
+        mayDropDeletes: true,
       },
     );
     if (d.kind !== 'reserve') throw new Error(d.kind);

@@ -165,6 +165,7 @@ describe('user compaction status', () => {
         ecid,
         output: `tables/0001/C${ecid}.rf`,
         now,
+        mayDropDeletes: true,
       };
       let d = decideReserve(meta, req, ctx);
       if (d.kind === 'split')

@@ -11,7 +11,10 @@
  *      when `dropDeletes` is false — a partial compaction, whose marker must go on hiding versions in
  *      the files it did not read (DESIGN.md invariant 6) — and dropped when it is true (a compaction of
  *      all the tablet's files, or a scan).
- *   2. Versions. Of the puts not hidden, the `versions` newest are kept; the others are dropped.
+ *   2. Versions. A put with the timestamp of the put before it in its cell has its key: it is another
+ *      copy of that version (the same entry in two files) or another value written at the same instant,
+ *      which sorts after it. It is dropped and not counted: one version per timestamp, the smallest
+ *      value's. Of the puts left, the `versions` newest are kept; the others are dropped.
  *   3. Age-off. Of those, puts with timestamp < nowMs - ttlMs are dropped.
  *   4. Filters. Of those, puts that a filter rejects are dropped.
  *
@@ -24,6 +27,8 @@
  *     dropped ones hid;
  *   - a put that is among the N newest live puts of its cell over all files is among the N newest live
  *     puts of its cell in any subset holding it (a marker elsewhere hides a suffix of the cell's puts);
+ *     counting timestamps rather than puts keeps this true, and the value kept for a timestamp is the
+ *     smallest in the subset, so the smallest overall still wins when the output meets the other files;
  *   - age-off drops a suffix of a cell's puts, so it commutes with versioning, and since nowMs only grows
  *     (the tablet's time, meta/tablet.ts tabletTime: never behind a committed compaction's), what it
  *     drops now would be dropped by every later scan;
@@ -47,17 +52,19 @@ import { compileSettings, type CompiledSettings, type IteratorSettings } from '.
 /**
  * The rules above as a per-entry decision: `accept(e)`, called for each entry in merged order, says
  * whether it is kept. The closure carries the state of the current cell: its first entry, whether a
- * marker has been seen, how many live versions.
+ * marker has been seen, how many live versions and the last of them.
  */
 export function cellRules<T extends Entry>(
   s: CompiledSettings,
   ops: EntryOps<T>,
 ): (e: T, sameCell?: boolean) => boolean {
   const { versions, cutoff, filter, dropDeletes } = s;
-  const { sameCell, isDelete, timestamp } = ops;
+  const { sameCell, isDelete, timestamp, sameTimestamp } = ops;
   let cell: T | null = null;
   let hidden = false;
   let seen = 0;
+  /** The cell's last put counted as a version. */
+  let counted: T | null = null;
   // `same`, when the merge knows it (mergeBlockBatches), says whether e has the previous entry's cell,
   // which is the current cell: the comparison is then skipped.
   return (e: T, same?: boolean): boolean => {
@@ -65,6 +72,7 @@ export function cellRules<T extends Entry>(
       cell = e;
       hidden = false;
       seen = 0;
+      counted = null;
     }
     if (hidden) return false;
     if (isDelete(e)) {
@@ -72,7 +80,10 @@ export function cellRules<T extends Entry>(
       return !dropDeletes;
     }
     if (seen >= versions) return false;
+    // Its key is the last counted put's: the same version again (rule 2).
+    if (seen > 0 && sameTimestamp(counted!, e)) return false;
     seen++;
+    counted = e;
     // Timestamps are never negative: without a TTL (cutoff -1) or with one longer than the clock's
     // reading, nothing is aged off, and the timestamp is not even read.
     if (cutoff > 0 && timestamp(e) < cutoff) return false;

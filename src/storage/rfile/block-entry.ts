@@ -111,6 +111,14 @@ export function compareBlockKeys(a: BlockEntry, b: BlockEntry): number {
   return 0;
 }
 
+/** Whether two entries have the same timestamp, from the encoded words. */
+export function sameBlockTimestamp(a: BlockEntry, b: BlockEntry): boolean {
+  return (
+    a.view.getUint32(a.rowStart - 4) === b.view.getUint32(b.rowStart - 4) &&
+    a.view.getUint32(a.rowStart - 8) === b.view.getUint32(b.rowStart - 8)
+  );
+}
+
 /** compareEntries over encoded fields. */
 export function compareBlockEntries(a: BlockEntry, b: BlockEntry): number {
   const c = compareBlockKeys(a, b);
