@@ -10,6 +10,7 @@
  * `{ type: 'checkpoint', id, checkpoint }` (checkpointed output, storage/parts.ts), then exactly one
  * `{ type: 'done', id, result }` or `{ type: 'failed', id, error: { code, message, details } }`.
  */
+import { setMaxListeners } from 'node:events';
 import { parentPort, workerData } from 'node:worker_threads';
 import { ExcError, describeError } from '../errors.js';
 import {
@@ -36,6 +37,7 @@ port.on('message', (m: ToWorker) => {
 
 async function run(id: number, args: JobArgs): Promise<void> {
   const abort = new AbortController();
+  setMaxListeners(0, abort.signal); // every input's reads listen to it: more than ten at once is normal
   running = { id, abort };
   try {
     const result = await compactFiles({

@@ -16,6 +16,7 @@
  *   on from it. Once committed, the parts are garbage and are deleted here (the collector sweeps whatever
  *   a crash leaves); nothing else ever deletes a part a checkpoint may name.
  */
+import { setMaxListeners } from 'node:events';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { MetaClient } from '../meta/client.js';
@@ -101,6 +102,8 @@ async function runLinked(
 ): Promise<JobOutcome> {
   const log = deps.log.child({ ecid: job.ecid, tablet: job.tablet });
   const abort = new AbortController();
+  // Every input's reads, the parts' writes and the reports listen to it: more than ten at once is normal.
+  setMaxListeners(0, abort.signal);
   let stopReason: StopReason | undefined;
   const running: RunningJob = {
     job,
