@@ -148,7 +148,15 @@ export class Compactor extends EventEmitter<Events> {
     for (let i = 0; i < this.options.concurrency; i++) this.workers.push(this.work(i));
   }
 
-  /** A new session and node. Throws UNKNOWN_QUEUE when the queue does not exist. */
+  /**
+   * A new session and node. Throws UNKNOWN_QUEUE when the queue does not exist, ZK_SESSION_LOST when the
+   * session or the node is lost before the registration is complete.
+   *
+   * The generation is adopted (`this.generation`) only once its watches are set. Before that a loss only
+   * fails this attempt, and whoever called connect tries again: reported to {@link onLost} as well, it would
+   * start a second rejoin beside the caller's retry, both would register, and the compactor could end up
+   * adopting a registration no worker uses (found by review: it never committed again).
+   */
   private async connect(): Promise<Generation> {
     const session = await connectZk(this.options);
     try {
@@ -174,7 +182,12 @@ export class Compactor extends EventEmitter<Events> {
         links: new Links(this.peers, registration.path, this.log),
         abort: new AbortController(),
       };
-      session.once('lost', (reason) => this.onLost(generation, `zookeeper session lost (${reason})`));
+      let lostEarly: string | undefined;
+      const lost = (reason: string): void => {
+        if (this.generation === generation) this.onLost(generation, reason);
+        else lostEarly ??= reason;
+      };
+      session.once('lost', (reason) => lost(`zookeeper session lost (${reason})`));
       // A disconnection within the session timeout changes nothing: jobs run on, reservations stand.
       session.on('suspended', () => {
         if (this.generation === generation && this.state === 'serving')
@@ -184,10 +197,16 @@ export class Compactor extends EventEmitter<Events> {
         if (this.generation === generation && this.state === 'suspended')
           this.stateCell.set('serving', 'zookeeper connection back');
       });
-      registration.once('nodeLost', () => this.onLost(generation, 'compactor node deleted'));
+      registration.once('nodeLost', () => lost('compactor node deleted'));
       registration.once('queueDeleted', () => this.onQueueDeleted());
-      this.generation = generation;
       await registration.watch();
+      if (lostEarly !== undefined || !session.isLive) {
+        throw new ExcError(
+          'ZK_SESSION_LOST',
+          `registration ${registration.path} lost while registering: ${lostEarly ?? 'session ended'}`,
+        );
+      }
+      this.generation = generation;
       this.log.info({ compactor: registration.path, session: session.sessionId }, 'compactor registered');
       return generation;
     } catch (err) {
