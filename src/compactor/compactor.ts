@@ -38,7 +38,8 @@ import { backoffDelay, retry, sleep, withTimeout } from '../retry.js';
 import { DEFAULT_CHECKPOINT_BYTES, DEFAULT_CHECKPOINT_MS } from '../storage/index.js';
 import { ZkLayout, type ZkSession } from '../zk/index.js';
 import { runJob, type JobOutcome, type RunningJob } from './job-runner.js';
-import { findWork, reserve } from './find-work.js';
+import { findWork, releaseJob, reserve } from './find-work.js';
+import type { ReservedJob } from '../queue/protocol.js';
 import { Links } from './links.js';
 import { Registration } from './registration.js';
 import { EXIT_QUEUE_DELETED } from './exit-codes.js';
@@ -297,19 +298,12 @@ export class Compactor extends EventEmitter<Events> {
           continue;
         }
         misses = 0;
-        if (this.stopTakingWork.signal.aborted) {
-          // Stopping: reserved just as the shutdown began. Give it back at once rather than run it.
-          await this.peers
-            .get(server)
-            .post(
-              '/v1/release',
-              { tablet: job.tablet, ecid: job.ecid, compactor: generation.registration.path },
-              { attempts: 2 },
-            )
-            .catch(() => undefined);
-          this.outcomes.released++;
-          this.ended('released', 0, 0);
-          break;
+        // Reserved just as the shutdown began, or answered after this registration was lost (its jobs were
+        // stopped then, and nothing would stop this one): give it back at once rather than run it.
+        if (this.stopTakingWork.signal.aborted || generation.abort.signal.aborted) {
+          await this.release(generation, server, job);
+          if (this.stopTakingWork.signal.aborted) break;
+          continue;
         }
         const startedAt = Date.now();
         const outcome = await runJob(
@@ -348,6 +342,18 @@ export class Compactor extends EventEmitter<Events> {
         );
       }
     }
+  }
+
+  /** Gives a job back unrun (cancelled as `released`: another compactor can take it at once). */
+  private async release(generation: Generation, server: string, job: ReservedJob): Promise<void> {
+    const lost = generation.abort.signal.aborted;
+    this.log.info(
+      { ecid: job.ecid, tablet: job.tablet, compactor: generation.registration.path },
+      lost ? 'reserved after the registration was lost: released' : 'reserved while stopping: released',
+    );
+    await releaseJob(this.peers, server, job, generation.registration.path);
+    this.outcomes.released++;
+    this.ended('released', 0, 0);
   }
 
   private status(): Record<string, unknown> {

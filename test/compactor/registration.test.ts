@@ -5,6 +5,8 @@
 import { once } from 'node:events';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Registration } from '../../src/compactor/registration.js';
+import type { ReservedJob } from '../../src/queue/protocol.js';
+import type { PeerClients } from '../../src/rpc/peers.js';
 import { inProcessCompactor } from '../support/in-process.js';
 import {
   queueRows,
@@ -100,6 +102,57 @@ describe('compactor registration', () => {
     } finally {
       await compactor.close();
       await proxy.stop();
+    }
+  });
+  it('reserve answered after the session was lost - the job is given back at once, not run under the lost node', async () => {
+    const c = cluster();
+    const s = await c.startWithTable({ table: 't', queue: 'q' });
+    const compactor = inProcessCompactor(c, 'q');
+    try {
+      await compactor.server.start();
+      const first = compactor.server.path!;
+      const admin = await c.session();
+      // The first reservation's answer arrives after the compactor's node was deleted and it saw the loss.
+      const peers = (compactor.server as unknown as { peers: PeerClients }).peers;
+      const get = peers.get.bind(peers);
+      let late: ReservedJob | undefined;
+      vi.spyOn(peers, 'get').mockImplementation((address) => {
+        const client = get(address);
+        const post = client.post.bind(client);
+        return Object.assign(Object.create(client) as typeof client, {
+          post: async (path: string, ...rest: unknown[]) => {
+            const answer = await (post as (p: string, ...r: unknown[]) => Promise<unknown>)(path, ...rest);
+            const job = (answer as { job?: ReservedJob | null }).job;
+            if (path === '/v1/reserve' && job && !late) {
+              late = job;
+              await admin.delete(first);
+              await waitFor(
+                async () => compactor.server.path !== first,
+                'the compactor to see its node gone',
+              );
+            }
+            return answer;
+          },
+        });
+      });
+      await oneJob(s);
+      await committed(s);
+      expect(late).toBeDefined();
+      // Never run: no merge started for it, and it is counted as released.
+      const started = compactor.lines.filter((l) => l.msg === 'compaction started').map((l) => l.ecid);
+      expect(started).not.toContain(late!.ecid);
+      expect(compactor.lines.some((l) => l.msg === 'compaction abandoned' && l.ecid === late!.ecid)).toBe(
+        false,
+      );
+      await compactor.waitForLog(
+        (l) => l.msg === 'reserved after the registration was lost: released' && l.ecid === late!.ecid,
+        5_000,
+      );
+      // Done by the compactor's next registration.
+      const done = await compactor.waitForLog((l) => l.msg === 'compaction committed');
+      expect(done.ecid).not.toBe(late!.ecid);
+    } finally {
+      await compactor.close();
     }
   });
 });
