@@ -1,5 +1,6 @@
 /**
- * The tablet server's periodic backstop. Every round, for each hosted tablet:
+ * The tablet server's periodic backstop. Every round, a tablet whose load ended with an unknown outcome
+ * (its `loc` may name this server) is loaded again; for each hosted tablet:
  *   - a tablet whose in-memory copy is stale (a change's outcome was unknown) is read back and planned;
  *   - a tablet whose queue entries could not be planned is planned again;
  *   - every few rounds the tablet is refreshed from its row, for what the manager writes there (user
@@ -54,6 +55,7 @@ export class Reconciler {
     const refresh = ++this.rounds % (this.options.refreshEvery ?? 6) === 0;
     const reservations: [string, ReservationRef][] = [];
     const tablets = new Map<string, HostedTablet>();
+    await this.hosting.retryUnsettledLoads();
     for (const tablet of this.hosting.all()) {
       try {
         if (refresh) await this.hosting.refresh(tablet.row);
