@@ -38,7 +38,8 @@ import { backoffDelay, retry, sleep, withTimeout } from '../retry.js';
 import { DEFAULT_CHECKPOINT_BYTES, DEFAULT_CHECKPOINT_MS } from '../storage/index.js';
 import { ZkLayout, type ZkSession } from '../zk/index.js';
 import { runJob, type JobOutcome, type RunningJob } from './job-runner.js';
-import { findWork, reserve } from './find-work.js';
+import { findWork, releaseJob, reserve } from './find-work.js';
+import type { ReservedJob } from '../queue/protocol.js';
 import { Links } from './links.js';
 import { Registration } from './registration.js';
 import { EXIT_QUEUE_DELETED } from './exit-codes.js';
@@ -148,7 +149,15 @@ export class Compactor extends EventEmitter<Events> {
     for (let i = 0; i < this.options.concurrency; i++) this.workers.push(this.work(i));
   }
 
-  /** A new session and node. Throws UNKNOWN_QUEUE when the queue does not exist. */
+  /**
+   * A new session and node. Throws UNKNOWN_QUEUE when the queue does not exist, ZK_SESSION_LOST when the
+   * session or the node is lost before the registration is complete.
+   *
+   * The generation is adopted (`this.generation`) only once its watches are set. Before that a loss only
+   * fails this attempt, and whoever called connect tries again: reported to {@link onLost} as well, it would
+   * start a second rejoin beside the caller's retry, both would register, and the compactor could end up
+   * adopting a registration no worker uses (found by review: it never committed again).
+   */
   private async connect(): Promise<Generation> {
     const session = await connectZk(this.options);
     try {
@@ -174,7 +183,12 @@ export class Compactor extends EventEmitter<Events> {
         links: new Links(this.peers, registration.path, this.log),
         abort: new AbortController(),
       };
-      session.once('lost', (reason) => this.onLost(generation, `zookeeper session lost (${reason})`));
+      let lostEarly: string | undefined;
+      const lost = (reason: string): void => {
+        if (this.generation === generation) this.onLost(generation, reason);
+        else lostEarly ??= reason;
+      };
+      session.once('lost', (reason) => lost(`zookeeper session lost (${reason})`));
       // A disconnection within the session timeout changes nothing: jobs run on, reservations stand.
       session.on('suspended', () => {
         if (this.generation === generation && this.state === 'serving')
@@ -184,10 +198,16 @@ export class Compactor extends EventEmitter<Events> {
         if (this.generation === generation && this.state === 'suspended')
           this.stateCell.set('serving', 'zookeeper connection back');
       });
-      registration.once('nodeLost', () => this.onLost(generation, 'compactor node deleted'));
+      registration.once('nodeLost', () => lost('compactor node deleted'));
       registration.once('queueDeleted', () => this.onQueueDeleted());
-      this.generation = generation;
       await registration.watch();
+      if (lostEarly !== undefined || !session.isLive) {
+        throw new ExcError(
+          'ZK_SESSION_LOST',
+          `registration ${registration.path} lost while registering: ${lostEarly ?? 'session ended'}`,
+        );
+      }
+      this.generation = generation;
       this.log.info({ compactor: registration.path, session: session.sessionId }, 'compactor registered');
       return generation;
     } catch (err) {
@@ -278,19 +298,12 @@ export class Compactor extends EventEmitter<Events> {
           continue;
         }
         misses = 0;
-        if (this.stopTakingWork.signal.aborted) {
-          // Stopping: reserved just as the shutdown began. Give it back at once rather than run it.
-          await this.peers
-            .get(server)
-            .post(
-              '/v1/release',
-              { tablet: job.tablet, ecid: job.ecid, compactor: generation.registration.path },
-              { attempts: 2 },
-            )
-            .catch(() => undefined);
-          this.outcomes.released++;
-          this.ended('released', 0, 0);
-          break;
+        // Reserved just as the shutdown began, or answered after this registration was lost (its jobs were
+        // stopped then, and nothing would stop this one): give it back at once rather than run it.
+        if (this.stopTakingWork.signal.aborted || generation.abort.signal.aborted) {
+          await this.release(generation, server, job);
+          if (this.stopTakingWork.signal.aborted) break;
+          continue;
         }
         const startedAt = Date.now();
         const outcome = await runJob(
@@ -329,6 +342,18 @@ export class Compactor extends EventEmitter<Events> {
         );
       }
     }
+  }
+
+  /** Gives a job back unrun (cancelled as `released`: another compactor can take it at once). */
+  private async release(generation: Generation, server: string, job: ReservedJob): Promise<void> {
+    const lost = generation.abort.signal.aborted;
+    this.log.info(
+      { ecid: job.ecid, tablet: job.tablet, compactor: generation.registration.path },
+      lost ? 'reserved after the registration was lost: released' : 'reserved while stopping: released',
+    );
+    await releaseJob(this.peers, server, job, generation.registration.path);
+    this.outcomes.released++;
+    this.ended('released', 0, 0);
   }
 
   private status(): Record<string, unknown> {

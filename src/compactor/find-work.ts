@@ -93,6 +93,19 @@ export async function reserve(
   }
 }
 
+/** Gives a reserved job back unrun, best effort: if this fails, the link or the session ending cancels it. */
+export async function releaseJob(
+  peers: PeerClients,
+  server: string,
+  job: Pick<ReservedJob, 'tablet' | 'ecid'>,
+  compactor: string,
+): Promise<void> {
+  await peers
+    .get(server)
+    .post('/v1/release', { tablet: job.tablet, ecid: job.ecid, compactor }, { attempts: 2 })
+    .catch(() => undefined);
+}
+
 /** Answers after which a request that may have been applied is repeated, on the tablet's current host. */
 const FOLLOW: ReadonlySet<string> = new Set(['UNAVAILABLE', 'TIMEOUT', 'OUTCOME_UNKNOWN', 'NOT_SERVING']);
 

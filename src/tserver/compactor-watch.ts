@@ -5,13 +5,33 @@
  * compactor is reported at once. The watch is set by the same call that checks the compactor is alive at
  * reservation time (`getData` with a watcher: it registers nothing for a node that does not exist, so dead
  * compactors leave no watches behind), so there is no window in which a death goes unseen; a compactor that
- * dies before its reservation is recorded is remembered as dead and reported as soon as it is. `sweep`
+ * dies before its reservation is recorded is remembered as dead and reported as soon as it is. A compactor
+ * is declared dead only when its deletion is seen or proven: a node missing from a view that predates its
+ * creation (a lagging ZooKeeper follower) proves nothing (see {@link absenceMeans}). `sweep`
  * re-checks a list of reservations — the reconciler passes every reservation of the hosted tablets — as the
  * backstop for a watch lost during a disconnection and for a cancellation that failed.
  */
-import { describeError } from '../errors.js';
+import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { isZkCode, type ZkSession, type ZkWatchEvent } from '../zk/index.js';
+import { isZkCode, type ZkSession, type ZkStat, type ZkWatchEvent } from '../zk/index.js';
+
+/**
+ * What a compactor's node missing from this server's view proves, given its parent's (the queue node's)
+ * stat read after the miss. ZooKeeper numbers an EPHEMERAL_SEQUENTIAL node with its parent's `cversion`
+ * (the count of child creations and deletions) at its creation, and the creation raises `cversion` past
+ * that number. A view whose parent `cversion` is at most the node's number predates its creation
+ * (`not-seen-yet`: a follower that has not applied it). A higher one includes it (`check-again`: the node
+ * existed by then, so a miss on a read after this one proves it was deleted). No parent: the queue, and
+ * every node under it, is `gone`; so is a path without a sequence number (nothing to tell by).
+ */
+export function absenceMeans(
+  compactor: string,
+  parent: Pick<ZkStat, 'cversion'> | null,
+): 'gone' | 'not-seen-yet' | 'check-again' {
+  const seq = /-(\d{10})$/.exec(compactor)?.[1];
+  if (seq === undefined || parent === null) return 'gone';
+  return parent.cversion <= Number(seq) ? 'not-seen-yet' : 'check-again';
+}
 
 export interface ReservationRef {
   tablet: string;
@@ -45,19 +65,46 @@ export class CompactorWatch {
     this.session.off('suspended', this.onSuspended);
   }
 
-  /** Checks that the compactor is alive and watches it. Resolves false when its node does not exist. */
+  /**
+   * Checks that the compactor is alive and watches it. Resolves false when its node is gone; rejects with
+   * UNAVAILABLE (retriable) when this server's view of ZooKeeper does not include the node's creation yet:
+   * a compactor registered through another ZooKeeper server can ask here before this one's has applied
+   * its create, and declaring it dead then would cancel its work and make it register again, over and
+   * over while the lag lasts. See {@link absenceMeans}.
+   */
   async checkAndWatch(compactor: string): Promise<boolean> {
     if (this.dead.has(compactor)) return false;
     const armed = Date.now();
-    try {
-      await this.session.get(compactor, this.watcher);
-    } catch (err) {
-      if (!isZkCode(err, 'ZK_NO_NODE')) throw err;
-      this.markDead(compactor);
-      return false;
+    if (!(await this.getAndWatch(compactor))) {
+      // Read after the miss, on the same session: at least as recent a view.
+      const parent = await this.session.exists(compactor.slice(0, compactor.lastIndexOf('/')));
+      const meaning = absenceMeans(compactor, parent);
+      if (meaning === 'not-seen-yet') {
+        throw new ExcError(
+          'UNAVAILABLE',
+          `compactor ${compactor} is not visible from this tablet server's ZooKeeper server yet; try again`,
+          { details: { compactor } },
+        );
+      }
+      // Created by now: a miss from here on means it was deleted.
+      if (meaning === 'gone' || !(await this.getAndWatch(compactor))) {
+        this.markDead(compactor);
+        return false;
+      }
     }
     this.armedAt.set(compactor, armed);
     return true;
+  }
+
+  /** Reads the node with the watch: false when it does not exist (then no watch is left behind). */
+  private async getAndWatch(compactor: string): Promise<boolean> {
+    try {
+      await this.session.get(compactor, this.watcher);
+      return true;
+    } catch (err) {
+      if (!isZkCode(err, 'ZK_NO_NODE')) throw err;
+      return false;
+    }
   }
 
   /**

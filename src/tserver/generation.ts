@@ -171,7 +171,7 @@ export class Generation {
     this.hosting.dropAll(reason);
     this.reservations.stop();
     this.watch.stop();
-    await this.reconciler.stop();
+    this.reconciler.stop(); // not waiting for a round in progress: see Reconciler.stop
     await this.queues.stop();
   }
 }

@@ -23,7 +23,6 @@ import {
 import type { Mutation, MutationResult } from '../meta/types.js';
 import type { PlannedJob } from '../queue/planner.js';
 import type { QueueResolver } from '../queue/resolver.js';
-import { notApplied } from '../rpc/client.js';
 import type { CompactorWatch } from './compactor-watch.js';
 import { HostedTablet, planTablet } from './hosted-tablet.js';
 import {
@@ -37,7 +36,7 @@ import {
 
 export type { TabletChange } from './tablet-change.js';
 import type { TableConfigs } from './table-configs.js';
-import { readTabletRow } from './tablet-row.js';
+import { certainlyNotApplied, readTabletRow } from './tablet-row.js';
 
 export interface HostingDeps {
   me: Location;
@@ -54,22 +53,14 @@ export interface HostingDeps {
   onRefreshed?: (tablet: HostedTablet) => void;
 }
 
-/** Answers with which the manager refuses a whole mutation before applying any of it. */
-const REFUSED: ReadonlySet<string> = new Set([
-  'FENCED',
-  'BAD_REQUEST',
-  'UNAUTHENTICATED',
-  'PAYLOAD_TOO_LARGE',
-]);
-
-/** Whether a mutation certainly was not applied (so the tablet need not be read back). */
-function certainlyNotApplied(err: unknown): boolean {
-  return notApplied(err) || (err instanceof ExcError && REFUSED.has(err.code));
-}
-
 export class Hosting {
   private readonly tablets = new Map<string, HostedTablet>();
   private readonly loading = new Map<string, Promise<void>>();
+  /**
+   * Rows whose takeover (`future` → `loc`) had an unknown outcome: the store may name this server while it
+   * hosts nothing, and the manager then never sends the load again. The reconciler retries them.
+   */
+  private readonly unsettled = new Set<string>();
 
   constructor(private readonly deps: HostingDeps) {}
 
@@ -144,7 +135,9 @@ export class Hosting {
         applied = result?.applied === true;
       } catch (err) {
         if (certainlyNotApplied(err)) throw err;
-        // The answer was lost: the tablet is ours if the store says so.
+        // The answer was lost: the tablet is ours if the store says so. Until a load settles it (the read
+        // below can fail too, or the change be applied after it), the reconciler tries again.
+        this.unsettled.add(row);
         current = parseTablet(row, await this.readRow(row));
         applied = current.loc !== undefined && locationValue(current.loc) === mine;
       }
@@ -159,6 +152,7 @@ export class Hosting {
     }
     const tablet = new HostedTablet(current, me);
     this.tablets.set(row, tablet);
+    this.unsettled.delete(row);
     log.info(
       { tablet: row, files: current.files.size, reservations: current.reservations.size },
       'tablet loaded',
@@ -180,6 +174,17 @@ export class Hosting {
     await tablet.mutex.run(() => this.change(tablet, { replan: true }));
     // What the manager changed while no one hosted the tablet (requests cancelled) is acted on now.
     if (tablet.state === 'hosted') this.deps.onRefreshed?.(tablet);
+  }
+
+  /** Loads again the rows of {@link unsettled}: until one is hosted, or found assigned elsewhere (CONFLICT). */
+  async retryUnsettledLoads(): Promise<void> {
+    for (const row of [...this.unsettled]) {
+      this.unsettled.delete(row);
+      await this.load(row).catch((err: unknown) => {
+        if (!(err instanceof ExcError && err.code === 'CONFLICT')) this.unsettled.add(row);
+        this.deps.log.info({ tablet: row, err: describeError(err) }, 'load with an unknown outcome retried');
+      });
+    }
   }
 
   /** Stops hosting a tablet and gives up its location (when it is still ours). */

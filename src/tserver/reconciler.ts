@@ -1,5 +1,6 @@
 /**
- * The tablet server's periodic backstop. Every round, for each hosted tablet:
+ * The tablet server's periodic backstop. Every round, a tablet whose load ended with an unknown outcome
+ * (its `loc` may name this server) is loaded again; for each hosted tablet:
  *   - a tablet whose in-memory copy is stale (a change's outcome was unknown) is read back and planned;
  *   - a tablet whose queue entries could not be planned is planned again;
  *   - every few rounds the tablet is refreshed from its row, for what the manager writes there (user
@@ -24,6 +25,7 @@ export class Reconciler {
   private timer: NodeJS.Timeout | undefined;
   private rounds = 0;
   private running: Promise<void> | undefined;
+  private stopped = false;
 
   constructor(
     private readonly hosting: Hosting,
@@ -37,9 +39,15 @@ export class Reconciler {
     this.timer.unref();
   }
 
-  async stop(): Promise<void> {
+  /**
+   * No more rounds. A round in progress is not waited for: it can wait on a tablet's mutex, held by a change
+   * stuck in a call to the manager for as long as that call's failover lasts (about 40 s), and the tablet
+   * server must not wait that long to register again after its session was lost. What the round still
+   * does is fenced: its tablets are dropped, and every change they send names the old session in `loc`.
+   */
+  stop(): void {
+    this.stopped = true;
     clearInterval(this.timer);
-    await this.running?.catch(() => undefined);
   }
 
   /** One round now (or joins the one running). */
@@ -54,7 +62,9 @@ export class Reconciler {
     const refresh = ++this.rounds % (this.options.refreshEvery ?? 6) === 0;
     const reservations: [string, ReservationRef][] = [];
     const tablets = new Map<string, HostedTablet>();
+    await this.hosting.retryUnsettledLoads();
     for (const tablet of this.hosting.all()) {
+      if (this.stopped) return;
       try {
         if (refresh) await this.hosting.refresh(tablet.row);
         else if (tablet.stale || tablet.replanNeeded) await this.hosting.replan(tablet);
@@ -69,6 +79,7 @@ export class Reconciler {
       for (const [ecid, r] of tablet.meta.reservations)
         reservations.push([r.compactor, { tablet: tablet.row, ecid }]);
     }
+    if (this.stopped) return;
     // The list is checked again as the sweep goes: reservations keep ending while it waits on ZooKeeper.
     await this.watch.sweep(reservations, (ref) => {
       const tablet = tablets.get(ref.tablet);

@@ -112,6 +112,35 @@ describe('compactor watch', () => {
     expect(await watch.checkAndWatch(c.path)).toBe(false);
   });
 
+  it('a node missing from a view that predates its creation (a lagging follower) is not declared dead', async () => {
+    const c = await compactor();
+    const parent = c.path.slice(0, c.path.lastIndexOf('/'));
+    // The queue's next compactor, as one that registered on a server this one's has not caught up with:
+    // its sequence number is one the parent has not given out in this view.
+    const next = `${parent}/_c_0b9f3c2e-1a4d-4e6f-9a7b-2c3d4e5f6a7b-c-${String(1).padStart(10, '0')}`;
+    const { watch, gone } = watcher(await session());
+    await expect(watch.checkAndWatch(next)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    expect(watch.diedAt(next)).toBeUndefined();
+    const ref = { tablet: 't', ecid: 'e' };
+    await watch.sweep([[next, ref]], () => true);
+    expect(gone).toEqual([]);
+    // Once the view has it, it is checked as usual: alive, then dead when it goes.
+    const created = await c.session.create(next.slice(0, -10), '{}', 'ephemeral-sequential');
+    expect(created).toBe(next);
+    expect(await watch.checkAndWatch(next)).toBe(true);
+    await c.session.delete(next);
+    await waitFor(async () => watch.diedAt(next) !== undefined, 'the watch to see it go', 5_000);
+    expect(await watch.checkAndWatch(next)).toBe(false);
+  });
+
+  it('a node created and deleted before the check is dead: its absence is proven by the parent', async () => {
+    const c = await compactor();
+    await c.session.delete(c.path);
+    const { watch } = watcher(await session());
+    expect(await watch.checkAndWatch(c.path)).toBe(false);
+    expect(watch.diedAt(c.path)).toBeDefined();
+  });
+
   it('knownAlive needs a watch set since the last disconnection', async () => {
     const c = await compactor();
     const proxy = await startProxy(zk().port);

@@ -25,6 +25,7 @@ import type { QueueResolver } from '../../src/queue/resolver.js';
 import type { CompactorWatch } from '../../src/tserver/compactor-watch.js';
 import { failureKey } from '../../src/tserver/hosted-tablet.js';
 import { Hosting } from '../../src/tserver/hosting.js';
+import { Reconciler } from '../../src/tserver/reconciler.js';
 import { Reservations } from '../../src/tserver/reservations.js';
 import type { TableConfigs } from '../../src/tserver/table-configs.js';
 import { ZkLayout } from '../../src/zk/layout.js';
@@ -53,9 +54,12 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
   let reads = 0;
   let writes = 0;
   let configDown = false;
+  let readsDown = false;
+  let readsDownAfterLoss = false;
   const meta = {
     row: async (r: string) => {
       reads++;
+      if (readsDown) throw new ExcError('UNAVAILABLE', 'manager unreachable');
       return store.row(r);
     },
     // Applies the mutations, then (when asked) loses the answer, as a timeout after sending would; or
@@ -77,6 +81,7 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
       const results = store.applyBatch(mutations);
       if (loseNext > 0) {
         loseNext--;
+        if (readsDownAfterLoss) readsDown = true;
         throw new ExcError('TIMEOUT', 'POST /v1/meta/mutate: no answer within 10000 ms', {
           details: { sent: true },
         });
@@ -96,6 +101,7 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
     checkAndWatch: async () => true,
     add() {},
     remove() {},
+    sweep: async () => undefined,
   } as unknown as CompactorWatch;
   const queues = { byQueueName: (n: string) => (n === 'q' ? queue : undefined) } as unknown as QueueResolver;
   const hosting = new Hosting({
@@ -122,7 +128,11 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
     store,
     hosting,
     reservations,
-    loseNextAnswer: (n = 1) => (loseNext = n),
+    /** The next `n` changes are applied and their answers lost; then, with `readsDown`, reads fail too. */
+    loseNextAnswer: (n = 1, options: { readsDown?: boolean } = {}) => {
+      loseNext = n;
+      readsDownAfterLoss = options.readsDown ?? false;
+    },
     /** The next change times out unapplied; `applyLate` applies it (after whatever read-back happened). */
     delayNext: () => (delayNext = true),
     applyLate: () => {
@@ -134,6 +144,8 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
     reads: () => reads,
     writes: () => writes,
     setConfigDown: (down: boolean) => (configDown = down),
+    setReadsDown: (down: boolean) => (readsDown = down),
+    reconciler: new Reconciler(hosting, watch, silentLogger()),
     stored: () => parseTablet(row, store.row(row)),
     entries: () => store.scan({ prefix: queuePrefix(queue.id) }).cells.map((c) => c.row),
   };
@@ -146,6 +158,34 @@ describe('tablet server - lost answers', () => {
     await w.hosting.load(row);
     expect(w.stored().loc).toEqual(me);
     expect((await w.hosting.get(row)).meta.files.size).toBe(3);
+  });
+
+  it('load: a takeover whose answer was lost and could not be read back is hosted by the next reconciler round', async () => {
+    const w = world();
+    // The manager unreachable, right after applying the takeover, for longer than the read-back tries.
+    w.loseNextAnswer(1, { readsDown: true });
+    await expect(w.hosting.load(row)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    // The store names this server: the manager counts the tablet hosted and sends no load again.
+    expect(w.stored().loc).toEqual(me);
+    await expect(w.hosting.get(row)).rejects.toMatchObject({ code: 'NOT_SERVING' });
+    w.setReadsDown(false);
+    await w.reconciler.runRound();
+    expect((await w.hosting.get(row)).meta.files.size).toBe(3);
+    expect(w.hosting.count).toBe(1);
+  });
+
+  it('load: a takeover refused for certain is not retried by the reconciler', async () => {
+    const w = world();
+    w.refuseNext(
+      new ExcError('SHUTTING_DOWN', 'manager stopping', {
+        details: { status: 503, sent: true, notApplied: true, remoteCode: 'SHUTTING_DOWN' },
+      }),
+    );
+    await expect(w.hosting.load(row)).rejects.toMatchObject({ code: 'SHUTTING_DOWN' });
+    const writes = w.writes();
+    await w.reconciler.runRound();
+    expect(w.writes()).toBe(writes); // the manager sends the load again: the future still names this server
+    expect(w.hosting.count).toBe(0);
   });
 
   it('commit: applied but unconfirmed is reported as committed; memory and store agree', async () => {
