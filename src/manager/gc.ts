@@ -148,6 +148,8 @@ export interface GcStats {
   lastCycleAt: number;
   /** `~del` rows the last cycle skipped because they cannot be acted on (see markProblem). */
   badMarks: number;
+  /** Deletes the object store refused (each file is tried again by later cycles). */
+  failedDeletes: number;
   lastError?: string;
 }
 
@@ -161,7 +163,7 @@ export class GarbageCollector {
   /** When the last sweep listed the store (0: never), and whether the cycle in flight sweeps. */
   private lastSweepAt = 0;
   private sweeping = false;
-  readonly stats: GcStats = { cycles: 0, deleted: 0, lastCycleAt: 0, badMarks: 0 };
+  readonly stats: GcStats = { cycles: 0, deleted: 0, lastCycleAt: 0, badMarks: 0, failedDeletes: 0 };
   /** Bad marks already logged: each is logged once per process, not once per cycle. */
   private readonly reportedBad = new Set<string>();
 
@@ -262,8 +264,13 @@ export class GarbageCollector {
     for (let i = 0; i < plan.deleteFiles.length; i += batchSize) {
       const batch = plan.deleteFiles.slice(i, i + batchSize);
       const claimed = await this.claim(batch, marks, objects, claim, signal);
-      deleted += await this.deleteClaimed(claimed, signal);
-      await this.commits.submit({ mutations: claimed.map((file) => dropMutation(file, claim)) });
+      const gone = await this.deleteClaimed(claimed, signal);
+      deleted += gone.length;
+      // Only the rows of files actually deleted: a file that could not be keeps its claimed mark, and a
+      // later cycle takes the claim over and tries again.
+      if (gone.length > 0) {
+        await this.commits.submit({ mutations: gone.map((file) => dropMutation(file, claim)) });
+      }
     }
     if (deleted > 0) this.log.info({ deleted }, 'garbage collected files');
     await this.checkFence(signal);
@@ -329,26 +336,42 @@ export class GarbageCollector {
   }
 
   /**
-   * Deletes claimed files, `concurrency` at a time, checking the fence right before each delete. Stops
-   * at the first failure; resolves with the number deleted.
+   * Deletes claimed files, `concurrency` at a time, checking the fence right before each delete; resolves
+   * with the files deleted. A file the store refuses to delete (permissions, an S3 AccessDenied, a store
+   * error) fails only itself: it is logged and counted, and the others are still deleted — otherwise one
+   * such file would fail every cycle from then on, and nothing else would ever be collected again. Only
+   * the fence (NOT_MANAGER, or its check failing) and an abort stop the deletes.
    */
-  private async deleteClaimed(files: string[], signal: AbortSignal): Promise<number> {
+  private async deleteClaimed(files: string[], signal: AbortSignal): Promise<string[]> {
     let next = 0;
-    let deleted = 0;
-    let failed = false;
+    const deleted: string[] = [];
+    let stop = false;
     const worker = async (): Promise<void> => {
-      while (!failed && next < files.length) {
+      while (!stop && next < files.length) {
         const file = files[next++]!;
         try {
           await this.checkFence(signal);
+        } catch (err) {
+          stop = true;
+          throw err;
+        }
+        try {
           // An abort stops the wait, not the request: the cycle must not outlive stop() by however long
           // the store takes to answer.
           await abortable(this.objects.delete(file), signal);
         } catch (err) {
-          failed = true;
-          throw err;
+          if (signal.aborted) {
+            stop = true;
+            throw err;
+          }
+          this.stats.failedDeletes++;
+          this.log.warn(
+            { file, code: errorCode(err), err: describeError(err) },
+            'could not delete a garbage file; keeping its claim, a later cycle tries again',
+          );
+          continue;
         }
-        deleted++;
+        deleted.push(file);
         this.stats.deleted++;
       }
     };
@@ -427,4 +450,18 @@ function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
     signal.addEventListener('abort', onAbort, { once: true });
   });
   return Promise.race([promise, aborted]).finally(() => signal.removeEventListener('abort', onAbort));
+}
+
+/**
+ * The most specific code of a failed delete, for the log: the store's own (EACCES locally, AccessDenied on
+ * S3: the cause's) when there is one, else the ExcError code.
+ */
+function errorCode(err: unknown): string | undefined {
+  if (err instanceof ExcError) {
+    if (typeof err.details.code === 'string') return err.details.code;
+    return (err.cause === undefined ? undefined : errorCode(err.cause)) ?? err.code;
+  }
+  const e = err as { code?: unknown; Code?: unknown } | null;
+  for (const v of [e?.Code, e?.code]) if (typeof v === 'string') return v;
+  return err instanceof Error && err.name !== 'Error' ? err.name : undefined;
 }

@@ -147,6 +147,12 @@ export class Manager extends EventEmitter<Events> {
       'Files deleted by the garbage collector',
       () => this.active?.gc?.stats.deleted,
     );
+    counterOf(
+      registry,
+      'excompact_manager_gc_failed_deletes_total',
+      'Deletes of garbage files the object store refused (each is tried again by later GC cycles)',
+      () => this.active?.gc?.stats.failedDeletes,
+    );
     gaugeOf(
       registry,
       'excompact_manager_gc_bad_deletion_marks',
