@@ -13,13 +13,15 @@
  */
 import { constants } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { copyFile, link, mkdir, open, rename, stat, truncate, type FileHandle } from 'node:fs/promises';
+import { copyFile, link, open, rename, stat, truncate, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { ExcError } from '../errors.js';
 import type { AppendableWrite } from './object-store.js';
 
 export interface AppendableDeps {
   pathOf: (name: string) => string;
+  /** `mkdir -p`, with each directory it creates made durable in its parent. */
+  makeDirectory: (dir: string, name: string) => Promise<void>;
   /** fsyncs a directory (its entries made durable). */
   syncDirectory: (dir: string, name: string) => Promise<void>;
 }
@@ -31,7 +33,7 @@ export async function openAppendable(
 ): Promise<AppendableWrite> {
   const path = deps.pathOf(name);
   const dir = dirname(path);
-  await mkdir(dir, { recursive: true });
+  await deps.makeDirectory(dir, name);
   let length = 0;
   if (from) {
     const source = deps.pathOf(from.name);

@@ -74,7 +74,7 @@ export class LocalObjectStore implements ObjectStore {
     const { signal } = options;
     signal?.throwIfAborted();
     const dir = dirname(target);
-    await fsCall(() => mkdir(dir, { recursive: true }), 'write', name);
+    await makeDirectory(dir, name);
     const temp = tempName(target);
     const fh = await fsCall(() => open(temp, 'wx', 0o644), 'write', name);
     let size = 0;
@@ -116,7 +116,7 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   openAppendable(name: string, from?: { name: string; size: number }): Promise<AppendableWrite> {
-    return openAppendable({ pathOf: (n) => this.pathOf(n), syncDirectory }, name, from);
+    return openAppendable({ pathOf: (n) => this.pathOf(n), makeDirectory, syncDirectory }, name, from);
   }
 
   async readRange(name: string, offset: number, length: number, options: ReadOptions = {}): Promise<Buffer> {
@@ -323,6 +323,24 @@ async function openForRead(path: string, name: string): Promise<FileHandle> {
       throw new ExcError('OBJECT_NOT_FOUND', `no object ${name}`, { details: { name } });
     }
     throw fsError(err, 'read', name);
+  }
+}
+
+/**
+ * `mkdir -p dir`, made durable. A new directory is an entry in its parent, so it survives a power loss
+ * only once that parent is synced: syncing just the file's own directory after the rename (as every
+ * write does) would leave `tables/7` itself, and with it a file a tablet references, to be lost. So the
+ * parent of each directory created is synced, from the first created up to `dir` (the root's parent too
+ * when the root itself was made). A write into an existing directory pays nothing more: mkdir answers
+ * undefined when it created nothing.
+ */
+async function makeDirectory(dir: string, name: string): Promise<void> {
+  const first = await fsCall(() => mkdir(dir, { recursive: true }), 'write', name);
+  if (first === undefined) return;
+  const top = dirname(first);
+  for (let p = dir; p !== top;) {
+    p = dirname(p);
+    await syncDirectory(p, name);
   }
 }
 
