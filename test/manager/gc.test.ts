@@ -14,7 +14,7 @@ import { DONE_PREFIX, doneRow } from '../../src/meta/outcomes.js';
 import { parseTablet } from '../../src/meta/tablet.js';
 import { createQueue } from '../../src/queue/registry.js';
 import { LocalObjectStore, scanFiles, writeRFile } from '../../src/storage/index.js';
-import { TestCompactor, useCluster, useProcesses, useZooKeeper } from '../support/index.js';
+import { TestCompactor, useCluster, useProcesses, useZooKeeper, waitFor } from '../support/index.js';
 
 const GRACE_MS = 1_500;
 
@@ -41,6 +41,11 @@ describe('garbage collection', () => {
 
     // A cancelled reservation leaves an output behind; a crash leaves a file nothing knows about.
     const quitter = await TestCompactor.start(cluster(), 'q');
+    // The tablet server learns of the new queue through a watch: its work is queued once it has.
+    await waitFor(
+      async () => (await quitter.entries()).some((e) => e.tablet === tablet),
+      "the tablet's work in queue q",
+    );
     const abandoned = (await quitter.reserve(tablet))!;
     await quitter.compact(abandoned);
     await quitter.close();
