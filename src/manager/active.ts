@@ -1,6 +1,7 @@
 /**
  * What a manager runs while it is the active one: the metadata store it took over (fencing any older
- * holder by epoch), group commit, the tables, assignment, garbage collection and the work finder — all
+ * holder by epoch), group commit, the tables, assignment, garbage collection, the work finder and the
+ * finishing of queue deletions cut short — all
  * built on the ZooKeeper session that won the election, and all stopped together when that session is
  * lost or the manager stops (manager.ts).
  */
@@ -12,6 +13,7 @@ import type { MetaBackend } from '../meta/backend.js';
 import { PostgresBackend } from '../meta/postgres.js';
 import { SqliteBackend } from '../meta/sqlite-backend.js';
 import { BackendWriter, WorkerWriter, type BatchWriter } from '../meta/writer.js';
+import { OrphanQueueSweeper } from '../queue/orphans.js';
 import type { PeerClients } from '../rpc/peers.js';
 import type { ZkLayout, ZkSession } from '../zk/index.js';
 import type { ActiveParts } from './api.js';
@@ -170,6 +172,7 @@ function serve(
         .catch((err: unknown) => log.debug({ server, err: describeError(err) }, 'refresh request failed'));
     }
   };
+  const queueDeletions = new OrphanQueueSweeper(ctx.session, ctx.layout, log);
   let stopping: Promise<void> | undefined;
   const active: ActiveManager = {
     store,
@@ -190,6 +193,7 @@ function serve(
         ['garbage collector', () => gc?.stop()],
         ['outcome counts', () => outcomes.stop()],
         ['assignment', () => assigner.stop()],
+        ['queue deletions', () => queueDeletions.stop()],
         ['tablet server watch', () => live.stop()],
         ['metadata store', () => store.close()],
         ['metadata writer', () => writer.close()],
@@ -197,6 +201,7 @@ function serve(
   };
   assigner.start();
   gc?.start();
+  queueDeletions.start();
   tables
     .resumeDeletes(unload)
     .catch((err: unknown) => log.warn({ err: describeError(err) }, 'resuming deletions failed'));

@@ -6,11 +6,10 @@
  * Creating and deleting a queue changes both in one version-checked multi, retried on version conflicts,
  * so two admins racing on one name end with exactly one queue.
  */
-import { randomInt } from 'node:crypto';
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { ID_LENGTH, MAX_BINS, QUEUE_ID_RE } from '../meta/keys.js';
+import { ID_LENGTH, MAX_BINS, QUEUE_ID_RE, formatId } from '../meta/keys.js';
 import { checkEntityName } from '../names.js';
 import { isZkCode, type ZkLayout, type ZkSession } from '../zk/index.js';
 
@@ -98,10 +97,15 @@ export async function listQueues(session: ZkSession, layout: ZkLayout): Promise<
 }
 
 /**
- * Creates a queue: allocates a short unique id and, in one multi, adds name → id to the map (checking the
- * map's version) and creates the queue node. Retries on version conflicts; a name that exists by then is
- * ALREADY_EXISTS — unless it was created by this same request (`requestId`, kept in the node's data): a
- * request repeated after its answer was lost gets the queue it created.
+ * Creates a queue: allocates a short id never used before and, in one multi, adds name → id to the map
+ * (checking the map's version) and creates the queue node. Retries on version conflicts; a name that exists
+ * by then is ALREADY_EXISTS — unless it was created by this same request (`requestId`, kept in the node's
+ * data): a request repeated after its answer was lost gets the queue it created.
+ *
+ * The id is the map's next version (every create and delete sets the map, so versions only grow): a queue
+ * deleted and another created never share an id, which tablet servers, `~cq` rows and reservations name
+ * queues by. It wraps only after 36^4 changes of the map; an id still in the map or left as a node (ids
+ * were random before) is skipped.
  */
 export async function createQueue(
   session: ZkSession,
@@ -114,6 +118,7 @@ export async function createQueue(
   checkEntityName('queue', name, 'body.name');
   if (!Number.isInteger(bins) || bins < 1 || bins > MAX_BINS)
     throw new ExcError('BAD_REQUEST', `--bins must be 1..${MAX_BINS}, not ${bins}`);
+  let skip = 0; // ids found taken by a leftover node
   for (let attempt = 0; attempt < 50; attempt++) {
     const { map, version } = await readQueueMap(session, layout);
     const existing = map.get(name);
@@ -123,10 +128,7 @@ export async function createQueue(
       }
       throw new ExcError('ALREADY_EXISTS', `queue ${JSON.stringify(name)} already exists (id ${existing})`);
     }
-    const used = new Set(map.values());
-    let id: string;
-    do id = randomId();
-    while (used.has(id));
+    const id = nextQueueId(version + 1 + skip, new Set(map.values()));
     try {
       await session.multi([
         { op: 'set', path: layout.queues, data: queueMapJson(new Map(map).set(name, id)), version },
@@ -135,8 +137,12 @@ export async function createQueue(
       log?.info({ queue: name, queueId: id, bins }, 'queue created');
       return { name, id, bins };
     } catch (err) {
-      // Someone else changed the map (or took the id, a leftover node): read again and retry.
-      if (isZkCode(err, 'ZK_BAD_VERSION') || isZkCode(err, 'ZK_NODE_EXISTS')) continue;
+      // Someone else changed the map: read again and retry. A leftover node holds the id: skip it.
+      if (isZkCode(err, 'ZK_BAD_VERSION')) continue;
+      if (isZkCode(err, 'ZK_NODE_EXISTS')) {
+        skip++;
+        continue;
+      }
       throw err;
     }
   }
@@ -254,8 +260,12 @@ async function createdBy(session: ZkSession, layout: ZkLayout, id: string): Prom
   return parsed.success ? parsed.data.requestId : undefined;
 }
 
-function randomId(): string {
-  let id = '';
-  for (let i = 0; i < ID_LENGTH; i++) id += randomInt(36).toString(36);
-  return id;
+/** The first id from counter value `from` on (wrapping) that is not in `used`. */
+export function nextQueueId(from: number, used: ReadonlySet<string>): string {
+  const space = 36 ** ID_LENGTH;
+  for (let n = from; n < from + space; n++) {
+    const id = formatId(n % space);
+    if (!used.has(id)) return id;
+  }
+  throw new ExcError('CONFLICT', 'every queue id is in use');
 }

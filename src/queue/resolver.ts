@@ -1,7 +1,8 @@
 /**
  * A live view of the queues for processes that route work (tablet servers): name → id and bins, kept
  * current with a data watch on the queue map. Bins of a queue never change after creation, so they are
- * read once per id.
+ * read once per queue: kept while the same name maps to the same id, dropped when it does not (ids are not
+ * reused, but a queue node left by an older version could be given a name again).
  */
 import { KeptCurrent } from '../coalesce.js';
 import type { Logger } from '../log.js';
@@ -10,7 +11,6 @@ import { readQueueMap, readQueueSettings, type QueueInfo } from './registry.js';
 
 export class QueueResolver {
   private byName = new Map<string, QueueInfo>();
-  private readonly bins = new Map<string, number>();
   private readonly view: KeptCurrent;
   private readonly listeners = new Set<(removed: QueueInfo[]) => void>();
   private readonly addedListeners = new Set<(added: QueueInfo[]) => void>();
@@ -67,11 +67,9 @@ export class QueueResolver {
     const { map } = await readQueueMap(this.session, this.layout, this.onMapChanged);
     const next = new Map<string, QueueInfo>();
     for (const [name, id] of map) {
-      let bins = this.bins.get(id);
-      if (bins === undefined) {
-        bins = (await readQueueSettings(this.session, this.layout, id)).bins;
-        this.bins.set(id, bins);
-      }
+      const known = this.byName.get(name);
+      const bins =
+        known?.id === id ? known.bins : (await readQueueSettings(this.session, this.layout, id)).bins;
       next.set(name, { name, id, bins });
     }
     const removed = [...this.byName.values()].filter((q) => next.get(q.name)?.id !== q.id);
