@@ -10,6 +10,7 @@ import { ExcError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import type { MetaClient } from '../../src/meta/client.js';
 import { queuePrefix } from '../../src/meta/keys.js';
+import { ingestRow } from '../../src/meta/ingest-ids.js';
 import { MetaStore } from '../../src/meta/store.js';
 import { tableConfigSchema, type TableConfigInput } from '../../src/meta/table-config.js';
 import {
@@ -53,6 +54,7 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
   let refuseNext: ExcError | undefined;
   let reads = 0;
   let writes = 0;
+  let applyAfterRowRead = false;
   let configDown = false;
   let readsDown = false;
   let readsDownAfterLoss = false;
@@ -60,7 +62,14 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
     row: async (r: string) => {
       reads++;
       if (readsDown) throw new ExcError('UNAVAILABLE', 'manager unreachable');
-      return store.row(r);
+      const cols = store.row(r);
+      if (r === row && applyAfterRowRead && held) {
+        // The stuck change commits just after this read of the tablet's row: between two reads.
+        applyAfterRowRead = false;
+        store.applyBatch(held);
+        held = undefined;
+      }
+      return cols;
     },
     // Applies the mutations, then (when asked) loses the answer, as a timeout after sending would; or
     // (when asked) refuses them unapplied, as a manager that is stopping does.
@@ -140,6 +149,8 @@ function world(options: { files?: string[]; config?: TableConfigInput; extra?: M
       held = undefined;
       return results;
     },
+    /** The change held by delayNext is applied right after the next read of the tablet's row. */
+    applyAfterNextRowRead: () => (applyAfterRowRead = true),
     refuseNext: (err: ExcError) => (refuseNext = err),
     reads: () => reads,
     writes: () => writes,
@@ -268,6 +279,41 @@ describe('tablet server - lost answers', () => {
     expect(await addFile('next')).toBe(true);
     expect([...(await w.hosting.get(row)).meta.files.keys()].sort()).toEqual(['a', 'b', 'c', 'late', 'next']);
     expect([...w.stored().files.keys()].sort()).toEqual(['a', 'b', 'c', 'late', 'next']);
+  });
+
+  it("ingest: a change applied between the read-back's reads of the tablet and of its ingest ids is seen whole (found by a review)", async () => {
+    const w = world();
+    await w.hosting.load(row);
+    const tablet = await w.hosting.get(row);
+    // What an ingest of batch X.0 changes: a file in the tablet's row, the batch's id in its ingest row.
+    const ingest = () =>
+      tablet.mutex.run(async () => {
+        if (tablet.stale) await w.hosting.resync(tablet);
+        if (tablet.meta.ingests.has('X.0')) return false; // a repeat: already applied
+        return w.hosting.change(tablet, {
+          conditions: [{ op: 'absent', row: ingestRow(row), col: 'X.0' }],
+          puts: [file('x'), { row: ingestRow(row), col: 'X.0', value: String(Date.now()) }],
+          apply: (m) => {
+            m.files.set('x', { size: 10, entries: 1 });
+            m.ingests.set('X.0', Date.now());
+          },
+          replan: true,
+        });
+      });
+    w.delayNext();
+    w.applyAfterNextRowRead();
+    await expect(ingest()).rejects.toMatchObject({ code: 'OUTCOME_UNKNOWN' });
+    expect(w.stored().files.has('x')).toBe(true); // applied, during the read-back
+    // The copy has both the file and the id, or neither: never the id without the file, which answered
+    // the client's retry "duplicate" while scans left the file out for as long as the tablet was idle.
+    const copy = (await w.hosting.get(row)).meta;
+    expect(copy.ingests.has('X.0')).toBe(copy.files.has('x'));
+    let repeat = await ingest().catch((err: ExcError) => err);
+    if (repeat instanceof ExcError) repeat = await ingest();
+    expect(repeat).toBe(false);
+    const after = (await w.hosting.get(row)).meta;
+    expect(after.files.has('x')).toBe(true);
+    expect(after.version).toBe(w.stored().version);
   });
 
   it('reserve: applied but unconfirmed returns the reservation; no second one shares its files', async () => {
