@@ -81,12 +81,15 @@ async function* readEntries(path: string): AsyncGenerator<{ line: number; entry:
 
 export interface IngestFlags {
   batchId?: string;
+  skipBatches?: number;
 }
 
 /**
  * Validates the whole input, then writes it under one batch id. A failure part way says how much the
- * tablets acknowledged and how to finish: the same input with the same --batch-id, whose batches already
- * applied are acknowledged without being written again. Input from stdin is kept for that.
+ * tablets acknowledged and how to finish: the same input with the same --batch-id, skipping the batches
+ * acknowledged (--skip-batches: tablets remember a batch only 15 minutes after applying it, and a long
+ * run's first batches may be older than that), the one in flight recognised if it was applied. Input
+ * from stdin is kept for that.
  */
 export async function runIngest(
   table: string,
@@ -112,7 +115,10 @@ export async function runIngest(
     }
     if (total === 0) throw new ExcError('BAD_REQUEST', 'no entries in the input');
     // Pass 2: write.
+    if (flags.skipBatches !== undefined && flags.batchId === undefined)
+      throw new ExcError('BAD_REQUEST', '--skip-batches finishes an earlier ingest: give its --batch-id too');
     const batchId = flags.batchId ?? ulid();
+    const skipped = flags.skipBatches ?? 0;
     const acked = { batches: 0, entries: 0, repeated: 0 };
     try {
       await withCluster(cmd, async (c) => {
@@ -127,6 +133,7 @@ export async function runIngest(
         })();
         const written = await c.client.ingest(table, counted, {
           requestId: batchId,
+          skipBatches: skipped,
           onBatch: (b) => {
             acked.batches++;
             acked.entries += b.entries;
@@ -134,9 +141,13 @@ export async function runIngest(
           },
         });
         progress(done, true);
+        const notSent =
+          skipped > 0 ? `; ${total - written} in the first ${skipped} batches were not sent again` : '';
         const repeated =
           acked.repeated > 0 ? `; ${acked.repeated} were already written by an earlier attempt` : '';
-        process.stdout.write(`ingested ${written} entries into ${table} (batch id ${batchId}${repeated})\n`);
+        process.stdout.write(
+          `ingested ${written} entries into ${table} (batch id ${batchId}${notSent}${repeated})\n`,
+        );
       });
     } catch (err) {
       keepSpool = spool !== undefined;
@@ -144,8 +155,8 @@ export async function runIngest(
       process.stderr.write(
         `excompact: ingest stopped: ${acked.entries} of ${total} entries acknowledged (${acked.batches} batches).\n` +
           `  To write the rest exactly once, run within ${minutes} minutes:\n` +
-          `    excompact ingest ${table} ${input} --batch-id ${batchId}\n` +
-          `  (batches already applied are acknowledged without being written again)\n`,
+          `    excompact ingest ${table} ${input} --batch-id ${batchId} --skip-batches ${skipped + acked.batches}\n` +
+          `  (the batches acknowledged are not sent again; one applied but not acknowledged is recognised)\n`,
       );
       throw err;
     }

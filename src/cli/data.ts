@@ -30,6 +30,11 @@ export function registerData(program: Command): void {
       'name of this ingest (default: a new one); the same input under the same id is written once',
       batchIdOption,
     )
+    .option(
+      '--skip-batches <n>',
+      'finishing a failed ingest: its first n batches were acknowledged (it printed n); not sent again',
+      intOption('--skip-batches', 0),
+    )
     .addHelpText(
       'after',
       `
@@ -39,7 +44,8 @@ written: a bad line is reported with its number and nothing is ingested.
 
 An ingest is written in batches that each tablet applies once by name (<batch id>.<n>). If it fails part
 way, it says how many entries were acknowledged and prints the command that writes the rest: the same
-input with the same --batch-id (within 15 minutes), which skips every batch already applied.
+input with the same --batch-id and --skip-batches (within 15 minutes), which writes every batch not
+already applied.
 
 Examples:
   excompact ingest events data.ndjson

@@ -100,17 +100,28 @@ export class ExcClient {
   /**
    * Writes entries (puts and deletes). Resolves with the number written.
    *
-   * Each batch sent to a tablet is named `<requestId>.<n>` (n counts the batches of this call), and a
-   * tablet applies a name once, so a batch whose answer was lost is simply sent again. Calling `ingest`
-   * again with the same entries and the same `requestId` (within a few minutes) is therefore safe too:
-   * batches already applied are not applied twice. `onBatch` hears of each batch a tablet acknowledged,
-   * and whether that tablet had applied it before (`duplicate`).
+   * Each batch sent to a tablet is named `<requestId>.<n>` (n counts the batches of this call, in the
+   * order they are sent, one at a time), and a tablet applies a name once, so a batch whose answer was
+   * lost is simply sent again. A tablet remembers a name for INGEST_DEDUPE_MS (15 minutes) after applying
+   * it; so calling `ingest` again with the same entries and the same `requestId` after a failure is safe
+   * when `skipBatches` is the number of batches the failed call had acknowledged (`onBatch` heard of):
+   * those are not sent again, however long ago they were applied, and the ones after them, applied at
+   * most moments before the failure, are recognised if the call comes within those 15 minutes. Without
+   * `skipBatches`, a call that ran longer than that would write its first batches twice. `onBatch` hears of
+   * each batch a tablet acknowledged, and whether that tablet had applied it before (`duplicate`).
    */
   async ingest(
     table: string,
     entries: Iterable<ClientEntry> | AsyncIterable<ClientEntry>,
-    options: { requestId?: string; onBatch?: (batch: AcknowledgedBatch) => void } = {},
+    options: {
+      requestId?: string;
+      skipBatches?: number;
+      onBatch?: (batch: AcknowledgedBatch) => void;
+    } = {},
   ): Promise<number> {
+    const skip = options.skipBatches ?? 0;
+    if (skip > 0 && options.requestId === undefined)
+      throw new ExcError('BAD_REQUEST', 'skipBatches repeats an earlier call: give its requestId');
     const tabletOf = router(this.tabletCache.get(table) ?? (await this.tablets(table)));
     const maxEntries = this.options.batchSize ?? 5_000;
     const maxBytes = this.options.batchBytes ?? 4 << 20;
@@ -122,7 +133,9 @@ export class ExcClient {
       const batch = pending.get(tablet)?.entries;
       if (!batch || batch.length === 0) return;
       pending.delete(tablet);
-      const body = { tablet, requestId: `${requestId}.${batches++}`, entries: batch };
+      const n = batches++;
+      if (n < skip) return; // acknowledged to an earlier call (the same entries make the same batches)
+      const body = { tablet, requestId: `${requestId}.${n}`, entries: batch };
       const answer = await this.onTablet(table, tablet, (server) =>
         this.peers.get(server).post<{ duplicate?: boolean }>('/v1/ingest', body, { idempotent: true }),
       );
