@@ -14,6 +14,8 @@
  *   the selection and no request of other filters before it, joins it: the selection grows to every
  *   file, which is only possible while no system job holds a file outside it (its output would carry
  *   data the request asked to rewrite, outside the selection). Otherwise it waits for the next rewrite.
+ *   A selection that grows is a new job: the old one's failure record (a parked job is tried again, as
+ *   the new request asks) and kept checkpoint go.
  * - Completion. The user job's commit ends the requests it satisfies and the selection (rules.ts, with
  *   {@link selectionAfterCommit}, which also puts a pre-selection system job's output in the selection). A
  *   selection left with no file (a tablet whose data all compacted away, or a tablet without files)
@@ -105,6 +107,14 @@ export function userStep(meta: TabletMeta, now: number): UserStep | undefined {
       continue;
     }
     if (canJoin(meta, selection, run.filters)) {
+      // A job over other files from now on: the failure record and the kept checkpoint of the job over
+      // the old ones go with them (left, a parked record showed a job that runs again, and an admin's
+      // cancel of it was refused as a system job's).
+      const before = failureKey(selection.files);
+      if (before !== failureKey(allFiles)) {
+        if (meta.failures.has(before)) moot.add(before);
+        if (meta.resumes.get(before)?.kind === 'user') keptUser.push(before);
+      }
       selection = { ids: [...selection.ids, ...run.ids], files: allFiles, filters: selection.filters };
     }
     break;

@@ -89,6 +89,37 @@ describe('user compaction selection', () => {
     expect(step(meta).selection?.ids).toEqual(['U1', 'U2', 'U3']);
   });
 
+  it("a request joining a parked job's selection retries it: the selection grows, the parked record goes (found by a review)", () => {
+    const config = tableConfigSchema.parse({ queues: [{ queue: 'q' }], maxAttempts: 3 });
+    const meta = tablet(['a', 'b']);
+    request(meta, 'U1', 1);
+    step(meta);
+    const parked = failureKey(['a', 'b']);
+    meta.failures.set(parked, { inputs: ['a', 'b'], attempts: 3, lastError: 'boom', at: 1, parked: true });
+    expect(planTablet(meta, config).filter((j) => j.kind === 'user')).toEqual([]);
+    meta.files.set('c', { size: 1, entries: 1 });
+    request(meta, 'U2', 2);
+    const s = userStep(meta, 0)!;
+    expect(s.deletes).toContainEqual({ row: ROW, col: `failed:${parked}` });
+    s.apply(meta);
+    expect(meta.selection).toEqual({ ids: ['U1', 'U2'], files: ['a', 'b', 'c'], filters: [] });
+    expect(meta.failures.has(parked)).toBe(false);
+    expect(planTablet(meta, config).filter((j) => j.kind === 'user')).toHaveLength(1);
+
+    // Joining without a new file is the same job: still parked, its record kept.
+    request(meta, 'U3', 3);
+    meta.failures.set(failureKey(['a', 'b', 'c']), {
+      inputs: ['a', 'b', 'c'],
+      attempts: 3,
+      lastError: 'boom',
+      at: 2,
+      parked: true,
+    });
+    step(meta);
+    expect(meta.selection?.ids).toEqual(['U1', 'U2', 'U3']);
+    expect(meta.failures.has(failureKey(['a', 'b', 'c']))).toBe(true);
+  });
+
   it('a tablet without files completes its requests at once', () => {
     const meta = tablet([]);
     request(meta, 'U1', 1);
