@@ -10,8 +10,10 @@
  * sum of the sub-jobs' times (they overlap; a redone sub-job's wait counts). An admin's cancel of an
  * attempt is not counted as a failed attempt (user-compaction-status.ts).
  */
+import { encodeTime } from 'ulid';
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
+import { ulidTime } from '../ids.js';
 import { DONE_PREFIX, parseOutcome } from '../meta/outcomes.js';
 import { scanAll, type MetaReader } from '../meta/backend.js';
 import { parseTablet, type TabletMeta } from '../meta/tablet.js';
@@ -81,10 +83,24 @@ export async function userCompactionStatus(p: ViewSources, id: string): Promise<
   };
 }
 
-/** The outcomes of the jobs that name `id`, by tablet (scanned from the request's time: ecids are later). */
+/**
+ * How far before a request's id its jobs' ecids may be dated. The id is made on the admin's host, the
+ * ecids on the tablet servers': with the admin's clock ahead, a scan from the id's own time left out the
+ * jobs, and their tablets showed done without ecid or output, or running with no failed attempt.
+ */
+export const OUTCOME_CLOCK_SKEW_MS = 15 * 60_000;
+
+/** Where the scan for the outcomes of request `id`'s jobs starts (ecids are ULIDs, dated). */
+export function outcomeScanStart(id: string): string {
+  const at = ulidTime(id);
+  if (Number.isNaN(at)) return DONE_PREFIX;
+  return `${DONE_PREFIX}${encodeTime(Math.max(0, at - OUTCOME_CLOCK_SKEW_MS), 10)}`;
+}
+
+/** The outcomes of the jobs that name `id`, by tablet. */
 async function outcomesOf(store: MetaReader, id: string): Promise<Map<string, TabletOutcomes>> {
   const byTablet = new Map<string, TabletOutcomes>();
-  const start = `${DONE_PREFIX}${id.slice(0, 10)}`;
+  const start = outcomeScanStart(id);
   for await (const cell of scanAll(store, { prefix: DONE_PREFIX, start })) {
     const o = parseOutcome(cell.value);
     if (o) tallyOutcome(byTablet, id, cell.row.slice(DONE_PREFIX.length), o);

@@ -6,6 +6,8 @@
  * `admin compactions status` against real processes: test/cli/follow.test.ts, test/cluster/cancel.test.ts.
  */
 import { describe, expect, it } from 'vitest';
+import { ulid } from 'ulid';
+import { OUTCOME_CLOCK_SKEW_MS, outcomeScanStart } from '../../src/manager/user-compaction-api.js';
 import { DONE_PREFIX, parseOutcome } from '../../src/meta/outcomes.js';
 import { tableConfigSchema } from '../../src/meta/table-config.js';
 import { parseTablet, type Reservation, type TabletMeta } from '../../src/meta/tablet.js';
@@ -21,6 +23,7 @@ import {
 } from '../../src/manager/user-compaction-status.js';
 
 const ROW = '0001<';
+const ulidAt = (ms: number): string => ulid(ms);
 const CONFIG = tableConfigSchema.parse({});
 const COMPACTOR = '/exc/compactors/q001/_c_x-c-0000000001';
 
@@ -195,5 +198,17 @@ describe('user compaction status', () => {
       ranMs: 8_000,
       outputBytes: 900,
     });
+  });
+
+  it("outcome scan - starts early enough for jobs dated by a tablet server whose clock is behind the admin's (found by a review)", () => {
+    const requested = Date.UTC(2026, 10, 25, 12, 0, 0);
+    const id = ulidAt(requested);
+    // An ecid made 10 minutes "before" the request by a tablet server's clock that lags the admin's.
+    const ecid = ulidAt(requested - 10 * 60_000);
+    expect(`${DONE_PREFIX}${ecid}` >= outcomeScanStart(id)).toBe(true);
+    expect(outcomeScanStart(id) > `${DONE_PREFIX}${ulidAt(requested - OUTCOME_CLOCK_SKEW_MS - 60_000)}`).toBe(
+      true,
+    );
+    expect(outcomeScanStart('not-a-ulid')).toBe(DONE_PREFIX);
   });
 });
