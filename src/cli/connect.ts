@@ -7,6 +7,7 @@
 import type { Command } from 'commander';
 import type { ExcClient } from '../client/client.js';
 import { loadConfig, requireSecret, type Config, type SettingKey } from '../config.js';
+import { ExcError } from '../errors.js';
 import type { MetaClient } from '../meta/client.js';
 import type { ZkLayout, ZkSession } from '../zk/index.js';
 
@@ -55,16 +56,32 @@ export async function connect(command: Command): Promise<Cluster> {
       import('../meta/client.js'),
       import('../zk/index.js'),
     ]);
-  const session = await ZkSession.connect({
-    connectString: config.zk,
-    sessionTimeoutMs: config.zkSessionTimeoutMs,
-    connectTimeoutMs: 5_000,
-    auth: digestAuthFromSecret(secret),
-  });
+  const open = () =>
+    ZkSession.connect({
+      connectString: config.zk,
+      sessionTimeoutMs: config.zkSessionTimeoutMs,
+      connectTimeoutMs: 5_000,
+      auth: digestAuthFromSecret(secret),
+    });
+  let session = await open();
+  let closed = false;
   const layout = new ZkLayout(config.zkRoot);
   const logger = silentLogger();
   const meta = new MetaClient({
     session,
+    // A command that outlives its session (following a compaction, a long ingest, ZooKeeper down for
+    // longer than the session timeout) goes on with a new one.
+    reconnect: async () => {
+      const next = await open();
+      if (closed) {
+        await next.close();
+        throw new ExcError('SHUTTING_DOWN', 'the command is over');
+      }
+      const lost = session;
+      session = next;
+      await lost.close().catch(() => undefined);
+      return next;
+    },
     layout,
     secret,
     logger,
@@ -76,11 +93,14 @@ export async function connect(command: Command): Promise<Cluster> {
   const client = new ExcClient({ meta, secret, logger });
   return {
     config,
-    session,
+    get session() {
+      return session;
+    },
     layout,
     meta,
     client,
     close: async () => {
+      closed = true;
       meta.close();
       await session.close();
     },

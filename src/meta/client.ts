@@ -22,7 +22,7 @@ import { ulid } from '../ids.js';
 import type { Logger } from '../log.js';
 import { notApplied, RpcClient, type CallOptions } from '../rpc/client.js';
 import { backoffDelay } from '../retry.js';
-import type { ZkLayout, ZkSession } from '../zk/index.js';
+import { isZkCode, type ZkLayout, type ZkSession } from '../zk/index.js';
 import { fixedManager, ManagerWatch, waitForChange, type ManagerTarget } from './discovery.js';
 import { parseInput } from '../validate.js';
 import { groupCallers, type Caller } from './mutation-groups.js';
@@ -48,6 +48,13 @@ export interface MetaClientOptions {
   layout?: ZkLayout;
   url?: string;
   /**
+   * Opens a new ZooKeeper session when the one in use is lost: for a client that owns its session (the
+   * CLI, an application), which then follows the manager on the new one instead of failing every call
+   * from then on. A process whose session is its identity (a tablet server, a compactor) gives none: it
+   * builds everything anew on a new session itself.
+   */
+  reconnect?: () => Promise<ZkSession>;
+  /**
    * The largest request body the manager takes (its EXC_RPC_MAX_BODY_BYTES, default 16 MiB): callers'
    * mutations grouped into one request stay under it.
    */
@@ -68,7 +75,9 @@ const RETRY = { baseMs: 25, maxMs: 250 };
 
 export class MetaClient {
   private readonly log: Logger;
-  private readonly watch: ManagerWatch | undefined;
+  private watch: ManagerWatch | undefined;
+  private renewing: Promise<void> | undefined;
+  private closed = false;
   private readonly fixed: ManagerTarget | undefined;
   private readonly clients = new Map<string, RpcClient>();
 
@@ -215,16 +224,34 @@ export class MetaClient {
 
   /** Stops following the manager node (the session itself belongs to the caller). */
   close(): void {
+    this.closed = true;
     this.watch?.close();
+  }
+
+  /** Follows the manager on a new session (options.reconnect); concurrent callers share one. */
+  private renewSession(lost: ZkSession | undefined): Promise<void> {
+    this.renewing ??= (async () => {
+      const session = await this.options.reconnect!();
+      if (this.closed) return;
+      this.watch?.close();
+      this.watch = new ManagerWatch(session, this.options.layout!, this.log);
+      this.log.info(
+        { lost: lost?.sessionId, session: session.sessionId },
+        'ZooKeeper session lost: following the manager on a new one',
+      );
+    })().finally(() => {
+      this.renewing = undefined;
+    });
+    return this.renewing;
   }
 
   /** The active manager, waiting (until the failover deadline) for one to register. */
   private async locate(failover: Failover, signal?: AbortSignal): Promise<ManagerTarget> {
     if (this.fixed) return this.fixed;
-    const { watch } = this;
-    if (!watch) throw new ExcError('INTERNAL', 'MetaClient needs a ZooKeeper session or a url');
+    if (!this.watch) throw new ExcError('INTERNAL', 'MetaClient needs a ZooKeeper session or a url');
     for (let attempt = 0; ; attempt++) {
       signal?.throwIfAborted();
+      const watch = this.watch;
       try {
         // Read the node again now and then: the watch is the fast path, not the only one.
         if (attempt > 0 && attempt % 4 === 0) await watch.refresh();
@@ -232,8 +259,18 @@ export class MetaClient {
         if (target && !target.signal.aborted) return target;
         failover.tried(this.options.layout!.manager, 'no manager registered', false);
       } catch (err) {
-        if (!isRetriable(err)) throw err;
+        const renew = isZkCode(err, 'ZK_SESSION_LOST') && this.options.reconnect && !this.closed;
+        if (!renew && !isRetriable(err)) throw err;
         failover.tried(`ZooKeeper ${this.options.layout!.manager}`, describeError(err), false);
+        if (renew) {
+          try {
+            await this.renewSession(watch.session);
+            continue; // at once: a new session may see the manager straight away
+          } catch (renewErr) {
+            if (!isRetriable(renewErr)) throw renewErr;
+            failover.tried('a new ZooKeeper session', describeError(renewErr), false);
+          }
+        }
       }
       failover.check();
       // Woken by the watch the moment a manager registers.

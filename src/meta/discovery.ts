@@ -62,7 +62,8 @@ export class ManagerWatch {
   private readonly onReconnected = (): void => this.onNodeEvent();
 
   constructor(
-    private readonly session: ZkSession,
+    /** The session it follows the node on. */
+    readonly session: ZkSession,
     private readonly layout: ZkLayout,
     private readonly log: Logger,
   ) {

@@ -2,13 +2,23 @@
  * MetaClient.mutate against a real manager: the mutations of callers in the same turn of the event loop
  * go as one request, yet each caller's are applied or rejected on their own — a caller's invalid
  * mutation fails that caller alone, and no grouped request is larger than the route takes (its
- * mutation count, the RPC body limit).
+ * mutation count, the RPC body limit). And a client that owns its ZooKeeper session (the CLI) goes on
+ * with a new one when it is lost.
  */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { ExcError } from '../../src/errors.js';
-import type { MetaClient } from '../../src/meta/client.js';
+import { silentLogger } from '../../src/log.js';
+import { MetaClient } from '../../src/meta/client.js';
 import type { Mutation } from '../../src/meta/types.js';
-import { useCluster, useProcesses, useZooKeeper } from '../support/index.js';
+import { ZkSession, digestAuthFromSecret } from '../../src/zk/index.js';
+import {
+  expireSession,
+  startProxy,
+  useCluster,
+  useProcesses,
+  useZooKeeper,
+  type TcpProxy,
+} from '../support/index.js';
 
 async function outcome(promise: Promise<unknown>): Promise<unknown> {
   return promise.then(
@@ -89,5 +99,69 @@ describe('meta client', () => {
       message: expect.stringMatching(/mutations/) as unknown,
     });
     expect(await cellCount(meta, 'm-c')).toBe(0);
+  });
+
+  describe('session lost', () => {
+    const opened: ZkSession[] = [];
+    const proxies: TcpProxy[] = [];
+    afterEach(async () => {
+      for (const s of opened.splice(0)) await s.close().catch(() => undefined);
+      for (const p of proxies.splice(0)) await p.stop();
+    });
+
+    /** A session through a proxy (to cut it off and expire it), and a MetaClient on it. */
+    async function client(withReconnect: boolean) {
+      const c = cluster();
+      const proxy = await startProxy(zk().port);
+      proxies.push(proxy);
+      const open = async (connectString: string) => {
+        const s = await ZkSession.connect({
+          connectString,
+          sessionTimeoutMs: 4_000,
+          auth: digestAuthFromSecret(c.secret),
+        });
+        opened.push(s);
+        return s;
+      };
+      const session = await open(proxy.address);
+      const meta = new MetaClient({
+        session,
+        layout: c.layout,
+        secret: c.secret,
+        logger: silentLogger(),
+        timeoutMs: 5_000,
+        failoverMs: 20_000,
+        ...(withReconnect ? { reconnect: () => open(zk().connectString) } : {}),
+      });
+      const expire = async () => {
+        proxy.blackhole();
+        await expireSession(zk().connectString, session);
+        proxy.restore();
+        proxy.dropConnections(); // it reconnects and hears that its session expired
+        await new Promise<void>((resolve) =>
+          session.state === 'lost' ? resolve() : session.once('lost', () => resolve()),
+        );
+      };
+      return { meta, expire };
+    }
+
+    it('session - a client with reconnect finds the next manager on a new session; one without fails ZK_SESSION_LOST', async () => {
+      const c = cluster();
+      const first = await c.startManager({ name: 'manager-1' });
+      const renewing = await client(true);
+      const fixed = await client(false);
+      for (const { meta } of [renewing, fixed]) await meta.call('GET', '/v1/tables');
+      await renewing.expire();
+      await fixed.expire();
+      // The manager the clients knew is gone: finding the next one needs ZooKeeper.
+      first.kill();
+      await c.startManager({ name: 'manager-2' });
+
+      const tables = await renewing.meta.call<{ tables: unknown[] }>('GET', '/v1/tables');
+      expect(Array.isArray(tables.tables)).toBe(true);
+      await expect(fixed.meta.call('GET', '/v1/tables')).rejects.toMatchObject({ code: 'ZK_SESSION_LOST' });
+      renewing.meta.close();
+      fixed.meta.close();
+    });
   });
 });
