@@ -84,6 +84,17 @@ export class CompactorLinks {
     return this.closedAt.get(compactor);
   }
 
+  /**
+   * A reservation of `compactor` was just recorded. If its link had closed before (it died while the
+   * reservation was being made, so the link's end found it holding nothing here and fenced nothing), the
+   * grace starts now, as if the link closed now: otherwise its work waited for its session to expire.
+   */
+  reserved(compactor: string): void {
+    if (this.open.has(compactor) || this.timers.has(compactor)) return;
+    if (this.linkClosedAt(compactor) === undefined) return;
+    this.closed(compactor);
+  }
+
   /** Whether `compactor` has a link open here. */
   linked(compactor: string): boolean {
     return this.open.has(compactor);

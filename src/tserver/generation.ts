@@ -108,6 +108,8 @@ export class Generation {
       log,
       stallTimeoutMs: ctx.stallTimeoutMs,
       checkpointPersist: ctx.checkpointPersist,
+      // A compactor that died while its reservation was being made: its link closed holding nothing.
+      onReserved: (compactor) => this.links.reserved(compactor),
       ...(ctx.onReclaimed ? { onReclaimed: ctx.onReclaimed } : {}),
     });
     // Reads are refused while the session is in doubt: another server may already host these tablets.

@@ -66,6 +66,8 @@ export interface ReservationsDeps {
   checkpointPersist?: CheckpointPersist;
   /** Told, for each reservation of a dead compactor cancelled, how long after `since` (its death) it was. */
   onReclaimed?: (seconds: number) => void;
+  /** Told each reservation recorded, by its compactor (its link may have closed meanwhile). */
+  onReserved?: (compactor: string) => void;
 }
 
 /** Used when the table's settings cannot be read to decide whether a failed job is parked. */
@@ -172,6 +174,7 @@ export class Reservations {
       if (!applied)
         throw new ExcError('CONFLICT', `tablet ${tablet.row} changed during the reservation; try again`);
       watch.add(req.compactor, { tablet: tablet.row, ecid });
+      this.deps.onReserved?.(req.compactor);
       tablet.startProgressClock(ecid);
       this.stats.reserved++;
       // At info, like the commit and the cancel: a reservation's whole life can be followed by its ecid.

@@ -1,0 +1,66 @@
+/**
+ * CompactorLinks' decisions, on their own (the whole path, with a compactor killed with SIGKILL:
+ * test/compactor/links.test.ts): a compactor whose link closed while it held reservations here is fenced
+ * after the grace; one whose link closed while its reservation was still being made is fenced once the
+ * reservation is recorded.
+ */
+import { describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/log.js';
+import { CompactorLinks } from '../../src/tserver/compactor-links.js';
+
+const GRACE_MS = 20;
+const settle = () => new Promise((r) => setTimeout(r, GRACE_MS * 4));
+
+function links() {
+  const held = new Set<string>();
+  const fenced: string[] = [];
+  const l = new CompactorLinks({
+    holds: (c) => held.has(c),
+    deleteNode: async (c) => {
+      fenced.push(c);
+    },
+    graceMs: GRACE_MS,
+    log: silentLogger(),
+  });
+  /** Opens a link; the returned function closes it as a dead process's connection closes. */
+  const link = (c: string) => {
+    const connection = new AbortController();
+    void l.hold(c, connection.signal);
+    return () => connection.abort();
+  };
+  return { l, held, fenced, link };
+}
+
+describe('compactor links', () => {
+  it('a link closing while its compactor holds reservations fences it after the grace', async () => {
+    const { held, fenced, link } = links();
+    held.add('/c1');
+    link('/c1')();
+    expect(fenced).toEqual([]);
+    await settle();
+    expect(fenced).toEqual(['/c1']);
+  });
+
+  it('a link closing while the reservation is being made: fenced once it is recorded (found by a review)', async () => {
+    const { l, held, fenced, link } = links();
+    link('/c1')(); // killed mid-reserve: the link closed while it held nothing here
+    await settle();
+    expect(fenced).toEqual([]);
+    held.add('/c1'); // the reservation lands
+    l.reserved('/c1');
+    await settle();
+    expect(fenced).toEqual(['/c1']);
+  });
+
+  it('a reservation with the link open, or of a compactor never linked, fences nothing', async () => {
+    const { l, held, fenced, link } = links();
+    link('/c1');
+    held.add('/c1');
+    held.add('/c2');
+    l.reserved('/c1');
+    l.reserved('/c2');
+    await settle();
+    expect(fenced).toEqual([]);
+    l.close();
+  });
+});
