@@ -6,7 +6,9 @@
  *   - every few rounds the tablet is refreshed from its row, for what the manager writes there (user
  *     compactions, released jobs) in case its notification was lost;
  * and every reservation of the hosted tablets is swept: a dead compactor's reservations are cancelled,
- * again every round until that succeeds.
+ * again every round until that succeeds. The sweep also runs on its own every interval: a round can wait
+ * long on one tablet (its mutex, a call to the manager riding a failover), and the sweep is what bounds
+ * the reclaim of a death the watches missed.
  */
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -25,6 +27,7 @@ export class Reconciler {
   private timer: NodeJS.Timeout | undefined;
   private rounds = 0;
   private running: Promise<void> | undefined;
+  private sweeping: Promise<void> | undefined;
   private stopped = false;
 
   constructor(
@@ -35,7 +38,12 @@ export class Reconciler {
   ) {}
 
   start(): void {
-    this.timer = setInterval(() => void this.runRound(), this.options.everyMs ?? 5_000);
+    this.timer = setInterval(() => {
+      const failed = (what: string) => (err: unknown) =>
+        this.log.warn({ err: describeError(err) }, `reconciler ${what} failed; next round`);
+      void this.runRound().catch(failed('round'));
+      void this.runSweep().catch(failed('sweep'));
+    }, this.options.everyMs ?? 5_000);
     this.timer.unref();
   }
 
@@ -58,10 +66,16 @@ export class Reconciler {
     return this.running;
   }
 
+  /** One sweep now (or joins the one running), apart from the rounds. */
+  runSweep(): Promise<void> {
+    this.sweeping ??= this.sweep().finally(() => {
+      this.sweeping = undefined;
+    });
+    return this.sweeping;
+  }
+
   private async round(): Promise<void> {
     const refresh = ++this.rounds % (this.options.refreshEvery ?? 6) === 0;
-    const reservations: [string, ReservationRef][] = [];
-    const tablets = new Map<string, HostedTablet>();
     await this.hosting.retryUnsettledLoads();
     for (const tablet of this.hosting.all()) {
       if (this.stopped) return;
@@ -74,6 +88,15 @@ export class Reconciler {
           'reconciling a tablet failed; next round',
         );
       }
+    }
+    if (this.stopped) return;
+    await this.runSweep();
+  }
+
+  private async sweep(): Promise<void> {
+    const reservations: [string, ReservationRef][] = [];
+    const tablets = new Map<string, HostedTablet>();
+    for (const tablet of this.hosting.all()) {
       if (tablet.state !== 'hosted') continue;
       tablets.set(tablet.row, tablet);
       for (const [ecid, r] of tablet.meta.reservations)
