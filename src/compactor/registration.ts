@@ -81,10 +81,13 @@ export class Registration extends EventEmitter<Events> {
       void this.session.exists(event.path, this.onOwnNode).catch(() => undefined);
       return;
     }
-    // The queue's deletion removes our node first, in the same transaction: tell the two apart.
+    // The queue's deletion removes our node first, in the same transaction: tell the two apart. Unable
+    // to ask (the connection dropped just then), the node is lost all the same: registering again finds
+    // out whether the queue is still there. Saying nothing left the compactor working for tablet servers
+    // that had already cancelled its jobs.
     void this.session.exists(this.layout.queueNode(this.queue.id)).then(
       (stat) => this.emit(stat ? 'nodeLost' : 'queueDeleted'),
-      () => undefined,
+      () => this.emit('nodeLost'),
     );
   };
 }

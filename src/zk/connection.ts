@@ -149,6 +149,7 @@ export class ZkConnection extends EventEmitter<SessionEvents> {
   async close(): Promise<void> {
     if (this.stateValue === 'closed') return;
     const wasLive = this.isLive;
+    const wasSuspended = this.stateValue === 'suspended';
     this.stateValue = 'closed';
     this.stopTimers();
     if (wasLive) {
@@ -156,9 +157,17 @@ export class ZkConnection extends EventEmitter<SessionEvents> {
       // gone when close() returns), but never hang on a server that stopped answering.
       const done = new Promise<void>((resolve) => this.client.once('disconnected', () => resolve()));
       this.client.close();
-      await withTimeout(done, Math.min(2_000, this.sessionTimeoutMs), () => new Error('close timeout')).catch(
-        () => undefined,
-      );
+      const closed = await withTimeout(
+        done,
+        Math.min(2_000, this.sessionTimeoutMs),
+        () => new Error('close timeout'),
+      )
+        .then(() => !wasSuspended)
+        .catch(() => false);
+      // The close may never have reached a server (none was connected, or it did not answer): then the
+      // session and its ephemeral nodes would outlive this for a whole timeout once the ensemble is back.
+      // End it as soon as a server answers, in the background (reaper.ts), as for a session declared lost.
+      if (!closed) this.reap();
     }
     this.shutdownClient();
     this.log.info({ session: this.sessionId }, 'zookeeper session closed');
@@ -214,18 +223,20 @@ export class ZkConnection extends EventEmitter<SessionEvents> {
       // closing a dead client can throw; there is nothing left to release
     }
     setTimeout(() => this.shutdownClient(), 200).unref();
-    if (reason === 'suspended-too-long') {
-      // We only assume the server expired it: a leader election restarts every session's timer. Make
-      // sure it is over, in the background (reaper.ts).
-      endLostSession({
-        connectString: this.options.connectString,
-        sessionId: this.client.getSessionId(),
-        password: this.client.getSessionPassword(),
-        sessionTimeoutMs: this.sessionTimeoutMs,
-        log: this.log,
-      });
-    }
+    // We only assume the server expired it: a leader election restarts every session's timer. Make sure
+    // it is over, in the background (reaper.ts).
+    if (reason === 'suspended-too-long') this.reap();
     this.emit('lost', reason);
+  }
+
+  private reap(): void {
+    endLostSession({
+      connectString: this.options.connectString,
+      sessionId: this.client.getSessionId(),
+      password: this.client.getSessionPassword(),
+      sessionTimeoutMs: this.sessionTimeoutMs,
+      log: this.log,
+    });
   }
 
   private startWatchdog(): void {

@@ -6,6 +6,11 @@
  * the connection to come back and list the parent: requests of one session are processed in order, so a
  * create that was sent (or is still queued) before the listing is visible to it. If a node with our UUID is
  * there it is ours; otherwise the create never happened and is sent again.
+ *
+ * The connection may come back to another server of the ensemble, one that has not yet applied a create
+ * the old one forwarded: before listing, a write through the leader (a multi checking the parent at any
+ * version) makes it apply everything committed before, so the listing cannot miss the create and make a
+ * second node.
  */
 import { randomUUID } from 'node:crypto';
 import { ExcError } from '../errors.js';
@@ -34,10 +39,9 @@ export async function createProtected(
       const path = await session.create(`${parent}/${marker}${name}`, data, mode);
       return { path, recoveries };
     } catch (err) {
-      if (!isZkCode(err, 'ZK_CONNECTION_LOSS') && !isZkCode(err, 'ZK_TIMEOUT')) throw err;
+      if (!outcomeUnknown(err)) throw err;
       recoveries++;
-      await session.whenConnected();
-      const found = await findOwn(session, parent, marker);
+      const found = await recover(session, parent, marker);
       if (found) return { path: found, recoveries };
     }
   }
@@ -48,6 +52,22 @@ export async function createProtected(
       details: { path: parent },
     },
   );
+}
+
+const outcomeUnknown = (err: unknown): boolean =>
+  isZkCode(err, 'ZK_CONNECTION_LOSS') || isZkCode(err, 'ZK_TIMEOUT');
+
+/** Whether the create carrying `marker` happened (its path) or not, once the connection is back. */
+async function recover(session: ZkSession, parent: string, marker: string): Promise<string | undefined> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await session.whenConnected();
+      await session.multi([{ op: 'check', path: parent, version: -1 }]);
+      return await findOwn(session, parent, marker);
+    } catch (err) {
+      if (!outcomeUnknown(err) || attempt >= MAX_ATTEMPTS) throw err;
+    }
+  }
 }
 
 /** The node carrying `marker` if this session owns it; one left by another session is deleted. */

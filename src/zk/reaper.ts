@@ -22,6 +22,8 @@ const { State } = zookeeper;
 /** How long to keep trying, at least (and ten session timeouts when that is longer). */
 export const REAP_FOR_MS = 120_000;
 const PAUSE_MS = 500;
+/** How long one attempt waits for a server to answer. */
+const ATTEMPT_MS = 2_000;
 
 export interface LostSession {
   connectString: string;
@@ -54,7 +56,7 @@ export function endLostSession(lost: LostSession): void {
   })().catch((err: unknown) => lost.log.warn({ session, err }, 'ending the lost zookeeper session failed'));
 }
 
-/** One attempt: attach and close, hear it expired, or find no server within a session timeout. */
+/** One attempt: attach and close, hear it expired, or find no server within {@link ATTEMPT_MS}. */
 function attempt(lost: LostSession): Promise<Outcome> {
   const client = zookeeper.createClient(lost.connectString, {
     sessionTimeout: lost.sessionTimeoutMs,
@@ -72,7 +74,9 @@ function attempt(lost: LostSession): Promise<Outcome> {
       stopClient(client);
       resolve(outcome);
     };
-    const timer = setTimeout(() => finish('unreachable'), lost.sessionTimeoutMs);
+    // Short: a server coming back can take a connection before it serves, and leave it unanswered; a
+    // new attempt, half a second later, connects to it once it does.
+    const timer = setTimeout(() => finish('unreachable'), Math.min(ATTEMPT_MS, lost.sessionTimeoutMs));
     timer.unref();
     client.on('state', (state) => {
       if (state === State.SYNC_CONNECTED || state === State.CONNECTED_READ_ONLY) {

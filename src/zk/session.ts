@@ -18,7 +18,7 @@
  *   server answers (reaper.ts), so its ephemeral nodes do not outlive it by another timeout.
  */
 import type zookeeper from 'node-zookeeper-client';
-import { ExcError } from '../errors.js';
+import { ExcError, describeError } from '../errors.js';
 import { withTimeout } from '../retry.js';
 import { ZkConnection } from './connection.js';
 import {
@@ -138,6 +138,7 @@ export class ZkSession extends ZkConnection {
         'BAD_REQUEST',
         `zookeeper multi of ${ops.length} operations (about ${bytes} bytes) exceeds the server's request limit (${MAX_MULTI_BYTES} bytes): ${label}`,
       );
+    if (!this.isLive && this.stateValue !== 'connecting') throw this.lostError();
     const tx = transactionOf(this.client.transaction(), ops, this.acl);
     const commit = (): Promise<void> =>
       new Promise<void>((resolve, reject) => {
@@ -166,7 +167,13 @@ export class ZkSession extends ZkConnection {
     if (!wrapped) {
       wrapped = (event: zookeeper.Event) => {
         if (this.stateValue === 'closed') return;
-        watcher({ type: eventType(event.getType()), path: event.getPath() });
+        // The client calls watchers from its socket's data handler: a throw there would end the process
+        // and starve the other watchers of the same event.
+        try {
+          watcher({ type: eventType(event.getType()), path: event.getPath() });
+        } catch (err) {
+          this.log.error({ err: describeError(err), path: event.getPath() }, 'a zookeeper watcher threw');
+        }
       };
       this.wrappedWatchers.set(watcher, wrapped);
     }
