@@ -6,9 +6,9 @@
  *
  * - Registers a protected ephemeral-sequential node under its queue (a clear error when the queue does not
  *   exist) and serves a small authenticated status endpoint.
- * - `concurrency` workers each loop: ask the manager for work (a long poll: idle compactors send one
- *   request per `longPollMs` and hear of new work at once), reserve it from the tablet's host, run it,
- *   commit. Misses (no work left, tablet moved) back off with jitter.
+ * - `concurrency` workers each loop (work-loop.ts): ask the manager for work (a long poll: idle compactors
+ *   send one request per `longPollMs` and hear of new work at once), reserve it from the tablet's host,
+ *   run it, commit. Misses (no work left, tablet moved) back off with jitter.
  * - Session lost (expiry or the watchdog's verdict): every job stops at once — the tablet servers are
  *   already cancelling their reservations — and the compactor registers again with a new session and
  *   node. A job reserved under the old session is never committed.
@@ -34,30 +34,17 @@ import { advertisedAddress } from '../net.js';
 import { PeerClients } from '../rpc/peers.js';
 import { connectZk, listen, ProcessState, serverRpc } from '../process.js';
 import type { RpcServer } from '../rpc/server.js';
-import { backoffDelay, retry, sleep, withTimeout } from '../retry.js';
-import { DEFAULT_CHECKPOINT_BYTES, DEFAULT_CHECKPOINT_MS } from '../storage/index.js';
-import { ZkLayout, type ZkSession } from '../zk/index.js';
-import { runJob, type JobOutcome, type RunningJob } from './job-runner.js';
-import { findWork, releaseJob, reserve } from './find-work.js';
-import type { ReservedJob } from '../queue/protocol.js';
+import { retry, withTimeout } from '../retry.js';
+import { ZkLayout } from '../zk/index.js';
+import type { JobOutcome, RunningJob } from './job-runner.js';
 import { Links } from './links.js';
 import { Registration } from './registration.js';
 import { EXIT_QUEUE_DELETED } from './exit-codes.js';
 import { COMPACTOR_LIFECYCLE, type CompactorOptions, type CompactorState } from './options.js';
+import { work, type Generation, type WorkerDeps } from './work-loop.js';
 export const COMPACTOR_VERSION = '0.1.0';
 
 export { COMPACTOR_LIFECYCLE, type CompactorOptions, type CompactorState } from './options.js';
-
-/** One registration: a session, its node, and everything reserved under it. */
-interface Generation {
-  session: ZkSession;
-  registration: Registration;
-  meta: MetaClient;
-  /** Links to the tablet servers this registration reserves on (closed with it). */
-  links: Links;
-  /** Aborted when the session is lost: stops waiting and running. */
-  abort: AbortController;
-}
 
 interface Events {
   state: [CompactorState | 'stopping' | 'stopped'];
@@ -146,7 +133,8 @@ export class Compactor extends EventEmitter<Events> {
       { compactor: first.registration.path, queueId: first.registration.queue.id, status: this.statusUrl },
       'compactor ready',
     );
-    for (let i = 0; i < this.options.concurrency; i++) this.workers.push(this.work(i));
+    const deps = this.workerDeps();
+    for (let i = 0; i < this.options.concurrency; i++) this.workers.push(work(i, deps));
   }
 
   /**
@@ -263,97 +251,21 @@ export class Compactor extends EventEmitter<Events> {
     void this.close({ release: false }).then(() => this.emit('exit', code, reason));
   }
 
-  /** One worker: find work, reserve, run, commit, again. */
-  private async work(slot: number): Promise<void> {
-    let misses = 0;
-    while (!this.stopTakingWork.signal.aborted) {
-      let generation: Generation;
-      try {
-        generation = await this.generationReady!;
-      } catch {
-        return; // stopping, or the queue is gone
-      }
-      const signal = AbortSignal.any([generation.abort.signal, this.stopTakingWork.signal]);
-      try {
-        const found = await findWork(generation.meta, generation.registration.queue, this.options, signal);
-        if (!found) continue;
-        // Linked before reserving: a crash from here on is seen by the tablet server at once.
-        const unlink = generation.links.use(found.server);
-        const { registration } = generation;
-        const reserved = await reserve(
-          this.peers,
-          generation.meta,
-          found.server,
-          { tablet: found.tablet, queueId: registration.queue.id, compactor: registration.path },
-          generation.abort.signal,
-          // Long enough for a dead host's tablets to be given to another (its session's expiry at most).
-          { followMs: 2 * this.options.zkSessionTimeoutMs + 5_000 },
-        ).finally(unlink);
-        if (reserved === 'gone') this.onLost(generation, 'a tablet server reports our node gone');
-        const { job, server } =
-          reserved === 'gone' || reserved === null ? { job: null, server: '' } : reserved;
-        if (!job) {
-          misses++;
-          await sleep(backoffDelay(misses, { baseMs: 20, maxMs: 2_000 }), signal).catch(() => undefined);
-          continue;
-        }
-        misses = 0;
-        // Reserved just as the shutdown began, or answered after this registration was lost (its jobs were
-        // stopped then, and nothing would stop this one): give it back at once rather than run it.
-        if (this.stopTakingWork.signal.aborted || generation.abort.signal.aborted) {
-          await this.release(generation, server, job);
-          if (this.stopTakingWork.signal.aborted) break;
-          continue;
-        }
-        const startedAt = Date.now();
-        const outcome = await runJob(
-          {
-            compactor: generation.registration.path,
-            store: this.options.store,
-            meta: generation.meta,
-            peers: this.peers,
-            log: this.log,
-            progressEveryMs: this.options.progressEveryMs,
-            sessionLive: () => this.generation === generation && !generation.abort.signal.aborted,
-            links: generation.links,
-            compact: this.options.compact,
-            checkpoint: {
-              bytes: this.options.checkpointBytes ?? DEFAULT_CHECKPOINT_BYTES,
-              ms: this.options.checkpointMs ?? DEFAULT_CHECKPOINT_MS,
-            },
-            resumes: this.resumes,
-          },
-          job,
-          server,
-          (running) => this.running.set(job.ecid, running),
-        ).finally(() => this.running.delete(job.ecid));
-        this.outcomes[outcome]++;
-        this.ended(
-          outcome,
-          (Date.now() - startedAt) / 1000,
-          job.inputs.reduce((n, i) => n + i.size, 0),
-        );
-      } catch (err) {
-        if (signal.aborted) continue;
-        misses++;
-        this.log.warn({ slot, err: describeError(err) }, 'finding or reserving work failed');
-        await sleep(backoffDelay(misses, { baseMs: 100, maxMs: 5_000 }), this.stopTakingWork.signal).catch(
-          () => undefined,
-        );
-      }
-    }
-  }
-
-  /** Gives a job back unrun (cancelled as `released`: another compactor can take it at once). */
-  private async release(generation: Generation, server: string, job: ReservedJob): Promise<void> {
-    const lost = generation.abort.signal.aborted;
-    this.log.info(
-      { ecid: job.ecid, tablet: job.tablet, compactor: generation.registration.path },
-      lost ? 'reserved after the registration was lost: released' : 'reserved while stopping: released',
-    );
-    await releaseJob(this.peers, server, job, generation.registration.path);
-    this.outcomes.released++;
-    this.ended('released', 0, 0);
+  /** What the workers (work-loop.ts) read and update of this compactor. */
+  private workerDeps(): WorkerDeps {
+    return {
+      options: this.options,
+      peers: this.peers,
+      log: this.log,
+      stopTakingWork: this.stopTakingWork.signal,
+      generationReady: () => this.generationReady!,
+      generation: () => this.generation,
+      onLost: (generation, reason) => this.onLost(generation, reason),
+      running: this.running,
+      outcomes: this.outcomes,
+      ended: this.ended,
+      resumes: this.resumes,
+    };
   }
 
   private status(): Record<string, unknown> {

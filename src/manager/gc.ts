@@ -1,9 +1,8 @@
 /**
- * Garbage collection of tablet files.
+ * Garbage collection of tablet files: the collector's cycle, its claims and its fence.
  *
- * A file may be deleted only when no tablet references it: not as one of its files, nor as an input or the
- * output of one of its reservations, nor as a part of a checkpoint (one a reservation holds, or one kept
- * for a requeued job: DESIGN.md, "Resume"). Two sources of garbage:
+ * A file may be deleted only when no tablet references it (which files those are, and why every
+ * reference is read in one snapshot: gc-plan.ts). Two sources of garbage:
  *   - `~del:<path>` rows, written when a commit replaces inputs, when a reservation is cancelled (its
  *     output), and when a table is deleted. Once the row is older than the grace period and the file is
  *     unreferenced, the file is deleted, then the row.
@@ -19,18 +18,6 @@
  * be much longer than the ZooKeeper session timeout: a paused tablet server holding an unregistered file
  * is fenced once its session expires, before the grace period ends.
  *
- * Every reference is read in one snapshot of the metadata store. Read page by page, a commit landing
- * between two pages could hide a file it moves within a tablet's row from a column read later to one
- * read earlier (the last sub-job of a split moves the sub-jobs' outputs from `split:` to `file:`; a
- * resuming reservation a checkpoint from `resume:` to `ecomp:`), and the sweep would delete it.
- *
- * An output a reservation is still writing may sit in the store unnamed for a long time: its parts
- * (`<output>.partial`, `<output>.partNNNNN`) before the first checkpoint names them, and the local
- * store's temporary file of a write that has produced little yet. Both are kept while the reservation
- * lives, however old.
- *
- * The decision is a pure function ({@link planGc}) so it can be checked against random histories.
- *
  * Fencing. A manager paused past its session (or cut off from ZooKeeper) is replaced, and may resume
  * believing it is still active: it must not delete anything from then on. Its metadata writes fail on
  * the epoch check (store.ts), but deletes in the object store are not metadata writes, so the collector
@@ -43,11 +30,9 @@
  * reference again — harmless.
  */
 import type { Logger } from '../log.js';
-import { ALL_TABLETS } from '../meta/keys.js';
 import { DONE_PREFIX } from '../meta/outcomes.js';
 import { UCOMP_PREFIX } from '../meta/user-compactions.js';
 import { TABLES_PREFIX } from '../meta/paths.js';
-import { checkpointParts } from '../meta/tablet.js';
 import type { MetaBackend } from '../meta/backend.js';
 import type { TemporaryInfo, TemporarySweepOptions } from '../storage/object-store.js';
 import { ofOutputBeingWritten } from '../storage/index.js';
@@ -64,7 +49,8 @@ import {
 } from './deletions.js';
 import { expiredRecords } from './expiry.js';
 import { expiredRequests } from './requests.js';
-import { readTablets } from './tables.js';
+import { deleteClaimed } from './gc-delete.js';
+import { planGc, readReferences } from './gc-plan.js';
 
 /** What the collector needs of an object store (any ObjectStore fits). */
 export interface GcObjectStore {
@@ -74,50 +60,6 @@ export interface GcObjectStore {
   sweepTemporaries?(prefix: string, olderThanMs: number, options?: TemporarySweepOptions): Promise<number>;
   /** Not used by the collector: the consistency check (check-read.ts) reports leftovers with it. */
   listTemporaries?(prefix: string): AsyncIterable<TemporaryInfo>;
-}
-
-export interface GcInput {
-  now: number;
-  graceMs: number;
-  /** Files some tablet references (files, reservation inputs and outputs). */
-  referenced: ReadonlySet<string>;
-  /** Outputs reservations are writing: their parts are kept, named in a checkpoint or not. */
-  writing?: ReadonlySet<string>;
-  /** `~del` rows: file → time the row was written. */
-  deletions: ReadonlyMap<string, number>;
-  /** Objects found under the tables prefix: name → last modified. Undefined when the sweep is skipped. */
-  objects?: ReadonlyMap<string, number>;
-}
-
-export interface GcPlan {
-  /** Files to delete from the store. */
-  deleteFiles: string[];
-  /** `~del` rows to remove after their files are deleted. */
-  dropRows: string[];
-  /** `~del` rows naming a referenced file (left alone, reported). */
-  stillReferenced: string[];
-}
-
-export function planGc(input: GcInput): GcPlan {
-  const deleteFiles = new Set<string>();
-  const dropRows: string[] = [];
-  const stillReferenced: string[] = [];
-  for (const [file, at] of input.deletions) {
-    if (input.referenced.has(file)) {
-      stillReferenced.push(file);
-      continue;
-    }
-    if (input.now - at < input.graceMs) continue;
-    deleteFiles.add(file);
-    dropRows.push(file);
-  }
-  for (const [name, modifiedMs] of input.objects ?? []) {
-    if (input.referenced.has(name) || input.deletions.has(name)) continue;
-    if (input.writing && ofOutputBeingWritten(name, input.writing)) continue;
-    if (input.now - modifiedMs < input.graceMs) continue;
-    deleteFiles.add(name);
-  }
-  return { deleteFiles: [...deleteFiles], dropRows, stillReferenced };
 }
 
 export interface GcOptions {
@@ -232,7 +174,7 @@ export class GarbageCollector {
     // applies (a sweep would otherwise delete a just-replaced input by its old modification time).
     const objects = sweep ? await this.listObjects(signal) : undefined;
     if (sweep) this.lastSweepAt = startedAt;
-    const { referenced, writing } = await this.readReferences();
+    const { referenced, writing } = await readReferences(this.store);
     if (sweep && this.objects.sweepTemporaries) {
       // Temporary files are not objects: nothing names them, so they need no claim. The sweep removes only
       // files no write has touched for a grace period, and none of an output a reservation is writing
@@ -264,7 +206,13 @@ export class GarbageCollector {
     for (let i = 0; i < plan.deleteFiles.length; i += batchSize) {
       const batch = plan.deleteFiles.slice(i, i + batchSize);
       const claimed = await this.claim(batch, marks, objects, claim, signal);
-      const gone = await this.deleteClaimed(claimed, signal);
+      const gone = await deleteClaimed(claimed, signal, {
+        objects: this.objects,
+        concurrency: this.options.concurrency ?? 8,
+        checkFence: () => this.checkFence(signal),
+        stats: this.stats,
+        log: this.log,
+      });
       deleted += gone.length;
       // Only the rows of files actually deleted: a file that could not be keeps its claimed mark, and a
       // later cycle takes the claim over and tries again.
@@ -336,50 +284,6 @@ export class GarbageCollector {
   }
 
   /**
-   * Deletes claimed files, `concurrency` at a time, checking the fence right before each delete; resolves
-   * with the files deleted. A file the store refuses to delete (permissions, an S3 AccessDenied, a store
-   * error) fails only itself: it is logged and counted, and the others are still deleted — otherwise one
-   * such file would fail every cycle from then on, and nothing else would ever be collected again. Only
-   * the fence (NOT_MANAGER, or its check failing) and an abort stop the deletes.
-   */
-  private async deleteClaimed(files: string[], signal: AbortSignal): Promise<string[]> {
-    let next = 0;
-    const deleted: string[] = [];
-    let stop = false;
-    const worker = async (): Promise<void> => {
-      while (!stop && next < files.length) {
-        const file = files[next++]!;
-        try {
-          await this.checkFence(signal);
-        } catch (err) {
-          stop = true;
-          throw err;
-        }
-        try {
-          // An abort stops the wait, not the request: the cycle must not outlive stop() by however long
-          // the store takes to answer.
-          await abortable(this.objects.delete(file), signal);
-        } catch (err) {
-          if (signal.aborted) {
-            stop = true;
-            throw err;
-          }
-          this.stats.failedDeletes++;
-          this.log.warn(
-            { file, code: errorCode(err), err: describeError(err) },
-            'could not delete a garbage file; keeping its claim, a later cycle tries again',
-          );
-          continue;
-        }
-        deleted.push(file);
-        this.stats.deleted++;
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(this.options.concurrency ?? 8, files.length) }, worker));
-    return deleted;
-  }
-
-  /**
    * Throws unless this collector may delete now: not stopped, and the store still held by its epoch. The
    * epoch is read from the file (one indexed read): the successor's takeover is the first thing it writes.
    */
@@ -416,52 +320,4 @@ export class GarbageCollector {
     }
     return objects;
   }
-
-  /**
-   * Everything any tablet references, and the outputs its reservations are writing: one snapshot (see
-   * the module comment).
-   */
-  private async readReferences(): Promise<{ referenced: Set<string>; writing: Set<string> }> {
-    const referenced = new Set<string>();
-    const writing = new Set<string>();
-    const tablets = await this.store.snapshot((reader) =>
-      readTablets(reader, ALL_TABLETS.start, ALL_TABLETS.end),
-    );
-    for (const tablet of tablets) {
-      for (const file of tablet.files.keys()) referenced.add(file);
-      for (const r of tablet.reservations.values()) {
-        referenced.add(r.output);
-        writing.add(r.output);
-        for (const input of r.inputs) referenced.add(input);
-      }
-      for (const part of checkpointParts(tablet)) referenced.add(part);
-    }
-    return { referenced, writing };
-  }
-}
-
-/** `promise`, or a rejection with the abort reason as soon as `signal` aborts. */
-function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
-  promise.catch(() => undefined); // a result that arrives after the abort is ignored
-  let onAbort = (): void => undefined;
-  const aborted = new Promise<never>((_, reject) => {
-    onAbort = () => reject(signal.reason as Error);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-  return Promise.race([promise, aborted]).finally(() => signal.removeEventListener('abort', onAbort));
-}
-
-/**
- * The most specific code of a failed delete, for the log: the store's own (EACCES locally, AccessDenied on
- * S3: the cause's) when there is one, else the ExcError code.
- */
-function errorCode(err: unknown): string | undefined {
-  if (err instanceof ExcError) {
-    if (typeof err.details.code === 'string') return err.details.code;
-    return (err.cause === undefined ? undefined : errorCode(err.cause)) ?? err.code;
-  }
-  const e = err as { code?: unknown; Code?: unknown } | null;
-  for (const v of [e?.Code, e?.code]) if (typeof v === 'string') return v;
-  return err instanceof Error && err.name !== 'Error' ? err.name : undefined;
 }

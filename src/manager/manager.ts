@@ -23,9 +23,9 @@ import { EventEmitter } from 'node:events';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
-import { counterOf, createRegistry, gaugeOf, zkSessionGauge } from '../metrics.js';
+import { createRegistry } from '../metrics.js';
 import { advertisedAddress } from '../net.js';
-import { checkQueuesExist, readQueueMap } from '../queue/registry.js';
+import { checkQueuesExist } from '../queue/registry.js';
 import { PeerClients } from '../rpc/peers.js';
 import {
   connectZk,
@@ -40,13 +40,8 @@ import type { RpcServer } from '../rpc/server.js';
 import { ZkLayout, ensureLayout, type ZkSession } from '../zk/index.js';
 import { registerAdminApi } from './admin-api.js';
 import { registerHistoryApi } from './history-api.js';
-import { registerOutcomeMetrics } from './outcome-counts.js';
-import {
-  managerFigures,
-  pickupMetric,
-  registerQueueMetrics,
-  registerWaitingMetric,
-} from './queue-metrics.js';
+import { registerManagerMetrics } from './manager-metrics.js';
+import { pickupMetric } from './queue-metrics.js';
 import { registerUserCompactionApi } from './user-compaction-api.js';
 import { activate, type ActiveManager } from './active.js';
 import { registerManagerApi, type ActiveParts } from './api.js';
@@ -129,67 +124,14 @@ export class Manager extends EventEmitter<Events> {
       }),
       registry,
     );
-    counterOf(
-      registry,
-      'excompact_manager_commit_batches_total',
-      'Group commits of the metadata store',
-      () => this.active?.commits.stats.batches,
-    );
-    counterOf(
-      registry,
-      'excompact_manager_mutations_total',
-      'Conditional mutations applied or rejected',
-      () => this.active?.commits.stats.mutations,
-    );
-    counterOf(
-      registry,
-      'excompact_manager_gc_deleted_files_total',
-      'Files deleted by the garbage collector',
-      () => this.active?.gc?.stats.deleted,
-    );
-    counterOf(
-      registry,
-      'excompact_manager_gc_failed_deletes_total',
-      'Deletes of garbage files the object store refused (each is tried again by later GC cycles)',
-      () => this.active?.gc?.stats.failedDeletes,
-    );
-    gaugeOf(
-      registry,
-      'excompact_manager_gc_bad_deletion_marks',
-      'Deletion marks (~del rows) the last GC cycle skipped because they cannot be acted on; see admin check',
-      () => this.active?.gc?.stats.badMarks,
-    );
-    gaugeOf(
-      registry,
-      'excompact_manager_live_tservers',
-      'Live tablet servers',
-      () => this.active?.live.all.size,
-    );
-    const queueNames = async (): Promise<Map<string, string>> => {
-      const { map } = await readQueueMap(this.session!, this.layout);
-      return new Map([...map].map(([name, id]) => [id, name]));
-    };
-    // One read of the tablets and of the queue map for every queue metric, at most once per
-    // metricsCacheMs however often /metrics (unsigned) is scraped.
-    const figures = managerFigures(
-      () =>
-        this.active && this.state === 'active'
-          ? { ...this.active, session: this.session!, layout: this.layout, log: this.log }
-          : undefined,
-      queueNames,
-      options.metricsCacheMs ?? 5_000,
-    );
-    registerWaitingMetric(registry, () => this.active?.work.waiting(), figures);
-    registerOutcomeMetrics(
-      registry,
-      () => this.active?.outcomes,
-      async () => (await figures()).names,
-    );
-    registerQueueMetrics(registry, figures);
-    zkSessionGauge(registry, () => this.session);
-    gaugeOf(registry, 'excompact_manager_active', '1 when this manager is the active one', () =>
-      this.state === 'active' ? 1 : 0,
-    );
+    registerManagerMetrics(registry, {
+      active: () => this.active,
+      isActive: () => this.state === 'active',
+      session: () => this.session,
+      layout: this.layout,
+      log: this.log,
+      metricsCacheMs: options.metricsCacheMs ?? 5_000,
+    });
     this.peers = new PeerClients({
       secret: options.secret,
       timeoutMs: options.rpcTimeoutMs,

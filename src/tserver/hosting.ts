@@ -1,6 +1,7 @@
 /**
  * The tablets this server hosts: loading (taking a tablet with a conditional mutation naming this server's
- * session), unloading, refreshing, and the one path by which every change to a hosted tablet is applied.
+ * session), unloading, refreshing, reading back, and the entry to the one path by which every change to a
+ * hosted tablet is applied (apply-change.ts).
  *
  * Loading reads the tablet's files and reservations, watches each reservation's compactor (the watch reports
  * those already gone, which cancels their reservations), then plans and queues its work.
@@ -20,19 +21,13 @@ import {
   type Location,
   type TabletMeta,
 } from '../meta/tablet.js';
-import type { Mutation, MutationResult } from '../meta/types.js';
+import type { Mutation } from '../meta/types.js';
 import type { PlannedJob } from '../queue/planner.js';
 import type { QueueResolver } from '../queue/resolver.js';
 import type { CompactorWatch } from './compactor-watch.js';
 import { HostedTablet, planTablet } from './hosted-tablet.js';
-import {
-  buildChange,
-  LOC_CONDITION,
-  preview,
-  VERSION_CONDITION,
-  withUserStep,
-  type TabletChange,
-} from './tablet-change.js';
+import { applyChange, type ApplyDeps } from './apply-change.js';
+import type { TabletChange } from './tablet-change.js';
 
 export type { TabletChange } from './tablet-change.js';
 import type { TableConfigs } from './table-configs.js';
@@ -62,7 +57,19 @@ export class Hosting {
    */
   private readonly unsettled = new Set<string>();
 
-  constructor(private readonly deps: HostingDeps) {}
+  /** What {@link change} needs of this host. */
+  private readonly applying: ApplyDeps;
+
+  constructor(private readonly deps: HostingDeps) {
+    this.applying = {
+      queues: deps.queues,
+      log: deps.log,
+      mutate: (mutations) => this.mutate(mutations),
+      resync: (tablet) => this.resync(tablet),
+      drop: (tablet, reason) => this.drop(tablet, reason),
+      planFor: (tablet, meta) => this.planFor(tablet, meta),
+    };
+  }
 
   get count(): number {
     return this.tablets.size;
@@ -290,90 +297,9 @@ export class Hosting {
     this.deps.log.info({ tablet: tablet.row, reason }, 'tablet unloaded');
   }
 
-  /**
-   * Applies a change to a hosted tablet: call inside `tablet.mutex`. Adds the `loc` condition, and with
-   * `replan` the queue-entry update computed from the tablet as it will be. Resolves true when applied,
-   * false when one of the change's own conditions failed; a lost location drops the tablet and rejects
-   * with NOT_SERVING; an unknown outcome reads the tablet back and rejects with OUTCOME_UNKNOWN (the
-   * caller can look at the tablet to learn what happened).
-   */
-  async change(tablet: HostedTablet, change: TabletChange): Promise<boolean> {
-    if (tablet.stale) await this.resync(tablet);
-    if (tablet.state !== 'hosted') {
-      throw new ExcError('NOT_SERVING', `tablet ${tablet.row} is not hosted here`, {
-        details: { tablet: tablet.row },
-      });
-    }
-    let jobs: PlannedJob[] | undefined;
-    if (change.replan) change = withUserStep(tablet, change, Date.now());
-    const previewed = change.replan ? preview(tablet, change) : undefined;
-    if (previewed) {
-      // Planned on the tablet as it will be, so the queue says what the tablet will want.
-      try {
-        jobs = await this.planFor(tablet, previewed);
-      } catch (err) {
-        // Without the table's settings the queue entries cannot be planned; leave them as they are
-        // (removing them would strand the tablet's work) and plan again soon.
-        this.deps.log.warn(
-          { tablet: tablet.row, err: describeError(err) },
-          'could not plan: queue entries left as they are',
-        );
-        tablet.replanNeeded = true;
-      }
-    }
-    const built = buildChange(tablet, change, jobs, (name) => this.deps.queues.byQueueName(name));
-    if (built.empty) {
-      // Nothing to write: a plan made here found the queue entries already right.
-      if (built.queued) tablet.replanNeeded = false;
-      return true;
-    }
-    let result: MutationResult | undefined;
-    try {
-      [result] = await this.mutate([built.mutation]);
-    } catch (err) {
-      if (certainlyNotApplied(err)) throw err;
-      await this.readBack(tablet, `outcome of a change unknown: ${describeError(err)}`);
-      throw new ExcError(
-        'OUTCOME_UNKNOWN',
-        `the metadata store did not confirm a change of ${tablet.row}: ${describeError(err)}`,
-        { cause: err, details: { tablet: tablet.row } },
-      );
-    }
-    if (!result) throw new ExcError('INTERNAL', 'no result for a mutation');
-    if (!result.applied) {
-      if (result.failed.index === LOC_CONDITION) {
-        this.drop(tablet, 'lost its location (reassigned)');
-        throw new ExcError('NOT_SERVING', `tablet ${tablet.row} is no longer hosted here`, {
-          details: { tablet: tablet.row },
-        });
-      }
-      if (result.failed.index === VERSION_CONDITION) {
-        // The copy is out of date: read it again, and let the caller decide anew (as after an unknown
-        // outcome; this change was certainly not applied).
-        await this.readBack(tablet, 'the tablet changed behind its copy');
-        throw new ExcError('OUTCOME_UNKNOWN', `tablet ${tablet.row} changed behind its copy; try again`, {
-          details: { tablet: tablet.row },
-        });
-      }
-      return false;
-    }
-    change.apply?.(tablet.meta);
-    tablet.meta.version++;
-    // Cleared only once the entries are written: if this change is refused, the old entries may be stale.
-    if (built.queued) {
-      tablet.meta.queued = built.queued;
-      tablet.replanNeeded = false;
-    }
-    return true;
-  }
-
-  /** Marks the tablet's copy stale and reads it back now (a failure leaves it stale for the next use). */
-  private async readBack(tablet: HostedTablet, why: string): Promise<void> {
-    tablet.stale = true;
-    this.deps.log.warn({ tablet: tablet.row, why }, 'reading the tablet back');
-    await this.resync(tablet).catch((e: unknown) =>
-      this.deps.log.warn({ tablet: tablet.row, err: describeError(e) }, 'could not read the tablet back yet'),
-    );
+  /** Applies a change to a hosted tablet: call inside `tablet.mutex` (see apply-change.ts). */
+  change(tablet: HostedTablet, change: TabletChange): Promise<boolean> {
+    return applyChange(tablet, change, this.applying);
   }
 
   /**

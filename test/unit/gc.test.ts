@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { planGc } from '../../src/manager/gc.js';
+import { planGc } from '../../src/manager/gc-plan.js';
 
 /**
  * A random history of one instance's files: files are written, referenced by tablets, replaced (which

@@ -1,0 +1,91 @@
+/**
+ * Which files the garbage collector (gc.ts) deletes: every reference, read in one snapshot, and the
+ * decision made from it.
+ *
+ * A file may be deleted only when no tablet references it: not as one of its files, nor as an input or the
+ * output of one of its reservations, nor as a part of a checkpoint (one a reservation holds, or one kept
+ * for a requeued job: DESIGN.md, "Resume").
+ *
+ * Every reference is read in one snapshot of the metadata store. Read page by page, a commit landing
+ * between two pages could hide a file it moves within a tablet's row from a column read later to one
+ * read earlier (the last sub-job of a split moves the sub-jobs' outputs from `split:` to `file:`; a
+ * resuming reservation a checkpoint from `resume:` to `ecomp:`), and the sweep would delete it.
+ *
+ * An output a reservation is still writing may sit in the store unnamed for a long time: its parts
+ * (`<output>.partial`, `<output>.partNNNNN`) before the first checkpoint names them, and the local
+ * store's temporary file of a write that has produced little yet. Both are kept while the reservation
+ * lives, however old.
+ *
+ * The decision is a pure function ({@link planGc}) so it can be checked against random histories.
+ */
+import { ALL_TABLETS } from '../meta/keys.js';
+import { checkpointParts } from '../meta/tablet.js';
+import type { MetaBackend } from '../meta/backend.js';
+import { ofOutputBeingWritten } from '../storage/index.js';
+import { readTablets } from './tables.js';
+
+export interface GcInput {
+  now: number;
+  graceMs: number;
+  /** Files some tablet references (files, reservation inputs and outputs). */
+  referenced: ReadonlySet<string>;
+  /** Outputs reservations are writing: their parts are kept, named in a checkpoint or not. */
+  writing?: ReadonlySet<string>;
+  /** `~del` rows: file → time the row was written. */
+  deletions: ReadonlyMap<string, number>;
+  /** Objects found under the tables prefix: name → last modified. Undefined when the sweep is skipped. */
+  objects?: ReadonlyMap<string, number>;
+}
+
+export interface GcPlan {
+  /** Files to delete from the store. */
+  deleteFiles: string[];
+  /** `~del` rows to remove after their files are deleted. */
+  dropRows: string[];
+  /** `~del` rows naming a referenced file (left alone, reported). */
+  stillReferenced: string[];
+}
+
+export function planGc(input: GcInput): GcPlan {
+  const deleteFiles = new Set<string>();
+  const dropRows: string[] = [];
+  const stillReferenced: string[] = [];
+  for (const [file, at] of input.deletions) {
+    if (input.referenced.has(file)) {
+      stillReferenced.push(file);
+      continue;
+    }
+    if (input.now - at < input.graceMs) continue;
+    deleteFiles.add(file);
+    dropRows.push(file);
+  }
+  for (const [name, modifiedMs] of input.objects ?? []) {
+    if (input.referenced.has(name) || input.deletions.has(name)) continue;
+    if (input.writing && ofOutputBeingWritten(name, input.writing)) continue;
+    if (input.now - modifiedMs < input.graceMs) continue;
+    deleteFiles.add(name);
+  }
+  return { deleteFiles: [...deleteFiles], dropRows, stillReferenced };
+}
+
+/**
+ * Everything any tablet references, and the outputs its reservations are writing: one snapshot (see
+ * the module comment).
+ */
+export async function readReferences(
+  store: MetaBackend,
+): Promise<{ referenced: Set<string>; writing: Set<string> }> {
+  const referenced = new Set<string>();
+  const writing = new Set<string>();
+  const tablets = await store.snapshot((reader) => readTablets(reader, ALL_TABLETS.start, ALL_TABLETS.end));
+  for (const tablet of tablets) {
+    for (const file of tablet.files.keys()) referenced.add(file);
+    for (const r of tablet.reservations.values()) {
+      referenced.add(r.output);
+      writing.add(r.output);
+      for (const input of r.inputs) referenced.add(input);
+    }
+    for (const part of checkpointParts(tablet)) referenced.add(part);
+  }
+  return { referenced, writing };
+}
