@@ -11,6 +11,8 @@
  * - Dead reservations: while the run goes on, no reservation names a compactor whose node is gone for
  *   longer than the cluster needs to notice (its host may itself be down: then the new host cancels it).
  * - Reclaim latency: after each kill -9 of a compactor holding work, how long until all of it was back.
+ * - Consistency: at quiescent points, a problem `admin check` reports in every check for a while (known
+ *   by everything but its age, so an orphan file that grows older is still the same problem).
  */
 import { createReadStream, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -260,8 +262,57 @@ export function judgeOutcomes(
 }
 
 /**
- * Runs `excompact admin check --json` until no problem stands: a problem seen in every check for
- * `graceMs` is a violation, one that comes and goes is a busy cluster caught between two reads.
+ * Fields of a check's problem items that change from one check to the next while the problem stays the
+ * same: how old an orphan or a temporary is. They are no part of what the problem is.
+ */
+const VOLATILE_FIELDS: ReadonlySet<string> = new Set(['ageMs']);
+
+/**
+ * What identifies a problem across checks: its name and every field of its item but the volatile ones.
+ * Keyed by the whole item, an orphan file was a new problem in every check (its `ageMs` had grown), so it
+ * never stood and only the final check could catch it.
+ */
+export function problemKey(name: string, item: Record<string, unknown>): string {
+  const fields = Object.entries(item)
+    .filter(([field]) => !VOLATILE_FIELDS.has(field))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `${name} ${JSON.stringify(fields)}`;
+}
+
+/**
+ * Judges successive check reports: a problem (other than an informational one) seen in every report for
+ * `graceMs` stands — a violation; one that comes and goes is a busy cluster caught between two reads.
+ * The check's own grace periods already excuse what is fresh (an unreferenced file is an orphan only
+ * past the GC grace and the wait for the next sweep), so what stands is what the cluster failed to mend.
+ */
+export class StandingProblems {
+  private readonly firstSeen = new Map<string, number>();
+
+  constructor(private readonly graceMs: number) {}
+
+  /** Takes the report of a check made at `now`: how many problems it has, and those that stand. */
+  observe(report: CheckReport, now: number): { seen: number; standing: Record<string, unknown[]> } {
+    const seen = new Set<string>();
+    const standing: Record<string, unknown[]> = {};
+    for (const [name, p] of Object.entries(report.problems)) {
+      if (p.severity === 'info' || !p.count) continue;
+      for (const item of p.items) {
+        const key = problemKey(name, item);
+        seen.add(key);
+        const since = this.firstSeen.get(key) ?? now;
+        this.firstSeen.set(key, since);
+        if (now - since >= this.graceMs) (standing[name] ??= []).push(item);
+      }
+    }
+    // A problem that went away and comes back is new again.
+    for (const key of [...this.firstSeen.keys()]) if (!seen.has(key)) this.firstSeen.delete(key);
+    return { seen: seen.size, standing };
+  }
+}
+
+/**
+ * Runs `excompact admin check --json` until no problem stands (see {@link StandingProblems}), or none is
+ * left, or `deadlineMs` passed.
  */
 export async function standingProblems(
   cluster: ChaosCluster,
@@ -269,7 +320,7 @@ export async function standingProblems(
   log: ChaosLog,
   deadlineMs = 90_000,
 ): Promise<{ report: CheckReport; standing: Record<string, unknown[]> }> {
-  const firstSeen = new Map<string, number>();
+  const judge = new StandingProblems(graceMs);
   const started = Date.now();
   for (;;) {
     // Exit code 5: the check found problems (they are judged here).
@@ -279,20 +330,8 @@ export async function standingProblems(
       ),
     ) as CheckReport;
     const now = Date.now();
-    const seen = new Set<string>();
-    const standing: Record<string, unknown[]> = {};
-    for (const [name, p] of Object.entries(report.problems)) {
-      if (p.severity === 'info' || !p.count) continue;
-      for (const item of p.items) {
-        const key = `${name} ${JSON.stringify(item)}`;
-        seen.add(key);
-        const since = firstSeen.get(key) ?? now;
-        firstSeen.set(key, since);
-        if (now - since >= graceMs) (standing[name] ??= []).push(item);
-      }
-    }
-    for (const key of [...firstSeen.keys()]) if (!seen.has(key)) firstSeen.delete(key);
-    if (seen.size === 0 || Object.keys(standing).length > 0 || now - started > deadlineMs) {
+    const { seen, standing } = judge.observe(report, now);
+    if (seen === 0 || Object.keys(standing).length > 0 || now - started > deadlineMs) {
       if (Object.keys(standing).length > 0)
         log.event(
           'check-problems',

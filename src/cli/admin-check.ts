@@ -30,6 +30,11 @@ export function registerCheck(admin: Command): void {
       `
 Checks, most serious first:
   missing files             files a tablet references that are not in the object store (data loss)
+  files in two jobs         a file in two running jobs of a tablet (other than the sub-jobs of one
+                            split job), or a job's input the tablet does not have
+  selections                a system job over files both in and outside a user compaction's
+                            selection, or with filters; a user job over other files or filters
+                            than its selection; a selected file the tablet does not have
   dead reservations         reservations naming a compactor whose ZooKeeper node is gone
   entries without work      queue entries whose hosted tablet has no work for that queue, or no tablet
   work missing from queue   hosted tablets with work for an existing queue but no entry in it
@@ -122,6 +127,10 @@ function describeItem(name: string, item: Record<string, unknown>): string {
           : item.file === undefined
             ? ''
             : ` (${s('job')})`
+      }`;
+    case 'selectionConflicts':
+      return `${item.file === undefined ? s('job') : s('file')} on ${s('tablet')}: ${s('problem')}${
+        Array.isArray(item.files) ? ` (${item.files.join(', ')})` : ''
       }`;
     case 'queueEntriesWithoutWork':
       return `${s('entry')} (${s('reason')})`;

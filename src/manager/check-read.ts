@@ -5,7 +5,9 @@
  *   1. Queues, from ZooKeeper.
  *   2. One read transaction of the metadata store: tablets, queue entries, deletion marks and table
  *      settings. A tablet and its `~cq` entries change in one mutation; read apart, every commit in between
- *      would show an entry without work or work without an entry.
+ *      would show an entry without work or work without an entry. Within a tablet's row too: a row's
+ *      columns may come in several pages, and a commit between two of them would show a job's inputs gone
+ *      but not its output in the selection (or the reverse), a user job beside the selection it ended.
  *   3. Compactor nodes, after the metadata: a tablet server records a reservation only while its
  *      compactor's node exists, so a node named in the read and missing now is dead — and a compactor that
  *      registered after the read has no reservation in it.

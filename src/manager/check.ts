@@ -9,6 +9,11 @@
  *   sharedInputs               a file in two live reservations of a tablet (other than sub-jobs of one split)
  *                              or in a reservation and a split job it is not a sub-job of, or an input of
  *                              a reservation or split job that is not the tablet's file (invariant 3)
+ *   selectionConflicts         a system job over files both in and outside a user compaction's selection
+ *                              (one reserved before the selection has all its inputs in it, one after
+ *                              none), or with filters; a user job whose requests are pending over other
+ *                              files or filters than its selection's, or with none; a selected file the
+ *                              tablet does not have (invariant 7)
  *   deadCompactorReservations  a reservation names a compactor whose node is gone (invariant 2)
  *   queueEntriesWithoutWork    a `~cq` entry whose hosted tablet has no work for that queue, or that names
  *                              no tablet at all (invariant 5)
@@ -29,11 +34,13 @@
  *   youngTemporaries           temporaries younger than that, or of an output a reservation is writing:
  *                              writes in progress, or awaiting the sweep
  */
+import { isDeepStrictEqual } from 'node:util';
 import { parseQueueRow, queueEntryTablet } from '../meta/keys.js';
 import type { CheckReport as GenericCheckReport, ProblemList, Severity } from '../meta/check-view.js';
 import type { TableConfig } from '../meta/table-config.js';
-import { checkpointParts, type TabletMeta } from '../meta/tablet.js';
+import { checkpointParts, type Reservation, type TabletMeta } from '../meta/tablet.js';
 import type { QueueInfo } from '../queue/registry.js';
+import { satisfiedBy } from '../queue/selection.js';
 import { tabletDemand } from '../queue/tablet-plan.js';
 import type { TemporaryInfo } from '../storage/object-store.js';
 import { ofOutputBeingWritten } from '../storage/index.js';
@@ -78,6 +85,10 @@ export const PROBLEMS = {
   missingFiles: ['referenced files missing from the object store', 'critical'],
   deadCompactorReservations: ['reservations naming dead compactors', 'error'],
   sharedInputs: ["files in two jobs at once, or jobs' inputs the tablet does not have", 'critical'],
+  selectionConflicts: [
+    "user compactions' selections shared with system jobs, or unlike their user jobs",
+    'critical',
+  ],
   queueEntriesWithoutWork: ['queue entries without work', 'error'],
   workMissingFromQueue: ['work missing from the queue', 'error'],
   orphanFiles: ['unreferenced files older than the GC grace, not marked for deletion', 'error'],
@@ -104,6 +115,7 @@ type Found = Record<ProblemName, Record<string, unknown>[] | NotCheckable>;
 export function checkCluster(input: CheckInput): CheckReport {
   const found: Found = {
     ...checkReservations(input),
+    ...checkSelections(input),
     ...checkQueues(input),
     ...checkFiles(input),
     ...checkTemporaries(input),
@@ -178,6 +190,77 @@ function checkReservations(input: CheckInput): Pick<Found, 'deadCompactorReserva
     }
   }
   return { deadCompactorReservations: dead, sharedInputs: shared };
+}
+
+/** What the selection check needs of a job: a reservation's, or a split job's (its sub-jobs' together). */
+type SelectionJob = Pick<Reservation, 'inputs' | 'kind' | 'settings' | 'userCompactionIds'> & {
+  userCompactionId?: string;
+};
+
+/**
+ * Invariant 7: a user compaction's selection and a system job's inputs share no file, except those of a
+ * system job reserved before the selection was made; a user job rewrites exactly its selection. The
+ * selection takes every file the tablet has when it is made, so a system job reserved before it has all
+ * its inputs in it (they stay the tablet's files until its commit puts its output in their place, in the
+ * same mutation), and one reserved after it has none (the planner keeps selected files out). Which of the
+ * two a job whose inputs are all selected is cannot be told from the rows; a job with some of each is
+ * neither. A user job is reserved with its selection written as exactly its inputs and filters, and the
+ * selection then changes only by losing cancelled requests (its files stay) or with the job's own end.
+ *
+ * Everything judged here is in one tablet row, which every change rewrites in one mutation: the snapshot
+ * shows each row as a whole change left it, never half a commit. A user job none of whose requests is left
+ * (an admin cancelled them) is being cancelled by its tablet server, and the next selection may already
+ * be made without it: it is not judged, nor a split of such a job whose sub-jobs are still running.
+ */
+function checkSelections(input: CheckInput): Pick<Found, 'selectionConflicts'> {
+  const out: Record<string, unknown>[] = [];
+  for (const t of input.tablets) {
+    const selection = t.selection;
+    const selected = new Set(selection?.files ?? []);
+    for (const file of selected)
+      if (!t.files.has(file))
+        out.push({ tablet: t.row, file, problem: 'selected, not a file of the tablet' });
+    // Each job once: a split job as itself (its sub-jobs' inputs are its own), every other reservation.
+    const jobs: [string, SelectionJob][] = [
+      ...[...t.splits].map(([id, split]): [string, SelectionJob] => [`split:${id}`, split]),
+      ...[...t.reservations].filter(([, r]) => !r.split),
+    ];
+    for (const [job, r] of jobs) {
+      if (r.kind === 'system') {
+        const inSelection = r.inputs.filter((f) => selected.has(f));
+        if (inSelection.length > 0 && inSelection.length < r.inputs.length)
+          out.push({
+            tablet: t.row,
+            job,
+            files: inSelection,
+            problem: 'system job over selected and unselected files',
+          });
+        if (r.settings.filters.length > 0)
+          out.push({ tablet: t.row, job, problem: "system job with a user compaction's filters" });
+        continue;
+      }
+      if (!satisfiedBy(r).some((id) => t.userCompactions.has(id))) continue; // being cancelled
+      if (!selection) {
+        out.push({ tablet: t.row, job, problem: 'user job without a selection' });
+        continue;
+      }
+      const inputs = new Set(r.inputs);
+      const differ = [
+        ...r.inputs.filter((f) => !selected.has(f)),
+        ...selection.files.filter((f) => !inputs.has(f)),
+      ];
+      if (differ.length > 0)
+        out.push({
+          tablet: t.row,
+          job,
+          files: differ.sort(),
+          problem: 'user job over files other than its selection',
+        });
+      if (!isDeepStrictEqual(r.settings.filters, selection.filters))
+        out.push({ tablet: t.row, job, problem: "user job with filters other than its selection's" });
+    }
+  }
+  return { selectionConflicts: out };
 }
 
 function checkQueues(input: CheckInput): Pick<Found, 'queueEntriesWithoutWork' | 'workMissingFromQueue'> {

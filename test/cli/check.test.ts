@@ -137,12 +137,64 @@ describe('admin check', () => {
 
     const human = await c.cli(['admin', 'check']);
     expect(human.code).toBe(EXIT_INCONSISTENT);
-    expect(human.stdout).toMatch(/^INCONSISTENT: 5 of 10 checks found problems/);
+    expect(human.stdout).toMatch(/^INCONSISTENT: 5 of 11 checks found problems/);
     expect(human.stdout).toContain(
       `  CRITICAL 1  referenced files missing from the object store: ${lost} (tablet ${high})`,
     );
     expect(human.stdout).toMatch(/\n {2}PROBLEM +1 {2}work missing from the queue: /);
     expect(human.stdout).toMatch(/\n {2}ok +0 {2}reservations naming dead compactors\n/);
+  });
+
+  it('selection - a pending user compaction is consistent; a system job over a selected and a later file is critical', async () => {
+    const c = cluster();
+    const s = await c.startWithTable();
+    await fill(s); // three files, no compactor: nothing runs
+    const row = s.tablets[0]!.tablet;
+    await cliOk(c, ['admin', 'table', 'compact', s.table]);
+    const selection = (await readTablet(s.meta, row)).selection;
+    expect(selection?.files).toHaveLength(3);
+    await s.client.ingest(s.table, [{ row: 'b', cf: 'f', cq: 'q', ts: 20, value: 'later' }]);
+    const later = [...(await readTablet(s.meta, row)).files.keys()].find(
+      (f) => !selection!.files.includes(f),
+    );
+    expect(later).toBeDefined();
+    // A user compaction waiting for a compactor, beside a file ingested after its selection: all fine.
+    expect(found((await check(c)).report)).toEqual({});
+
+    // What a tablet server must never do: reserve a system job over a selected file after the selection
+    // (written here behind its back, naming a compactor that never existed).
+    const forged = {
+      compactor: `${c.layout.queueNode(s.queue.id)}/c-9999999999`,
+      queueId: s.queue.id,
+      inputs: [selection!.files[0]!, later!],
+      output: `tables/${s.tablets[0]!.tableId}/Cforged.rf`,
+      kind: 'system',
+      attempt: 0,
+      reservedAt: Date.now(),
+      allFiles: false,
+      settings: { versions: 1, nowMs: Date.now(), filters: [], dropDeletes: false },
+    };
+    await s.meta.mutate([{ puts: [{ row, col: 'ecomp:EFORGED', value: JSON.stringify(forged) }] }]);
+
+    const { code, report } = await check(c);
+    expect(code).toBe(EXIT_INCONSISTENT);
+    expect(report.problems.selectionConflicts).toMatchObject({
+      severity: 'critical',
+      count: 1,
+      items: [
+        {
+          tablet: row,
+          job: 'EFORGED',
+          files: [selection!.files[0]],
+          problem: 'system job over selected and unselected files',
+        },
+      ],
+    });
+    const human = await c.cli(['admin', 'check']);
+    expect(human.stdout).toContain(
+      `  CRITICAL 1  user compactions' selections shared with system jobs, or unlike their user jobs: ` +
+        `EFORGED on ${row}: system job over selected and unselected files (${selection!.files[0]})\n`,
+    );
   });
 
   it('dead compactor - a reservation whose compactor node is deleted while its server is paused is reported', async () => {

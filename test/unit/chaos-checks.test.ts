@@ -1,7 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { judgeOutcomes, type LogFindings, type OutcomeRecord } from '../../chaos/checks.js';
+import {
+  judgeOutcomes,
+  problemKey,
+  StandingProblems,
+  type LogFindings,
+  type OutcomeRecord,
+} from '../../chaos/checks.js';
 import type { KillRecord, ZombieRecord } from '../../chaos/faults.js';
 import type { NodeDeath } from '../../chaos/node-deaths.js';
+import { checkCluster, type CheckInput } from '../../src/manager/check.js';
+import { tabletRow } from '../../src/meta/keys.js';
+import { parseTablet } from '../../src/meta/tablet.js';
 
 /** The chaos run's judgement of commits from paused compactors (chaos/checks.ts). */
 describe('chaos checks - zombie commits', () => {
@@ -59,5 +68,77 @@ describe('chaos checks - zombie commits', () => {
     expect(judge(14_100, [outlived], [], [{ compactor: node, at: 10_050 }])).toEqual(['E1']);
     expect(judge(14_100, [], [{ compactor: node, at: 10_050 }])).toEqual(['E1']);
     expect(judge(14_100, [], [], [{ compactor: 'another', at: 10_050 }])).toEqual([]);
+  });
+});
+
+/** The chaos run's judgement of `admin check` reports at its quiescent points (chaos/checks.ts). */
+describe('chaos checks - standing problems', () => {
+  const GRACE = 20_000;
+  const T0 = 10_000_000;
+  const tablet = tabletRow('0001', null);
+  /** A cluster whose one tablet has file `a`, with an object nothing references (written at 0). */
+  const input = (now: number, over: Partial<CheckInput> = {}): CheckInput => ({
+    now,
+    graceMs: GRACE,
+    tablets: [parseTablet(tablet, new Map([['file:a', '{"size":1,"entries":1}']]))],
+    queueEntries: [],
+    deletions: new Map(),
+    tableConfigs: new Map(),
+    queues: [],
+    liveCompactors: new Set(),
+    objects: new Map([
+      ['a', { size: 1, modifiedMs: 0 }],
+      ['orphan', { size: 1, modifiedMs: 0 }],
+    ]),
+    temporaries: [{ target: 'tables/0001/C1.rf', id: 'u1', modifiedMs: 0 }],
+    ...over,
+  });
+
+  it('an orphan or a stale temporary seen in every check for the grace stands, though it grew older', () => {
+    const judge = new StandingProblems(10_000);
+    const first = judge.observe(checkCluster(input(T0)), T0);
+    expect(first).toEqual({ seen: 2, standing: {} });
+    expect(judge.observe(checkCluster(input(T0 + 5_000)), T0 + 5_000).standing).toEqual({});
+    const later = checkCluster(input(T0 + 10_000));
+    expect(later.problems.orphanFiles.items).toEqual([
+      { file: 'orphan', size: 1, modifiedMs: 0, ageMs: T0 + 10_000 },
+    ]);
+    expect(judge.observe(later, T0 + 10_000).standing).toEqual({
+      orphanFiles: later.problems.orphanFiles.items,
+      staleTemporaries: later.problems.staleTemporaries.items,
+    });
+  });
+
+  it('a problem that went away is new when it comes back; informational lists are never judged', () => {
+    const judge = new StandingProblems(10_000);
+    judge.observe(checkCluster(input(T0)), T0);
+    const mended = input(T0 + 5_000, {
+      objects: new Map([['a', { size: 1, modifiedMs: 0 }]]),
+      temporaries: [],
+    });
+    expect(judge.observe(checkCluster(mended), T0 + 5_000)).toEqual({ seen: 0, standing: {} });
+    expect(judge.observe(checkCluster(input(T0 + 12_000)), T0 + 12_000).standing).toEqual({});
+    // Young files and temporaries are writes in flight (info): however long they are seen, nothing stands.
+    const young = input(T0 + 20_000, {
+      objects: new Map([
+        ['a', { size: 1, modifiedMs: 0 }],
+        ['young', { size: 1, modifiedMs: T0 + 15_000 }],
+      ]),
+      temporaries: [{ target: 'tables/0001/C2.rf', id: 'u2', modifiedMs: T0 + 15_000 }],
+    });
+    const report = checkCluster(young);
+    expect(report.problems.unreferencedYoung.count).toBe(1);
+    expect(judge.observe(report, T0 + 20_000)).toEqual({ seen: 0, standing: {} });
+  });
+
+  it('problem keys - every field but the age: another file or size is another problem', () => {
+    const item = { file: 'f', size: 1, modifiedMs: 0, ageMs: 5 };
+    expect(problemKey('orphanFiles', item)).toBe(problemKey('orphanFiles', { ...item, ageMs: 9 }));
+    expect(problemKey('orphanFiles', item)).toBe(
+      problemKey('orphanFiles', { ageMs: 9, modifiedMs: 0, size: 1, file: 'f' }),
+    );
+    expect(problemKey('orphanFiles', item)).not.toBe(problemKey('orphanFiles', { ...item, file: 'g' }));
+    expect(problemKey('orphanFiles', item)).not.toBe(problemKey('orphanFiles', { ...item, size: 2 }));
+    expect(problemKey('orphanFiles', item)).not.toBe(problemKey('staleTemporaries', item));
   });
 });

@@ -4,7 +4,11 @@ import { queueRow, tabletRow } from '../../src/meta/keys.js';
 import { tableConfigSchema } from '../../src/meta/table-config.js';
 import { parseTablet, type TabletMeta } from '../../src/meta/tablet.js';
 import { failureKey } from '../../src/meta/tablet.js';
+import type { PlannedJob } from '../../src/queue/planner.js';
+import { userStep } from '../../src/queue/selection.js';
 import { tabletDemand } from '../../src/queue/tablet-plan.js';
+import { decideCancel, decideCommit } from '../../src/tserver/rules.js';
+import { decideReserve } from '../../src/tserver/reserve-rules.js';
 
 const NOW = 10_000_000;
 const GRACE = 600_000;
@@ -281,5 +285,203 @@ describe('tablet demand', () => {
       parked: true,
     });
     expect(tabletDemand(t, config, [SMALL, LARGE])).toEqual(new Map());
+  });
+});
+
+/**
+ * Invariant 7 in the check: a user compaction's selection against the tablet's jobs. The violations are
+ * rows as the store would hold them (through the real row parser); the legal states are those the
+ * tablet server's own rules leave, step by step.
+ */
+describe('consistency check - user compaction selections (invariant 7)', () => {
+  const DROP_X = [{ name: 'dropRowPrefix', options: { prefixes: ['x'] } }];
+  const settings = (filters: unknown[] = []) => ({ versions: 1, nowMs: 0, filters, dropDeletes: false });
+  const job = (inputs: string[], extra: Record<string, unknown> = {}) => ({
+    compactor: COMPACTOR,
+    queueId: SMALL.id,
+    inputs,
+    output: `out-${inputs.join('')}`,
+    kind: 'system',
+    attempt: 0,
+    reservedAt: 5,
+    allFiles: false,
+    settings: settings(),
+    ...extra,
+  });
+  /** T2 with files a..f, request U1 (dropping rows x…) and the given columns. */
+  const row = (cols: Record<string, unknown>): TabletMeta =>
+    parseTablet(
+      T2,
+      new Map([
+        ['prev', 'null'],
+        ...['a', 'b', 'c', 'd', 'e', 'f'].map((f) => [`file:${f}`, '{"size":10,"entries":1}'] as const),
+        ['compact:U1', JSON.stringify({ requestedAt: 1, filters: DROP_X })],
+        ...Object.entries(cols).map(([col, value]) => [col, JSON.stringify(value)] as const),
+      ]),
+    );
+  const selected = (files: string[], filters = DROP_X) => ({ ids: ['U1'], files, filters });
+  const conflicts = (...tablets: TabletMeta[]) =>
+    checkCluster({ ...cleanInput(), tablets, objects: { notCheckable: 'not listed' } }).problems
+      .selectionConflicts;
+
+  it('a system job over selected and unselected files, or with filters, is critical', () => {
+    expect(conflicts(row({ selected: selected(['a', 'b', 'c']) }))).toMatchObject({ count: 0 });
+    const report = conflicts(
+      row({
+        selected: selected(['a', 'b', 'c']),
+        // Reserved before the selection (all its inputs in it), after it (none): both fine.
+        'ecomp:E1': job(['a', 'b']),
+        'ecomp:E2': job(['d']),
+        // Neither: the selection took every file, so this one took a selected file after it.
+        'ecomp:E3': job(['c', 'e']),
+        'ecomp:E4': job(['f'], { settings: settings(DROP_X) }),
+      }),
+    );
+    expect(report).toMatchObject({ severity: 'critical', count: 2 });
+    expect(report.items).toEqual([
+      { tablet: T2, job: 'E3', files: ['c'], problem: 'system job over selected and unselected files' },
+      { tablet: T2, job: 'E4', problem: "system job with a user compaction's filters" },
+    ]);
+  });
+
+  it('a split system job is judged by its inputs, not by its sub-jobs', () => {
+    const split = (inputs: string[]) => ({
+      inputs,
+      kind: 'system',
+      allFiles: false,
+      settings: settings(),
+      bounds: ['6d'],
+      done: [null, null],
+      createdAt: 5,
+    });
+    const sub = (id: string, inputs: string[]) =>
+      job(inputs, { split: { id, index: 1, of: 2, start: '6d' }, output: `out-${id}` });
+    const report = conflicts(
+      row({
+        selected: selected(['a', 'b', 'c']),
+        'split:S1': split(['a', 'b']),
+        'ecomp:E1': sub('S1', ['a', 'b']),
+        'split:S2': split(['c', 'd']),
+        'ecomp:E2': sub('S2', ['c', 'd']),
+      }),
+    );
+    expect(report.items).toEqual([
+      { tablet: T2, job: 'split:S2', files: ['c'], problem: 'system job over selected and unselected files' },
+    ]);
+  });
+
+  it('a user job over other files or filters than its selection, or without one, is critical', () => {
+    const user = (inputs: string[], filters = DROP_X) =>
+      job(inputs, { kind: 'user', userCompactionIds: ['U1'], settings: settings(filters) });
+    expect(conflicts(row({ selected: selected(['a', 'b']), 'ecomp:E1': user(['a', 'b']) })).count).toBe(0);
+    expect(conflicts(row({ selected: selected(['a', 'b']), 'ecomp:E1': user(['b', 'c']) })).items).toEqual([
+      { tablet: T2, job: 'E1', files: ['a', 'c'], problem: 'user job over files other than its selection' },
+    ]);
+    expect(
+      conflicts(row({ selected: selected(['a', 'b']), 'ecomp:E1': user(['a', 'b'], []) })).items,
+    ).toEqual([{ tablet: T2, job: 'E1', problem: "user job with filters other than its selection's" }]);
+    expect(conflicts(row({ 'ecomp:E1': user(['a', 'b']) })).items).toEqual([
+      { tablet: T2, job: 'E1', problem: 'user job without a selection' },
+    ]);
+    // Its requests all cancelled: its tablet server is cancelling it, and the selection may be gone.
+    const abandoned = job(['a'], { kind: 'user', userCompactionIds: ['U9'], settings: settings(DROP_X) });
+    expect(conflicts(row({ 'ecomp:E1': abandoned })).count).toBe(0);
+  });
+
+  it('a selected file the tablet does not have is critical', () => {
+    expect(conflicts(row({ selected: selected(['a', 'gone']) })).items).toEqual([
+      { tablet: T2, file: 'gone', problem: 'selected, not a file of the tablet' },
+    ]);
+  });
+
+  it("a user compaction's life through the tablet server's rules is never reported", () => {
+    const meta = parseTablet(T2, new Map([['prev', 'null']]));
+    const states: string[] = [];
+    const judge = (what: string): void => {
+      const found = conflicts(meta);
+      if (found.count) states.push(`${what}: ${JSON.stringify(found.items)}`);
+    };
+    const ingest = (f: string) => meta.files.set(f, { size: 100, entries: 10 });
+    let n = 0;
+    const reserve = (files: string[], extra: Partial<PlannedJob> = {}): string => {
+      const ecid = `E${++n}`;
+      const decision = decideReserve(
+        meta,
+        { tablet: T2, queueId: SMALL.id, compactor: COMPACTOR },
+        {
+          jobs: [
+            {
+              kind: 'system',
+              files,
+              inputBytes: 100,
+              queue: 'small',
+              priority: 5,
+              allFiles: false,
+              ...extra,
+            },
+          ],
+          config: tableConfigSchema.parse({}),
+          queueIdOf: () => SMALL.id,
+          ecid,
+          output: `C${n}`,
+          now: 5_000,
+          mayDropDeletes: true,
+        },
+      );
+      if (decision.kind !== 'reserve') throw new Error(decision.kind);
+      decision.change.apply(meta);
+      return ecid;
+    };
+    const commit = (ecid: string): void => {
+      const r = meta.reservations.get(ecid)!;
+      const req = { tablet: T2, ecid, compactor: COMPACTOR, output: { size: 100, entries: 10 } };
+      decideCommit(meta, r, req, { now: 9_000, server: 'ts:1' }).apply(meta);
+    };
+    const step = (): void => userStep(meta, 0)?.apply(meta);
+
+    for (const f of ['a', 'b', 'c', 'd']) ingest(f);
+    const before = reserve(['a', 'b']);
+    judge('a system job');
+    meta.userCompactions.set('U1', { requestedAt: 1, filters: DROP_X });
+    judge('a request not yet selected');
+    step();
+    expect(meta.selection?.files).toEqual(['a', 'b', 'c', 'd']);
+    judge('selected, with a system job reserved before');
+    ingest('e');
+    const after = reserve(['e']);
+    judge('a system job over a file ingested after the selection');
+    commit(before);
+    expect(meta.selection?.files).toEqual(['C1', 'c', 'd']);
+    judge("the earlier system job's output in the selection");
+    const user = reserve(meta.selection!.files, { kind: 'user', userCompactionIds: ['U1'], filters: DROP_X });
+    judge('the user job reserved');
+    meta.userCompactions.set('U2', { requestedAt: 2, filters: [] });
+    step();
+    judge('a request with other filters waits');
+    commit(after);
+    judge('the later system job committed');
+    commit(user);
+    expect(meta.selection).toBeUndefined();
+    judge('the user job committed');
+    step();
+    expect(meta.selection?.ids).toEqual(['U2']);
+    const second = reserve(meta.selection!.files, { kind: 'user', userCompactionIds: ['U2'] });
+    // An admin cancels U2: the manager deletes its request; the tablet's next change drops the selection;
+    // its tablet server then cancels the job, in a mutation of its own.
+    meta.userCompactions.delete('U2');
+    judge('the request cancelled');
+    step();
+    expect(meta.selection).toBeUndefined();
+    judge('the selection dropped, the job still running');
+    const cancel = decideCancel(meta, second, 'admin', {
+      now: 9_000,
+      server: 'ts:1',
+      maxAttempts: 3,
+      queueExists: true,
+    });
+    if (cancel.kind !== 'cancel') throw new Error(cancel.kind);
+    cancel.change.apply(meta);
+    judge('the job cancelled');
+    expect(states).toEqual([]);
   });
 });

@@ -24,10 +24,10 @@ describe('admin check output', () => {
     const text = formatCheckReport(checkCluster(input()));
     const lines = text.trimEnd().split('\n');
     expect(lines[0]).toBe('consistent (checked 2030-01-02T03:04:05.000Z)');
-    expect(lines.slice(1, 15)).toHaveLength(14);
-    for (const line of lines.slice(1, 15)) expect(line).toMatch(/^ {2}ok {7}0 {2}\S/);
-    expect(lines[15]).toMatch(/^figures: 0 tablets \(0 hosted\), .*0 objects \(0 B\), .*GC grace 10m0s$/);
-    expect(lines[16]).toMatch(/second run/);
+    expect(lines.slice(1, 16)).toHaveLength(15);
+    for (const line of lines.slice(1, 16)) expect(line).toMatch(/^ {2}ok {7}0 {2}\S/);
+    expect(lines[16]).toMatch(/^figures: 0 tablets \(0 hosted\), .*0 objects \(0 B\), .*GC grace 10m0s$/);
+    expect(lines[17]).toMatch(/second run/);
   });
 
   it('problems - counts, severities, a few examples and how many more; not checkable says why', () => {
@@ -46,7 +46,7 @@ describe('admin check output', () => {
       }),
     );
     const text = formatCheckReport(report);
-    expect(text).toMatch(/^INCONSISTENT: 2 of 10 checks found problems \(checked /);
+    expect(text).toMatch(/^INCONSISTENT: 2 of 11 checks found problems \(checked /);
     expect(text).toContain(
       `  CRITICAL 5  referenced files missing from the object store: tables/0001/a.rf (tablet ${row}); ` +
         `tables/0001/b.rf (tablet ${row}); tables/0001/c.rf (tablet ${row}) (+2 more)\n`,
@@ -99,6 +99,33 @@ describe('admin check output', () => {
     );
     expect(text).toContain(
       `  PROBLEM  1  deletion marks naming a file a tablet still references: tables/0001/a.rf (tablet ${row})\n`,
+    );
+  });
+
+  it('selections - a system job over selected and unselected files, a selected file the tablet lacks', () => {
+    const row = tabletRow('0001', null);
+    const reservation = {
+      compactor: '/c',
+      queueId: 'q',
+      inputs: ['b', 'c'],
+      output: 'out',
+      kind: 'system',
+      attempt: 0,
+      reservedAt: 1,
+      allFiles: false,
+      settings: { versions: 1, nowMs: 0, filters: [], dropDeletes: false },
+    };
+    const cols = new Map([
+      ['prev', 'null'],
+      ...['a', 'b', 'c'].map((f) => [`file:${f}`, '{"size":1,"entries":1}'] as const),
+      ['compact:U1', '{"requestedAt":1}'],
+      ['selected', JSON.stringify({ ids: ['U1'], files: ['a', 'b', 'gone'], filters: [] })],
+      ['ecomp:E1', JSON.stringify(reservation)],
+    ]);
+    const text = formatCheckReport(checkCluster(input({ tablets: [parseTablet(row, cols)] })));
+    expect(text).toContain(
+      "  CRITICAL 2  user compactions' selections shared with system jobs, or unlike their user jobs: " +
+        `gone on ${row}: selected, not a file of the tablet; E1 on ${row}: system job over selected and unselected files (b)\n`,
     );
   });
 });
