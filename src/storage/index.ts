@@ -13,6 +13,7 @@ export * from './range.js';
 export * from './names.js';
 export * from './batches.js';
 export * from './object-store.js';
+export * from './open-store.js';
 export { LocalObjectStore } from './local.js';
 export { MemoryObjectStore } from './memory.js';
 export { S3ObjectStore, type S3StoreOptions, type S3RetryOptions } from './s3.js';

@@ -23,7 +23,21 @@
  * When two codes share offset and first symbol, the loser's code relative to the winner starts one
  * symbol later, and {@link nextCode} makes it from the old code and one symbol read from the entry.
  */
-import type { BlockEntry } from './block-entry.js';
+
+/**
+ * The fields of a BlockEntry (block-entry.ts) that codes are made from: declared here, not imported, as
+ * block-entry.ts imports this module (its decoder makes each entry's code).
+ */
+export interface EncodedEntry {
+  readonly block: Buffer;
+  readonly view: DataView;
+  readonly rowStart: number;
+  readonly familyStart: number;
+  readonly qualifierStart: number;
+  readonly valueStart: number;
+  readonly end: number;
+  readonly deleted: boolean;
+}
 
 /** Offsets from here on share one code. */
 export const OVC_CAP = 4095;
@@ -50,13 +64,13 @@ export function ovcOffset(ovc: number): number {
  * base) has the offset and first symbol of w's: e and w first differ at the next symbol, which is e's
  * second symbol in `ovc`; the symbol after it is read from e.
  */
-export function nextCode(e: BlockEntry, ovc: number): number {
+export function nextCode(e: EncodedEntry, ovc: number): number {
   const offset = ovcOffset(ovc) + 1;
   return code(offset, ovc & 511, symbolAt(e, offset + 1));
 }
 
 /** The symbol at offset `p` of an entry (see the module comment); 0 past its end. */
-export function symbolAt(e: BlockEntry, p: number): number {
+export function symbolAt(e: EncodedEntry, p: number): number {
   const b = e.block;
   let len = e.familyStart - e.rowStart;
   if (p <= len) return p < len ? b[e.rowStart + p]! + 1 : 0;
@@ -77,7 +91,7 @@ export function symbolAt(e: BlockEntry, p: number): number {
  * A difference at `offset` between symbols x (of a) and y (of b): compareFrom's result, the code of
  * the greater relative to the smaller, negated when a is the smaller.
  */
-function result(a: BlockEntry, b: BlockEntry, offset: number, x: number, y: number): number {
+function result(a: EncodedEntry, b: EncodedEntry, offset: number, x: number, y: number): number {
   if (offset >= OVC_CAP) return x < y ? -OVC_FAR : OVC_FAR;
   return x < y ? -code(offset, y, symbolAt(b, offset + 1)) : code(offset, x, symbolAt(a, offset + 1));
 }
@@ -136,7 +150,7 @@ function fieldDiff(
  * `a` is the smaller. So the sign is compareBlockEntries(a, b)'s, and the magnitude is what the loser of
  * a match in the merge keeps as its code relative to the winner.
  */
-export function compareFrom(a: BlockEntry, b: BlockEntry, from: number): number {
+export function compareFrom(a: EncodedEntry, b: EncodedEntry, from: number): number {
   const av = a.view;
   const bv = b.view;
   // Row, family, qualifier: a field of L bytes covers L + 1 symbols; one that ends before `from` is
@@ -192,7 +206,7 @@ export function compareFrom(a: BlockEntry, b: BlockEntry, from: number): number 
  * Whether an entry whose code relative to the entry before it is `ovc` has that entry's cell (row,
  * family, qualifier): they first differ after the qualifier. Undefined when the code does not tell.
  */
-export function sameCellByCode(e: BlockEntry, ovc: number): boolean | undefined {
+export function sameCellByCode(e: EncodedEntry, ovc: number): boolean | undefined {
   if (ovc === OVC_EQUAL) return true;
   if (ovc === OVC_FAR) return undefined;
   return ovcOffset(ovc) >= e.valueStart - e.rowStart + 3;
