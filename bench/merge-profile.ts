@@ -15,10 +15,10 @@
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { parseArgs } from 'node:util';
-import { crc32 } from 'node:zlib';
 import {
   BLOCK_ENTRY_OPS,
   compileSettings,
+  crc32,
   isCompression,
   mergeBatches,
   mergeBlockBatches,

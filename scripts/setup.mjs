@@ -99,7 +99,15 @@ function ensureNpmDependencies() {
   }
   // Make sure the modules the project resolves at run time are really there.
   const require = createRequire(join(root, 'package.json'));
-  for (const name of ['node-zookeeper-client', 'express', 'pino', 'zod', 'lz4-napi', 'zstd-napi']) {
+  for (const name of [
+    'node-zookeeper-client',
+    'express',
+    'pino',
+    'zod',
+    'lz4-napi',
+    'zstd-napi',
+    '@node-rs/crc32',
+  ]) {
     try {
       require.resolve(name);
     } catch {

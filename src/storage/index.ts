@@ -49,6 +49,7 @@ export {
   type PartRef,
 } from './parts.js';
 export { FORMAT_VERSION, MAGIC } from './rfile/codec.js';
+export { crc32, crc32Implementation } from './rfile/crc.js';
 export { BlockEntry, plainEntry } from './rfile/block-entry.js';
 export { BLOCK_ENTRY_OPS, ENTRY_OPS, entryOrder, sameEntryCell, type EntryOps } from './order.js';
 export {

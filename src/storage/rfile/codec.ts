@@ -23,7 +23,7 @@
  *     number       position among the blocks of its kind, from 0 (a misplaced block is detected)
  *     storedLength length of Payload; rawLength its length decompressed (equal for codec 0)
  *     count        entries (data block) or records (index block); at least 1
- *     payloadCrc   CRC-32 (ISO-HDLC, zlib's crc32) of Payload as stored
+ *     payloadCrc   CRC-32 (ISO-HDLC, zlib's crc32; crc.ts) of Payload as stored
  *     headerCrc    CRC-32 of the 24 bytes before it
  *   Payload      := storedLength bytes; decompressed: DataPayload | IndexPayload, exactly rawLength bytes
  *   DataPayload  := Entry{count}                    -- strictly by compareEntries: key order, then value
@@ -48,8 +48,8 @@
  * Every byte of a file is covered by a checksum (a header's, a payload's or the footer body's) or is a
  * constant (version, reserved, magic), so any single damaged byte is detected.
  */
-import { crc32 } from 'node:zlib';
 import type { Key } from '../key.js';
+import { crc32 } from './crc.js';
 
 export const MAGIC = Buffer.from('EXCRFILE', 'latin1');
 export const FORMAT_VERSION = 1;
