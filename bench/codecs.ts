@@ -9,15 +9,8 @@
  */
 import { parseArgs } from 'node:util';
 import { MemoryObjectStore } from '../src/storage/index.js';
-import {
-  BLOCK_HEADER_SIZE,
-  CODEC_DEFLATE,
-  CODEC_LZ4,
-  CODEC_NONE,
-  CODEC_ZSTD,
-  KIND_DATA,
-} from '../src/storage/rfile/codec.js';
-import { compressSync, decompressBlock, deflateBlock } from '../src/storage/rfile/compression.js';
+import { CODEC_DEFLATE, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD } from '../src/storage/rfile/codec.js';
+import { dataBlocks, measureCodec } from './codec-measure.js';
 import { fileName, writeDataSet } from './merge-data.js';
 
 const { values: flags } = parseArgs({
@@ -32,22 +25,7 @@ const { values: flags } = parseArgs({
 async function rawBlocks(entries: number): Promise<Buffer[]> {
   const store = new MemoryObjectStore();
   await writeDataSet(store, { files: 1, entries, valueBytes: 100, compression: 'none' });
-  const file = store.bytes(fileName(0));
-  const blocks: Buffer[] = [];
-  // Blocks follow each other from 0: kind at 0, stored length at 8; the index blocks come last.
-  for (let pos = 0; file[pos] === KIND_DATA;) {
-    const length = file.readUInt32BE(pos + 8);
-    blocks.push(file.subarray(pos + BLOCK_HEADER_SIZE, pos + BLOCK_HEADER_SIZE + length));
-    pos += BLOCK_HEADER_SIZE + length;
-  }
-  return blocks;
-}
-
-async function cpuSeconds(work: () => Promise<void> | void): Promise<number> {
-  const start = process.cpuUsage();
-  await work();
-  const used = process.cpuUsage(start);
-  return (used.user + used.system) / 1e6;
+  return dataBlocks([store.bytes(fileName(0))]);
 }
 
 interface CodecFigures {
@@ -58,30 +36,12 @@ interface CodecFigures {
 }
 
 async function measure(name: string, codec: number, blocks: Buffer[], rounds: number): Promise<CodecFigures> {
-  const raw = blocks.reduce((n, b) => n + b.length, 0);
-  const compress = async (b: Buffer) =>
-    codec === CODEC_NONE
-      ? Buffer.from(b)
-      : codec === CODEC_DEFLATE
-        ? deflateBlock(b)
-        : compressSync(codec, b);
-  let stored: Buffer[] = [];
-  let best = { compress: Infinity, decompress: Infinity };
-  for (let r = 0; r < rounds; r++) {
-    const c = await cpuSeconds(async () => {
-      stored = [];
-      for (const b of blocks) stored.push(await compress(b));
-    });
-    const d = await cpuSeconds(async () => {
-      for (let i = 0; i < stored.length; i++) await decompressBlock(codec, stored[i]!, blocks[i]!.length);
-    });
-    best = { compress: Math.min(best.compress, c), decompress: Math.min(best.decompress, d) };
-  }
+  const m = await measureCodec(codec, blocks, rounds);
   return {
     codec: name,
-    sizeVsRaw: stored.reduce((n, b) => n + b.length, 0) / raw,
-    compressMbPerCpuS: raw / 1e6 / best.compress,
-    decompressMbPerCpuS: raw / 1e6 / best.decompress,
+    sizeVsRaw: m.sizeVsRaw,
+    compressMbPerCpuS: m.rawBytes / 1e6 / m.compressCpuS,
+    decompressMbPerCpuS: m.rawBytes / 1e6 / m.decompressCpuS,
   };
 }
 

@@ -27,6 +27,23 @@ export async function bestWithCpu(
   return fastest;
 }
 
+/**
+ * Runs each of `fns` once per round, in turn, for `rounds` rounds; returns the best time of each in ms.
+ * Alternating puts every figure through the same moments of a shared machine, so that their ratio does
+ * not depend on which ran while a neighbour was busy.
+ */
+export async function alternate(rounds: number, fns: (() => Promise<unknown>)[]): Promise<number[]> {
+  const bests = fns.map(() => Infinity);
+  for (let r = 0; r < rounds; r++) {
+    for (const [i, fn] of fns.entries()) {
+      const t0 = performance.now();
+      await fn();
+      bests[i] = Math.min(bests[i]!, performance.now() - t0);
+    }
+  }
+  return bests;
+}
+
 /** Runs a command with its output sent to /dev/null; resolves when it exits 0. */
 export async function runCommand(
   command: string,

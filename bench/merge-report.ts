@@ -55,8 +55,20 @@ export interface Report {
   };
   cat: Rate;
   sortM: Rate;
-  mergeInMemory: Rate & { vsSortM: number };
+  /** Warm (after untimed merges: what a compactor's long-lived threads run); `cold`: the first merge. */
+  mergeInMemory: Rate & { vsSortM: number; cold: Rate & { vsSortM: number } };
   mergeInMemoryCodec: Rate & { vsSortM: number };
+  /**
+   * The run's codec alone on the data set's blocks: the CPU a compaction in it cannot avoid, and so the
+   * most MB per CPU-second such a compaction could reach on this machine.
+   */
+  codecAlone: {
+    codec: Compression;
+    sizeVsRaw: number;
+    compressCpuS: number;
+    decompressCpuS: number;
+    mbPerCpuSCeiling: number;
+  };
   localCopy: Rate;
   codecs: Record<Compression, CodecFigures>;
   defaultCodec: Compression;
@@ -113,6 +125,13 @@ export function printReport(r: Report, json: boolean): void {
       fmtRatio(r.mergeInMemory.vsSortM),
     ],
     [
+      '    the first merge of the process (cold)',
+      fmt(r.mergeInMemory.cold.entriesPerS),
+      fmt(r.mergeInMemory.cold.mbPerS, 1),
+      '(b), entries/s',
+      fmtRatio(r.mergeInMemory.cold.vsSortM),
+    ],
+    [
       `    the same, inputs in ${ds.codec}`,
       fmt(r.mergeInMemoryCodec.entriesPerS),
       fmt(r.mergeInMemoryCodec.mbPerS, 1),
@@ -124,6 +143,11 @@ export function printReport(r: Report, json: boolean): void {
   out(table(['figure', 'entries/s', 'MB/s', 'baseline', 'ratio'], rows));
   out();
   out('(d) compaction local → local, inputs and output in each codec (MB: the data uncompressed)');
+  const ca = r.codecAlone;
+  out(
+    `    baseline: the codec alone (${ca.codec}, the same blocks, ${fmtRatio(ca.sizeVsRaw)} of their size): compress ${fmt(ca.compressCpuS, 2)} CPU-s + decompress ${fmt(ca.decompressCpuS, 2)} CPU-s, ` +
+      `so at most ${fmt(ca.mbPerCpuSCeiling, 1)} MB per CPU-second for a compaction in it on this machine`,
+  );
   out();
   out(
     table(

@@ -18,8 +18,10 @@ import {
   MemoryObjectStore,
   type Compression,
 } from '../src/storage/index.js';
+import { codecOf } from '../src/storage/rfile/compression.js';
 import { fileName, writeDataSet, writeTextFiles, type DataSpec } from './merge-data.js';
-import { best, bestWithCpu, MB, peakRss, runCommand } from './merge-measure.js';
+import { alternate, best, bestWithCpu, MB, peakRss, runCommand } from './merge-measure.js';
+import { dataBlocks, measureCodec, type CodecCpu } from './codec-measure.js';
 import { printReport, type Report } from './merge-report.js';
 import { compactInChild, compactOnce, copyThrough, mergeOnly, scanOnce } from './merge-runs.js';
 import { parallelFigures, s3Figures } from './merge-more.js';
@@ -60,6 +62,10 @@ const rounds = positiveInt('rounds', flags.rounds);
 const largeEntries = positiveInt('large-entries', flags['large-entries']);
 const withS3 = flags.s3 && !flags['no-s3'];
 const withParallel = flags.parallel && !flags['no-parallel'];
+/** Untimed merges before the timed ones (see main). */
+const WARM_UP = 2;
+/** Rounds of (b) and (c) at least: each takes well under a second. */
+const MERGE_ROUNDS = 5;
 const inputs = Array.from({ length: base.files }, (_, f) => fileName(f));
 const totalEntries = base.files * base.entries;
 
@@ -112,37 +118,66 @@ async function main(): Promise<void> {
       ),
     ),
   );
-  progress('sort -m');
-  const sort = rate(
-    await best(rounds, () => runCommand('sort', ['-m', ...text.paths], { LC_ALL: 'C' })),
-    text.bytes,
-  );
-
-  progress('merge in memory');
-  const inMemory = async (c: Compression) => {
+  // (b) and (c) alternate, round after round, so that both meet the same moments of a shared machine;
+  // each is the best of its rounds. The merges first run WARM_UP times untimed: a compactor's threads
+  // live for many jobs, and V8 compiles the merge's code well only after about a second of running it.
+  // The first, cold merge is reported beside the warm figure.
+  progress('sort -m and the merge in memory, alternately');
+  const inMemory = async (c: Compression): Promise<MemoryObjectStore> => {
     const memory = new MemoryObjectStore();
     const store = stores.get(c)!;
     for (const name of inputs) memory.put(name, await store.readRange(name, 0, Number.MAX_SAFE_INTEGER));
-    return rate(await best(rounds, () => mergeOnly(memory, inputs, totalEntries)));
+    return memory;
   };
-  const merge = await inMemory('none');
-  const mergeCodec = codec === 'none' ? merge : await inMemory(codec);
+  const memoryNone = await inMemory('none');
+  const memoryCodec = codec === 'none' ? memoryNone : await inMemory(codec);
+  const mergeNone = () => mergeOnly(memoryNone, inputs, totalEntries);
+  const mergeCodec = () => mergeOnly(memoryCodec, inputs, totalEntries);
+  const coldMs = await best(1, mergeNone);
+  for (let i = 1; i < WARM_UP; i++) await mergeNone();
+  for (let i = 0; i < WARM_UP && codec !== 'none'; i++) await mergeCodec();
+  const [sortMs, mergeMs, mergeCodecMs] = await alternate(Math.max(rounds, MERGE_ROUNDS), [
+    () => runCommand('sort', ['-m', ...text.paths], { LC_ALL: 'C' }),
+    mergeNone,
+    codec === 'none' ? async () => undefined : mergeCodec,
+  ]);
+  const sort = rate(sortMs!, text.bytes);
+  const merge = rate(mergeMs!);
+  const mergeCold = rate(coldMs);
+  const mergeInCodec = codec === 'none' ? merge : rate(mergeCodecMs!);
 
   progress('copy through the local store (baseline of the end-to-end figures)');
   const localCopy = rate(await best(rounds, () => copyThrough(none, inputs, 'output/copy.rf')));
 
+  // (d) in rounds, each a compaction in every codec and the run's codec alone on the same blocks (its
+  // baseline), so that all meet the same moments of the machine; each figure is the best of its rounds.
+  // One compaction untimed first, as for the merge in memory (its code is the merge's and the writer's).
+  await compactOnce(stores.get(codec)!, inputs, 'output/merged.rf', codec, totalEntries);
+  const blocks = dataBlocks(inputs.map((name) => memoryNone.bytes(name)));
+  const runs = new Map<Compression, { ms: number; cpuMs: number; outputBytes: number }>();
+  let codecCpu: CodecCpu | undefined;
+  for (let r = 0; r < rounds; r++) {
+    progress(`compactions local → local in each codec, and the codec alone (round ${r + 1} of ${rounds})`);
+    for (const c of COMPRESSIONS) {
+      let outputBytes = 0;
+      const run = await bestWithCpu(1, async () => {
+        outputBytes = await compactOnce(stores.get(c)!, inputs, 'output/merged.rf', c, totalEntries);
+      });
+      if (run.ms < (runs.get(c)?.ms ?? Infinity)) runs.set(c, { ...run, outputBytes });
+    }
+    const alone = await measureCodec(codecOf(codec), blocks, 1);
+    codecCpu =
+      codecCpu && codecCpu.compressCpuS + codecCpu.decompressCpuS <= alone.compressCpuS + alone.decompressCpuS
+        ? codecCpu
+        : alone;
+  }
   const codecs = {} as Report['codecs'];
   for (const c of COMPRESSIONS) {
-    progress(`compaction local → local (${c})`);
-    const store = stores.get(c)!;
-    let outputBytes = 0;
-    const run = await bestWithCpu(rounds, async () => {
-      outputBytes = await compactOnce(store, inputs, 'output/merged.rf', c, totalEntries);
-    });
-    const scanMs = await best(rounds, () => scanOnce(store, inputs[0]!));
+    const run = runs.get(c)!;
+    const scanMs = await best(rounds, () => scanOnce(stores.get(c)!, inputs[0]!));
     codecs[c] = {
       inputBytes: stored.get(c)!,
-      outputBytes,
+      outputBytes: run.outputBytes,
       outputVsNone: 0,
       mbPerS: rate(run.ms).mbPerS,
       mbPerCpuS: rate(run.cpuMs).mbPerS,
@@ -200,8 +235,20 @@ async function main(): Promise<void> {
     dataSet: { ...base, entries: totalEntries, rounds, codec, logicalBytes: logical, textBytes: text.bytes },
     cat,
     sortM: sort,
-    mergeInMemory: { ...merge, vsSortM: merge.entriesPerS / sort.entriesPerS },
-    mergeInMemoryCodec: { ...mergeCodec, vsSortM: mergeCodec.entriesPerS / sort.entriesPerS },
+    mergeInMemory: {
+      ...merge,
+      vsSortM: merge.entriesPerS / sort.entriesPerS,
+      cold: { ...mergeCold, vsSortM: mergeCold.entriesPerS / sort.entriesPerS },
+    },
+    mergeInMemoryCodec: { ...mergeInCodec, vsSortM: mergeInCodec.entriesPerS / sort.entriesPerS },
+    codecAlone: {
+      codec,
+      sizeVsRaw: codecCpu!.sizeVsRaw,
+      compressCpuS: codecCpu!.compressCpuS,
+      decompressCpuS: codecCpu!.decompressCpuS,
+      // The most a compaction in this codec could do per CPU-second if nothing but the codec cost CPU.
+      mbPerCpuSCeiling: logical / MB / (codecCpu!.compressCpuS + codecCpu!.decompressCpuS),
+    },
     localCopy,
     codecs,
     defaultCodec: DEFAULT_COMPRESSION,
