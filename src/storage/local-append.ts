@@ -70,11 +70,18 @@ export async function openAppendable(
   return {
     async append(chunks: Buffer[]): Promise<void> {
       if (chunks.length === 0) return;
-      let rest = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      // One writev of the chunks as they are: concatenating them first copied every byte of the output
+      // once more, into a fresh megabyte buffer per batch (3–8% of a checkpointed compaction's time).
+      const total = chunks.reduce((n, c) => n + c.length, 0);
+      const { bytesWritten } = await fh.writev(chunks, length);
+      length += bytesWritten;
+      if (bytesWritten === total) return;
+      // A short writev is legal: the rest with plain writes.
+      let rest = Buffer.concat(chunks).subarray(bytesWritten);
       while (rest.length > 0) {
-        const { bytesWritten } = await fh.write(rest, 0, rest.length, length);
-        length += bytesWritten;
-        rest = rest.subarray(bytesWritten);
+        const { bytesWritten: n } = await fh.write(rest, 0, rest.length, length);
+        length += n;
+        rest = rest.subarray(n);
       }
     },
     flush,
