@@ -65,7 +65,7 @@ const withParallel = flags.parallel && !flags['no-parallel'];
 /** Untimed merges before the timed ones (see main). */
 const WARM_UP = 2;
 /** Rounds of (b) and (c) at least: each takes well under a second. */
-const MERGE_ROUNDS = 5;
+const MERGE_ROUNDS = 10;
 const inputs = Array.from({ length: base.files }, (_, f) => fileName(f));
 const totalEntries = base.files * base.entries;
 
