@@ -5,9 +5,11 @@ import {
   compareKeys,
   makeEntry,
   MemoryObjectStore,
+  mergeBlockBatches,
   RFileReader,
   rowInRange,
   writeRFile,
+  writeRFileBatches,
   type Entry,
   type ObjectStore,
   type StreamOptions,
@@ -54,6 +56,46 @@ describe('rfile - write and read', () => {
         },
       ),
       { numRuns: runs(300) },
+    );
+  });
+
+  it('file entries - rewritten from their blocks, in runs or interleaved, they make the file plain entries make', async () => {
+    // The writer copies entries that follow each other in one decoded block with one copy (and skips
+    // their order check); a file written from blocks must be the file written from the same entries.
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(wideEntryArb, { minLength: 1, maxLength: 80 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.integer({ min: 64, max: 2048 }),
+        fc.constantFrom(...COMPRESSIONS),
+        async (raw, files, blockSize, compression) => {
+          const entries = sorted(raw);
+          const store = new MemoryObjectStore();
+          // The entries dealt to `files` files in runs of random length: a merge of them meets runs
+          // from one block, block ends and sources taking turns.
+          const dealt: Entry[][] = Array.from({ length: files }, () => []);
+          for (let i = 0, f = 0; i < entries.length; f = (f + 1) % files) {
+            const run = 1 + ((i * 7) % 5);
+            dealt[f]!.push(...entries.slice(i, i + run));
+            i += run;
+          }
+          for (const [f, part] of dealt.entries()) await writeRFile(store, `in${f}.rf`, part, { blockSize });
+          const readers = await Promise.all(dealt.map((_, f) => RFileReader.open(store, `in${f}.rf`)));
+          const fromBlocks = await writeRFileBatches(
+            store,
+            'blocks.rf',
+            mergeBlockBatches(
+              readers.map((r) => r.scanBatches()),
+              () => true,
+            ),
+            { blockSize, compression },
+          );
+          const plain = await writeRFile(store, 'plain.rf', entries, { blockSize, compression });
+          expect(fromBlocks).toEqual(plain);
+          expect(store.bytes('blocks.rf').equals(store.bytes('plain.rf'))).toBe(true);
+        },
+      ),
+      { numRuns: 60 },
     );
   });
 
