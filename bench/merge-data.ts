@@ -20,6 +20,11 @@ export interface DataSpec {
   entries: number;
   valueBytes: number;
   compression: Compression;
+  /**
+   * Consecutive keys each file gets at a time (default 1: the files interleave key by key, the merge's
+   * worst case). Longer runs are inputs that overlap less, as most compactions' do.
+   */
+  runLength?: number;
 }
 
 const BASE_TS = 1_700_000_000_000;
@@ -44,9 +49,14 @@ function hash(i: number): number {
   return h >>> 0;
 }
 
-/** The i-th key index of file f: every index 0..K*N-1 belongs to exactly one file, each file in order. */
+/**
+ * The i-th key index of file f: every index 0..K*N-1 belongs to exactly one file, each file in order.
+ * Keys go to files in runs of `runLength` consecutive keys (1: every key of a group of K in another file).
+ */
 function keyIndex(spec: DataSpec, f: number, i: number): number {
-  return i * spec.files + ((f + hash(i)) % spec.files);
+  const r = spec.runLength ?? 1;
+  const g = Math.floor(i / r);
+  return (g * spec.files + ((f + hash(g)) % spec.files)) * r + (i % r);
 }
 
 export function fileName(f: number): string {

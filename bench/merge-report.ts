@@ -48,6 +48,7 @@ export interface Report {
     files: number;
     entries: number;
     valueBytes: number;
+    runLength: number;
     rounds: number;
     codec: Compression;
     logicalBytes: number;
@@ -107,7 +108,7 @@ export function printReport(r: Report, json: boolean): void {
   }
   const { dataSet: ds } = r;
   out(
-    `excompact merge benchmark: ${ds.files} files × ${fmt(ds.entries / ds.files)} entries, ${ds.valueBytes}-byte values; codec of the run ${ds.codec} (default ${r.defaultCodec})`,
+    `excompact merge benchmark: ${ds.files} files × ${fmt(ds.entries / ds.files)} entries, ${ds.valueBytes}-byte values, keys dealt to the files in runs of ${ds.runLength}; codec of the run ${ds.codec} (default ${r.defaultCodec})`,
   );
   out(
     `data set: ${fmt(ds.logicalBytes / MB, 1)} MB as uncompressed RFiles (${fmt(ds.entries)} entries), ${fmt(ds.textBytes / MB, 1)} MB as text; ` +

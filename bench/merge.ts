@@ -2,7 +2,8 @@
  * Merge benchmark: K files of N entries through the iterator stack, beside baselines measured in the
  * same run on the same bytes. See bench/README.md.
  *
- *   npx tsx bench/merge.ts [--files 10] [--entries 200000] [--value-bytes 100] [--compression <codec>]
+ *   npx tsx bench/merge.ts [--files 10] [--entries 200000] [--value-bytes 100] [--run-length 1]
+ *                          [--compression <codec>]
  *                          [--s3 | --no-s3] [--rounds 3] [--large] [--large-entries 2000000]
  *                          [--parallel] [--json] [--keep]
  */
@@ -31,6 +32,7 @@ const { values: flags } = parseArgs({
     files: { type: 'string', default: '10' },
     entries: { type: 'string', default: '200000' },
     'value-bytes': { type: 'string', default: '100' },
+    'run-length': { type: 'string', default: '1' },
     compression: { type: 'string', default: DEFAULT_COMPRESSION },
     s3: { type: 'boolean', default: true },
     'no-s3': { type: 'boolean', default: false },
@@ -57,6 +59,7 @@ const base = {
   files: positiveInt('files', flags.files),
   entries: positiveInt('entries', flags.entries),
   valueBytes: positiveInt('value-bytes', flags['value-bytes']),
+  runLength: positiveInt('run-length', flags['run-length']),
 };
 const rounds = positiveInt('rounds', flags.rounds);
 const largeEntries = positiveInt('large-entries', flags['large-entries']);
