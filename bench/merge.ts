@@ -69,6 +69,8 @@ const withParallel = flags.parallel && !flags['no-parallel'];
 const WARM_UP = 2;
 /** Rounds of (b) and (c) at least: each takes well under a second. */
 const MERGE_ROUNDS = 10;
+/** Rounds of (f) at least (one job, then two at once: a few seconds each). */
+const PARALLEL_ROUNDS = 5;
 const inputs = Array.from({ length: base.files }, (_, f) => fileName(f));
 const totalEntries = base.files * base.entries;
 
@@ -194,7 +196,14 @@ async function main(): Promise<void> {
     ? await s3Figures(stores.get(codec)!, inputs, codec, totalEntries, logical, rounds, progress)
     : null;
   const parallel = withParallel
-    ? await parallelFigures(stores.get(codec)!, inputs, codec, logical, progress, rounds)
+    ? await parallelFigures(
+        stores.get(codec)!,
+        inputs,
+        codec,
+        logical,
+        progress,
+        Math.max(rounds, PARALLEL_ROUNDS),
+      )
     : null;
 
   progress('peak memory (each compaction in its own process)');
