@@ -147,6 +147,17 @@ class BlockTree {
    */
   private pending = -1;
   private last: BlockEntry | null = null;
+  /**
+   * A run: the source that won the last replay as well as the turn before it (-1: none), and `runFloor`,
+   * the smallest code of the losers on its path with its last symbol shifted out (`code >> 9`: offset
+   * and first symbol). A new head of that source whose code (relative to the entry just output, like
+   * theirs) is below it, even so shifted, beats every one of them and shares its offset and first
+   * symbol with none: no match on the path changes, nor any loser's code (see nextCode), and the new
+   * head wins without a replay. Inputs that come in runs from one file, as most compactions' do, then
+   * cost a compare per entry instead of a replay of the whole path.
+   */
+  private runSource = -1;
+  private runFloor = 0;
 
   constructor(
     private readonly k: number,
@@ -210,6 +221,17 @@ class BlockTree {
     this.keptBytes += block.length;
   }
 
+  /** The smallest code of the losers on source w's path, its last symbol shifted out (see runSource). */
+  private pathFloor(w: number): number {
+    const { tree, codes } = this;
+    let floor = OVC_NONE;
+    for (let node = (w + this.k) >> 1; node > 0; node >>= 1) {
+      const c = codes[tree[node]!]! >> 9;
+      if (c < floor) floor = c;
+    }
+    return floor;
+  }
+
   /** The first tournament, with every match compared in full. */
   build(): void {
     const { k, heads, tree, codes } = this;
@@ -267,41 +289,50 @@ class BlockTree {
           if (c > 0) throw new ExcError('INTERNAL', `merge source ${w} is out of order`);
           hc = -c;
         }
-        for (let node = (w + k) >> 1; node > 0; node >>= 1) {
-          const l = tree[node]!;
-          let lc = codes[l]!;
-          if (lc !== hc) {
-            // Codes with the same offset and first symbol: the loser's code relative to the winner
-            // starts at its second symbol (nextCode).
-            const shared = lc >> 9 === hc >> 9 && lc >= OVC_MIN_OFFSET_CODE;
-            if (lc > hc) {
-              if (shared) codes[l] = nextCode(heads[l]!, lc);
+        if (w === this.runSource && hc >> 9 < this.runFloor) {
+          // Still ahead of every loser on its path (see runSource): the winner again, tree unchanged.
+          codes[w] = hc;
+        } else {
+          const changed = w;
+          for (let node = (w + k) >> 1; node > 0; node >>= 1) {
+            const l = tree[node]!;
+            let lc = codes[l]!;
+            if (lc !== hc) {
+              // Codes with the same offset and first symbol: the loser's code relative to the winner
+              // starts at its second symbol (nextCode).
+              const shared = lc >> 9 === hc >> 9 && lc >= OVC_MIN_OFFSET_CODE;
+              if (lc > hc) {
+                if (shared) codes[l] = nextCode(heads[l]!, lc);
+                continue;
+              }
+              tree[node] = w;
+              codes[w] = shared ? nextCode(h!, hc) : hc;
+              w = l;
+              hc = lc;
+              h = heads[l]!;
               continue;
             }
-            tree[node] = w;
-            codes[w] = shared ? nextCode(h!, hc) : hc;
-            w = l;
-            hc = lc;
-            h = heads[l]!;
-            continue;
+            // Equal codes: both agree with e up to the two symbols they share (or are both exhausted,
+            // or both equal to e).
+            if (lc === OVC_NONE) continue;
+            let c = 0;
+            if (lc !== OVC_EQUAL)
+              c = compareFrom(heads[l]!, h!, lc === OVC_FAR ? OVC_CAP : ovcOffset(lc) + 2);
+            if (c < 0 || (c === 0 && l < w)) {
+              tree[node] = w;
+              codes[w] = -c;
+              w = l;
+              h = heads[l]!;
+            } else {
+              lc = c;
+              codes[l] = lc;
+            }
           }
-          // Equal codes: both agree with e up to the two symbols they share (or are both exhausted,
-          // or both equal to e).
-          if (lc === OVC_NONE) continue;
-          let c = 0;
-          if (lc !== OVC_EQUAL) c = compareFrom(heads[l]!, h!, lc === OVC_FAR ? OVC_CAP : ovcOffset(lc) + 2);
-          if (c < 0 || (c === 0 && l < w)) {
-            tree[node] = w;
-            codes[w] = -c;
-            w = l;
-            h = heads[l]!;
-          } else {
-            lc = c;
-            codes[l] = lc;
-          }
+          tree[0] = w;
+          codes[w] = hc;
+          this.runSource = w === changed ? w : -1;
+          if (w === changed) this.runFloor = this.pathFloor(w);
         }
-        tree[0] = w;
-        codes[w] = hc;
         this.related = true;
       }
       // The winner: output, and its source's next entry made its head.
