@@ -43,7 +43,8 @@ export interface CodecFigures {
 export interface Report {
   bench: 'merge';
   command: string;
-  machine: { node: string; cpus: number; model: string };
+  /** `crc32`: the block checksums' implementation (rfile/crc.ts: native, or zlib's where no binary). */
+  machine: { node: string; cpus: number; model: string; crc32: 'native' | 'zlib' };
   dataSet: {
     files: number;
     entries: number;
@@ -112,7 +113,7 @@ export function printReport(r: Report, json: boolean): void {
   );
   out(
     `data set: ${fmt(ds.logicalBytes / MB, 1)} MB as uncompressed RFiles (${fmt(ds.entries)} entries), ${fmt(ds.textBytes / MB, 1)} MB as text; ` +
-      `best of ${ds.rounds}; Node ${r.machine.node}, ${r.machine.cpus} CPUs (${r.machine.model})`,
+      `best of ${ds.rounds}; Node ${r.machine.node}, ${r.machine.cpus} CPUs (${r.machine.model}); checksums ${r.machine.crc32}`,
   );
   out();
   const rows = [

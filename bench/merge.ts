@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
   COMPRESSIONS,
+  crc32Implementation,
   DEFAULT_COMPRESSION,
   isCompression,
   LocalObjectStore,
@@ -243,6 +244,7 @@ async function main(): Promise<void> {
       node: process.version,
       cpus: availableParallelism(),
       model: cpus()[0]?.model.trim() ?? '?',
+      crc32: crc32Implementation,
     },
     dataSet: { ...base, entries: totalEntries, rounds, codec, logicalBytes: logical, textBytes: text.bytes },
     cat,
