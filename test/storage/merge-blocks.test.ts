@@ -198,6 +198,22 @@ describe('mergeBlockBatches', () => {
     );
   });
 
+  it('equal first heads come out in source order whatever the shape of the tree (found by a review)', async () => {
+    // With k = 3 the leaves of sources 1 and 2 sit under one node and source 0's beside it: the first
+    // tournament gave equal heads to the left child, and source 1's entry came out before source 0's.
+    const e: Entry = {
+      key: { row: latin1('r'), family: latin1('f'), qualifier: latin1('q'), timestamp: 1, deleted: false },
+      value: latin1('v'),
+    };
+    for (const k of [3, 5, 6, 7]) {
+      const sources = Array.from({ length: k }, (_, i) => (i < 2 ? [[alone(e)]] : []));
+      const got: BlockEntry[] = [];
+      for await (const b of mergeBlockBatches(sources, () => true)) got.push(...b);
+      expect(got, `k = ${k}`).toEqual([sources[0]![0]![0], sources[1]![0]![0]]);
+      expect(got[0], `k = ${k}`).toBe(sources[0]![0]![0]);
+    }
+  });
+
   it('drops what accept refuses and refuses a source out of order', async () => {
     const [a, b, c] = ['a', 'b', 'c'].map((row) =>
       alone({

@@ -245,14 +245,16 @@ class BlockTree {
       if (y === null) c = x === null ? 0 : -OVC_NONE;
       else if (x === null) c = OVC_NONE;
       else c = compareFrom(x, y, 0);
-      // An exhausted loser keeps OVC_NONE even against another exhausted source.
-      if (c <= 0) {
+      // Equal heads: the lower source wins, as in the replay (with k not a power of two, a left subtree
+      // can hold higher sources than its right). An exhausted loser keeps OVC_NONE even against another
+      // exhausted source.
+      if (c < 0 || (c === 0 && left < right)) {
         tree[node] = right;
         codes[right] = y === null ? OVC_NONE : -c;
         return left;
       }
       tree[node] = left;
-      codes[left] = c;
+      codes[left] = x === null ? OVC_NONE : c;
       return right;
     };
     tree[0] = k === 1 ? 0 : match(1);
