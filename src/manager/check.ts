@@ -37,49 +37,16 @@
 import { isDeepStrictEqual } from 'node:util';
 import { parseQueueRow, queueEntryTablet } from '../meta/keys.js';
 import type { CheckReport as GenericCheckReport, ProblemList, Severity } from '../meta/check-view.js';
-import type { TableConfig } from '../meta/table-config.js';
-import { checkpointParts, type Reservation, type TabletMeta } from '../meta/tablet.js';
-import type { QueueInfo } from '../queue/registry.js';
+import type { Reservation } from '../meta/tablet.js';
 import { satisfiedBy } from '../queue/selection.js';
 import { tabletDemand } from '../queue/tablet-plan.js';
-import type { TemporaryInfo } from '../storage/object-store.js';
-import { ofOutputBeingWritten } from '../storage/index.js';
+import { checkFiles, checkMarks, checkTemporaries, referencedFiles } from './check-files.js';
+import { isNotCheckable, type CheckInput, type Items } from './check-input.js';
+
+export type { CheckInput, NotCheckable } from './check-input.js';
 
 /** Items kept per problem; `count` says how many there are in all. */
 export const MAX_ITEMS = 100;
-
-/** What could not be read, and why (the store cannot list temporaries, no store is configured). */
-export interface NotCheckable {
-  notCheckable: string;
-}
-
-export interface CheckInput {
-  now: number;
-  graceMs: number;
-  /**
-   * How long past its grace an unreferenced file without a `~del` row may wait for the collector's next
-   * sweep (the sweep interval plus a cycle): an orphan only after that (default 0).
-   */
-  sweepSlackMs?: number;
-  /** Tablets, queue entries, deletion marks and table settings: one consistent read. */
-  tablets: readonly TabletMeta[];
-  /** `~cq` row keys. */
-  queueEntries: readonly string[];
-  /** `~del` rows: file → when it was marked. */
-  deletions: ReadonlyMap<string, number>;
-  /** `~del` rows the collector cannot act on: file → why (see deletions.ts, markProblem). */
-  badMarks?: ReadonlyMap<string, string>;
-  /** Table id → settings. */
-  tableConfigs: ReadonlyMap<string, TableConfig>;
-  /** Rows that did not parse: row → why. */
-  malformed?: ReadonlyMap<string, string>;
-  queues: readonly QueueInfo[];
-  /** Paths of the compactor nodes that exist. */
-  liveCompactors: ReadonlySet<string>;
-  /** Objects under the tables prefix: name → size and last modified. */
-  objects: ReadonlyMap<string, { size: number; modifiedMs: number }> | NotCheckable;
-  temporaries: readonly TemporaryInfo[] | NotCheckable;
-}
 
 export const PROBLEMS = {
   missingFiles: ['referenced files missing from the object store', 'critical'],
@@ -110,7 +77,7 @@ export const RACE_NOTE =
   'The check reads a live cluster: a commit between its reads can show a problem for a moment. ' +
   'Confirm a problem with a second run before acting on it.';
 
-type Found = Record<ProblemName, Record<string, unknown>[] | NotCheckable>;
+type Found = Record<ProblemName, Items>;
 
 export function checkCluster(input: CheckInput): CheckReport {
   const found: Found = {
@@ -151,10 +118,6 @@ export function checkCluster(input: CheckInput): CheckReport {
     },
     note: RACE_NOTE,
   };
-}
-
-function isNotCheckable(value: unknown): value is NotCheckable {
-  return typeof value === 'object' && value !== null && 'notCheckable' in value;
 }
 
 function checkReservations(input: CheckInput): Pick<Found, 'deadCompactorReservations' | 'sharedInputs'> {
@@ -302,108 +265,4 @@ function checkQueues(input: CheckInput): Pick<Found, 'queueEntriesWithoutWork' |
     }
   }
   return { queueEntriesWithoutWork: withoutWork, workMissingFromQueue: missing };
-}
-
-/** Everything a tablet references: its files, its reservations' inputs and outputs, its checkpoints' parts. */
-function referencedFiles(tablets: readonly TabletMeta[]): Set<string> {
-  const out = new Set<string>();
-  for (const t of tablets) {
-    for (const f of t.files.keys()) out.add(f);
-    for (const r of t.reservations.values()) {
-      out.add(r.output);
-      for (const f of r.inputs) out.add(f);
-    }
-    for (const part of checkpointParts(t)) out.add(part);
-  }
-  return out;
-}
-
-/** The outputs of every reservation: being written, their parts and temporaries are not leftovers. */
-function outputsBeingWritten(tablets: readonly TabletMeta[]): Set<string> {
-  const out = new Set<string>();
-  for (const t of tablets) for (const r of t.reservations.values()) out.add(r.output);
-  return out;
-}
-
-function checkMarks(input: CheckInput): Pick<Found, 'badDeletionMarks' | 'referencedDeletionMarks'> {
-  const bad = [...(input.badMarks ?? [])].map(([file, problem]) => ({ row: `~del:${file}`, problem }));
-  const referenced = referencedFiles(input.tablets);
-  const tabletsOf = new Map<string, string[]>();
-  for (const t of input.tablets) {
-    const files = new Set(t.files.keys());
-    for (const r of t.reservations.values()) [r.output, ...r.inputs].forEach((f) => files.add(f));
-    for (const f of files) if (input.deletions.has(f)) tabletsOf.set(f, [...(tabletsOf.get(f) ?? []), t.row]);
-  }
-  const stillReferenced = [...input.deletions.keys()]
-    .filter((file) => referenced.has(file))
-    .sort()
-    .map((file) => ({ file, tablets: tabletsOf.get(file) ?? [] }));
-  return { badDeletionMarks: bad, referencedDeletionMarks: stillReferenced };
-}
-
-type FileProblems =
-  'missingFiles' | 'orphanFiles' | 'unreferencedPendingGc' | 'unreferencedYoung' | 'awaitingSweep';
-
-function checkFiles(input: CheckInput): Pick<Found, FileProblems> {
-  const objects = input.objects;
-  if (isNotCheckable(objects)) {
-    return {
-      missingFiles: objects,
-      orphanFiles: objects,
-      unreferencedPendingGc: objects,
-      unreferencedYoung: objects,
-      awaitingSweep: objects,
-    };
-  }
-  // A tablet's files and its reservations' inputs must exist; an output exists only once written.
-  const missing = [];
-  for (const t of input.tablets) {
-    const needed = new Set(t.files.keys());
-    for (const r of t.reservations.values()) for (const f of r.inputs) needed.add(f);
-    // The outputs of sub-jobs that wait for the rest of their split: the last commit installs them.
-    for (const s of t.splits.values()) for (const d of s.done) if (d?.output) needed.add(d.output);
-    for (const file of needed) if (!objects.has(file)) missing.push({ file, tablet: t.row });
-  }
-  const referenced = referencedFiles(input.tablets);
-  const writing = outputsBeingWritten(input.tablets);
-  const orphans = [];
-  const pending = [];
-  const young = [];
-  const awaiting = [];
-  const sweepBy = input.graceMs + (input.sweepSlackMs ?? 0);
-  for (const [file, o] of [...objects].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-    // The parts of an output being written may wait long for a checkpoint to name them: kept (gc.ts).
-    if (referenced.has(file) || ofOutputBeingWritten(file, writing)) continue;
-    const markedAt = input.deletions.get(file);
-    const ageMs = input.now - o.modifiedMs;
-    if (markedAt !== undefined) pending.push({ file, size: o.size, markedAt });
-    else if (ageMs < input.graceMs) young.push({ file, size: o.size, modifiedMs: o.modifiedMs, ageMs });
-    else if (ageMs < sweepBy) awaiting.push({ file, size: o.size, modifiedMs: o.modifiedMs, ageMs });
-    else orphans.push({ file, size: o.size, modifiedMs: o.modifiedMs, ageMs });
-  }
-  return {
-    missingFiles: missing,
-    orphanFiles: orphans,
-    unreferencedPendingGc: pending,
-    unreferencedYoung: young,
-    awaitingSweep: awaiting,
-  };
-}
-
-function checkTemporaries(input: CheckInput): Pick<Found, 'staleTemporaries' | 'youngTemporaries'> {
-  const temporaries = input.temporaries;
-  if (isNotCheckable(temporaries)) return { staleTemporaries: temporaries, youngTemporaries: temporaries };
-  const stale: Record<string, unknown>[] = [];
-  const young: Record<string, unknown>[] = [];
-  const writing = outputsBeingWritten(input.tablets);
-  const sorted = [...temporaries].sort((a, b) => a.modifiedMs - b.modifiedMs);
-  for (const t of sorted) {
-    const item = { target: t.target, id: t.id, modifiedMs: t.modifiedMs, ageMs: input.now - t.modifiedMs };
-    const withSize = t.size === undefined ? item : { ...item, size: t.size };
-    // The collector removes them when it sweeps: past the grace, they may wait for the next sweep. Those of
-    // an output a reservation is writing are kept, however old.
-    const live = ofOutputBeingWritten(t.target, writing);
-    (live || item.ageMs < input.graceMs + (input.sweepSlackMs ?? 0) ? young : stale).push(withSize);
-  }
-  return { staleTemporaries: stale, youngTemporaries: young };
 }
