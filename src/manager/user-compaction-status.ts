@@ -19,7 +19,8 @@ export interface TabletOutcomes {
  * must come in ecid order (the order of a scan), so that the last error is the last attempt's.
  *
  * Only the attempts whose end counts towards parking the job are failed attempts (FAILURE_REASONS:
- * failed, stalled, its compactor gone). One an admin cancelled (reason `admin`: the user compaction
+ * failed, stalled, its compactor gone; but not a compactor gone after a checkpoint the next attempt
+ * resumes from: `progressed`). One an admin cancelled (reason `admin`: the user compaction
  * cancelled while its job ran, or the job cancelled by its ecid), one its compactor let go on shutting
  * down (`released`) or one whose queue was deleted is none and has no error to show: the compaction did
  * not fail, something stopped it. Its outcome row still names the request, as the truth of what happened for
@@ -34,6 +35,8 @@ export function tallyOutcome(
 ): void {
   if (!o.userCompactionIds?.includes(id)) return;
   if (o.outcome === 'cancelled' && o.reason !== undefined && !FAILURE_REASONS.has(o.reason)) return;
+  // Its compactor died after a checkpoint the next attempt resumes from: progress, not a failure.
+  if (o.progressed) return;
   const entry = byTablet.get(o.tablet) ?? { failed: 0 };
   if (o.outcome === 'committed') entry.committed = { ...o, ecid };
   else {

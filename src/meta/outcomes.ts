@@ -30,6 +30,12 @@ export const outcomeSchema = z.object({
   /** Why a cancelled reservation ended (compactor-gone, failed, stalled, released, admin, queue-deleted). */
   reason: z.string().optional(),
   error: z.string().optional(),
+  /**
+   * For a cancel whose compactor died (`compactor-gone`) after a checkpoint past where its attempt
+   * started: the next attempt resumes from that checkpoint, and the end is no failed attempt (it counts
+   * neither towards parking the job, tserver/rules.ts, nor in a user compaction's status).
+   */
+  progressed: z.literal(true).optional(),
   tablet: z.string(),
   queueId: z.string(),
   compactor: z.string(),

@@ -104,7 +104,7 @@ function ended(
   r: Reservation,
   server: string,
   how: Pick<Outcome, 'outcome' | 'at'> &
-    Partial<Pick<Outcome, 'reason' | 'error' | 'entries' | 'inputBytes' | 'outputBytes'>>,
+    Partial<Pick<Outcome, 'reason' | 'error' | 'progressed' | 'entries' | 'inputBytes' | 'outputBytes'>>,
   namesRequests = true,
   whole?: WholeSplit,
 ): Outcome {
@@ -357,7 +357,13 @@ export function decideCancel(
         { row: delRow(r.output), col: 'at', value: String(ctx.now) },
         outcomeCell(
           ecid,
-          ended(meta, r, ctx.server, { outcome: 'cancelled', reason, ...error, at: ctx.now }),
+          ended(meta, r, ctx.server, {
+            outcome: 'cancelled',
+            reason,
+            ...error,
+            ...(progressed ? { progressed: true as const } : {}),
+            at: ctx.now,
+          }),
         ),
         ...(failure ? [{ row, col: failedCol(key), value: JSON.stringify(failure) }] : []),
         ...(kept ? [resumeCell(meta, kept.key, kept.resume)] : []),

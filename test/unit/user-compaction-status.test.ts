@@ -152,6 +152,31 @@ describe('user compaction status', () => {
     expect(attemptFields(tally(rows))).toEqual({ failedAttempts: 2, lastError: 'compactor-gone' });
   });
 
+  it('status - a compactor gone after a checkpoint the next attempt resumes from is no failed attempt; one gone without progress is', () => {
+    const meta = tablet(['a', 'b']);
+    const checkpoint = {
+      parts: [{ name: 'tables/0001/CE1.rf.part00000', size: 100 }],
+      bytes: 100,
+      state: '{"v":1}',
+      at: 1_500,
+    };
+    userJob(meta, 'E1', 1_000).checkpoint = checkpoint;
+    const rows = cancel(meta, 'E1', 'compactor-gone');
+    expect(rows[0]!.outcome).toMatchObject({ reason: 'compactor-gone', progressed: true });
+    // Not a failure for parking either: the tablet and the status agree.
+    expect(meta.failures.size).toBe(0);
+    expect(attemptFields(tally(rows))).toEqual({ failedAttempts: 0 });
+    // The next attempt resumes from the checkpoint and dies before writing past it: a failed attempt.
+    Object.assign(userJob(meta, 'E2', 2_000), { checkpoint, resumedBytes: checkpoint.bytes });
+    const more = cancel(meta, 'E2', 'compactor-gone');
+    expect(more[0]!.outcome.progressed).toBeUndefined();
+    expect([...meta.failures.values()].map((f) => f.attempts)).toEqual([1]);
+    expect(attemptFields(tally([...rows, ...more]))).toEqual({
+      failedAttempts: 1,
+      lastError: 'compactor-gone',
+    });
+  });
+
   it('status - a job split into sub-jobs is shown whole: its split and every sub-job, from first reservation to last commit', () => {
     const MB = 1024 * 1024;
     // Jobs over 1 MB split into up to 4 sub-jobs.
