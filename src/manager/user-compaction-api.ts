@@ -5,8 +5,8 @@
  * long as those are kept (`EXC_OUTCOME_RETENTION_MS`), so a compaction can be followed (`--wait`) by its
  * id long after it was requested, by another admin, after any restart.
  *
- * A job that ran split into sub-jobs is done as a whole: its split's id and every sub-job's ecid, its
- * output, and its run time from the first sub-job's reservation to the last commit — wall-clock, not the
+ * A job split into sub-jobs runs and is done as a whole: its split's id and every sub-job's ecid, what
+ * they read (running), its output, and its run time from the first sub-job's reservation to the last commit — wall-clock, not the
  * sum of the sub-jobs' times (they overlap; a redone sub-job's wait counts). An admin's cancel of an
  * attempt is not counted as a failed attempt (user-compaction-status.ts).
  */
@@ -26,7 +26,6 @@ import {
   type TabletCompactionStatus,
   type UserCompactionStatus,
 } from '../meta/user-compactions.js';
-import { satisfiedBy } from '../queue/selection.js';
 import type { RpcServer } from '../rpc/server.js';
 import { parseInput } from '../validate.js';
 import { allTablets } from './admin-views.js';
@@ -34,6 +33,7 @@ import type { ViewSources } from './admin-views.js';
 import {
   attemptFields,
   committedFields,
+  runningFields,
   tallyOutcome,
   type TabletOutcomes,
 } from './user-compaction-status.js';
@@ -119,20 +119,8 @@ async function tabletStatus(
   const cols = await store.row(row);
   const t: TabletMeta | undefined = cols.size === 0 ? undefined : parseTablet(row, cols);
   if (t?.userCompactions.has(id)) {
-    for (const [ecid, r] of t.reservations) {
-      if (r.kind !== 'user' || !satisfiedBy(r).includes(id)) continue;
-      return {
-        ...base,
-        state: 'running',
-        ecid,
-        compactor: r.compactor,
-        bytesRead: t.progress.get(ecid)?.bytesRead ?? 0,
-        // A sub-job's share of its split's inputs, as `admin compactions list` shows it.
-        inputBytes: Math.round(
-          r.inputs.reduce((sum, f) => sum + (t.files.get(f)?.size ?? 0), 0) / (r.split?.of ?? 1),
-        ),
-      };
-    }
+    const running = runningFields(t, id);
+    if (running) return { ...base, ...running };
     return { ...base, state: t.selection?.ids.includes(id) ? 'selected' : 'pending' };
   }
   const c = outcomes?.committed;

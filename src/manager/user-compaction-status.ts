@@ -5,7 +5,12 @@
  * and the tablets.
  */
 import { FAILURE_REASONS, type Outcome } from '../meta/outcomes.js';
+import type { TabletMeta } from '../meta/tablet.js';
 import type { TabletCompactionStatus } from '../meta/user-compactions.js';
+import { satisfiedBy } from '../queue/selection.js';
+
+/** What a state says of a tablet beyond its attempts. */
+type StateFields = Omit<TabletCompactionStatus, 'tablet' | 'failedAttempts' | 'lastError'>;
 
 /** The outcomes of the jobs that named a user compaction, on one tablet. */
 export interface TabletOutcomes {
@@ -61,10 +66,7 @@ export function attemptFields(
  * is the commit of its last sub-job, whose own figures are only its share: the job is the whole split it
  * carries (`split.whole`), from the split's first reservation to this commit.
  */
-export function committedFields(
-  c: Outcome & { ecid: string },
-  id: string,
-): Omit<TabletCompactionStatus, 'tablet' | 'failedAttempts' | 'lastError'> {
+export function committedFields(c: Outcome & { ecid: string }, id: string): StateFields {
   const others = (c.userCompactionIds ?? []).filter((other) => other !== id);
   const coalesced = others.length > 0 ? { coalescedWith: others } : {};
   const whole = c.split?.whole;
@@ -87,4 +89,53 @@ export function committedFields(
     ...(c.outputBytes === undefined ? {} : { outputBytes: c.outputBytes }),
     ...coalesced,
   };
+}
+
+/**
+ * A tablet on which user compaction `id`'s job runs (`t` still has the request): the reservation that
+ * holds the job, with its progress; or, for a job split into sub-jobs, the whole split, as a done split is
+ * shown — its id, the reservations that hold or committed its sub-jobs (in row order), and what all of
+ * them read over all its inputs (a committed sub-job counts as its share). A split runs from its first
+ * sub-job's reservation to its last commit, also while a sub-job waits for a compactor again. Undefined
+ * when no job runs for it.
+ */
+export function runningFields(t: TabletMeta, id: string): StateFields | undefined {
+  const sizeOf = (files: readonly string[]): number =>
+    files.reduce((sum, f) => sum + (t.files.get(f)?.size ?? 0), 0);
+  for (const [splitId, s] of t.splits) {
+    if (!satisfiedBy(s).includes(id)) continue;
+    const inputBytes = sizeOf(s.inputs);
+    const share = inputBytes / s.done.length;
+    const holders = new Map<number, string>();
+    let bytesRead = 0;
+    s.done.forEach((d, index) => {
+      if (!d) return;
+      bytesRead += share;
+      if (d.ecid) holders.set(index, d.ecid);
+    });
+    for (const [ecid, r] of t.reservations) {
+      if (r.split?.id !== splitId) continue;
+      holders.set(r.split.index, ecid);
+      bytesRead += t.progress.get(ecid)?.bytesRead ?? 0;
+    }
+    const ecids = [...holders].sort(([a], [b]) => a - b).map(([, ecid]) => ecid);
+    return {
+      state: 'running',
+      split: { id: splitId, ecids },
+      bytesRead: Math.min(inputBytes, Math.round(bytesRead)),
+      inputBytes,
+    };
+  }
+  for (const [ecid, r] of t.reservations) {
+    if (r.kind !== 'user' || !satisfiedBy(r).includes(id)) continue;
+    return {
+      state: 'running',
+      ecid,
+      compactor: r.compactor,
+      bytesRead: t.progress.get(ecid)?.bytesRead ?? 0,
+      // (A sub-job whose split row is not there, which the rules never leave: its share.)
+      inputBytes: Math.round(sizeOf(r.inputs) / (r.split?.of ?? 1)),
+    };
+  }
+  return undefined;
 }

@@ -66,7 +66,8 @@ export function parseUserCompactionRecord(value: string | undefined): UserCompac
  * Where a user compaction stands on one tablet:
  * - `pending`: requested, not selected yet (waits for an earlier request with other filters);
  * - `selected`: its files are chosen, the job waits for a compactor (or for a system job over them);
- * - `running`: a compactor holds the job (`ecid`, with its progress);
+ * - `running`: a compactor holds the job (`ecid`, with its progress), or its job runs split into sub-jobs
+ *   (`split`: from the first sub-job's reservation to the last commit);
  * - `done`: committed (`ecid`), or nothing to compact (no `ecid`: the tablet had no file);
  * - `cancelled`: an admin cancelled it there before it committed (`admin compactions cancel`);
  * - `gone`: the tablet no longer exists (its table was deleted).
@@ -83,9 +84,10 @@ export interface TabletCompactionStatus {
   ecid?: string;
   compactor?: string;
   /**
-   * For a done job that ran split into sub-jobs (the table's `splitAbove`): the split's id and the
-   * reservations that committed its sub-jobs, in row order. No one reservation is the job, so `ecid` and
-   * `compactor` are absent; `ranMs` and `outputBytes` are the whole job's.
+   * For a job split into sub-jobs (the table's `splitAbove`): the split's id and the reservations that
+   * committed its sub-jobs, in row order (running: those that hold or committed them so far). No one
+   * reservation is the job, so `ecid` and `compactor` are absent; `bytesRead` and `inputBytes` (running),
+   * `ranMs` and `outputBytes` (done) are the whole job's.
    */
   split?: { id: string; ecids: string[] };
   /** For a running job: bytes read so far and the total of its inputs. */
@@ -104,8 +106,8 @@ export interface TabletCompactionStatus {
   coalescedWith?: string[];
   /**
    * Attempts of its job so far that failed (an error, stalled, its compactor gone: what counts towards
-   * parking it, except that parking forgives a compactor gone after its checkpoint moved on, which this
-   * still counts), and the last one's error or reason. An attempt an admin cancelled, one its compactor let
+   * parking it, so not a compactor gone after its checkpoint moved on), and the last one's error or
+   * reason. An attempt an admin cancelled, one its compactor let
    * go on shutting down and one whose queue was deleted are not counted: a tablet where the compaction
    * was cancelled reads `cancelled`, and a job cancelled by its ecid runs again (`admin compactions
    * history` still lists every attempt).

@@ -163,6 +163,21 @@ describe('split jobs', () => {
       return t.splits.get(splitId)?.done.some((d) => d?.output) && t;
     }, 'a sub-job of the user split to commit');
     expect([...partly.files.keys()].sort()).toEqual([...before.files.keys()].sort());
+    // Running, its status shows the split whole: the sub-jobs that hold or committed it, what they read.
+    const running = await cliJson<UserCompactionStatus>(c, [
+      'admin',
+      'compactions',
+      'status',
+      first,
+      '--json',
+    ]);
+    expect(running.tablets[0]).toMatchObject({ state: 'running', split: { id: splitId } });
+    const { split, bytesRead, inputBytes } = running.tablets[0]!;
+    expect(split!.ecids).toContain(started.ecid);
+    expect(split!.ecids.length).toBeGreaterThanOrEqual(2);
+    const splitInputs = partly.splits.get(splitId)!.inputs;
+    expect(inputBytes).toBe(splitInputs.reduce((n, f) => n + partly.files.get(f)!.size, 0));
+    expect(bytesRead).toBeGreaterThanOrEqual(inputBytes! / 4);
     await cliOk(c, ['admin', 'compactions', 'cancel', first]);
     const cancelled = await s.tserver.waitForLog(
       (l) => l.msg === 'reservation cancelled' && l.ecid === started.ecid,

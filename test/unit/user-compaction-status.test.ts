@@ -18,6 +18,7 @@ import { decideCancel, decideCommit, type CancelReason } from '../../src/tserver
 import {
   attemptFields,
   committedFields,
+  runningFields,
   tallyOutcome,
   type TabletOutcomes,
 } from '../../src/manager/user-compaction-status.js';
@@ -94,7 +95,15 @@ describe('user compaction status', () => {
     const meta = tablet(['a', 'b']);
     userJob(meta, 'E1', 1_000);
     const rows = cancel(meta, 'E1', 'failed', 'boom: the disk is on fire');
+    expect(runningFields(meta, 'U1')).toBeUndefined();
     userJob(meta, 'E2', 3_000);
+    expect(runningFields(meta, 'U1')).toEqual({
+      state: 'running',
+      ecid: 'E2',
+      compactor: COMPACTOR,
+      bytesRead: 0,
+      inputBytes: 200,
+    });
     rows.push(...commit(meta, 'E2', 9_000));
     const t = tally(rows);
     expect(attemptFields(t)).toEqual({ failedAttempts: 1, lastError: 'boom: the disk is on fire' });
@@ -205,10 +214,34 @@ describe('user compaction status', () => {
     expect(reserve('E1', 1_000).split).toMatchObject({ id: 'E1', index: 0, of: 3 });
     expect(reserve('E2', 1_100).split).toMatchObject({ index: 1 });
     expect(reserve('E3', 1_200).split).toMatchObject({ index: 2 });
+    const progress = (bytesRead: number) => ({
+      at: 3_000,
+      entriesRead: 1,
+      entriesWritten: 1,
+      bytesRead,
+      bytesWritten: 1,
+    });
+    meta.progress.set('E2', progress(100_000));
+    meta.progress.set('E3', progress(200_000));
+    // Running, it is shown whole too: every sub-job, what they read of all the inputs.
+    expect(runningFields(meta, 'U1')).toEqual({
+      state: 'running',
+      split: { id: 'E1', ecids: ['E1', 'E2', 'E3'] },
+      bytesRead: 300_000,
+      inputBytes: 3 * MB,
+    });
     const rows = commit(meta, 'E1', 4_000, 300);
     // Sub-job 1's compactor dies; another runs it again.
     rows.push(...cancel(meta, 'E2', 'compactor-gone'));
+    // Still running while sub-job 1 waits for a compactor: sub-job 0 counts as read, its share.
+    expect(runningFields(meta, 'U1')).toEqual({
+      state: 'running',
+      split: { id: 'E1', ecids: ['E1', 'E3'] },
+      bytesRead: MB + 200_000,
+      inputBytes: 3 * MB,
+    });
     expect(reserve('E4', 5_000).split).toMatchObject({ index: 1 });
+    expect(runningFields(meta, 'U1')?.split).toEqual({ id: 'E1', ecids: ['E1', 'E4', 'E3'] });
     rows.push(...commit(meta, 'E3', 6_000, 200));
     rows.push(...commit(meta, 'E4', 9_000, 400));
     expect(meta.userCompactions.has('U1')).toBe(false);
