@@ -74,7 +74,7 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
     }
   }
   const job =
-    keptJob(meta, req.queueId) ??
+    keptJob(meta, req.queueId, ctx.config.maxAttempts) ??
     ctx.jobs.find((j) => j.queue !== undefined && ctx.queueIdOf(j.queue) === req.queueId);
   if (!job) return { kind: 'no-work' };
   if (job.split) return reserveSubJob(meta, req, ctx, job.split);

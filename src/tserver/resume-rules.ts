@@ -27,6 +27,7 @@ import { ExcError } from '../errors.js';
 import {
   ecompCol,
   failureKey,
+  isParked,
   resumeCol,
   type CheckpointMeta,
   type Failure,
@@ -154,8 +155,12 @@ export function resumeOf(
   return { ...(resume ? { resume } : {}), drop };
 }
 
-/** The kept system job that comes first for `queueId` (rule 3), if one can run now. */
-export function keptJob(meta: TabletMeta, queueId: string): PlannedJob | undefined {
+/**
+ * The kept system job that comes first for `queueId` (rule 3), if one can run now: not while its job is
+ * parked by the table's current `maxAttempts` (an operator may have lowered it since the cancel kept it),
+ * as the planner would not plan it either.
+ */
+export function keptJob(meta: TabletMeta, queueId: string, maxAttempts: number): PlannedJob | undefined {
   const busy = new Set([...meta.reservations.values()].flatMap((r) => r.inputs));
   for (const f of meta.selection?.files ?? []) busy.add(f);
   for (const s of meta.splits.values()) for (const f of s.inputs) busy.add(f);
@@ -163,6 +168,8 @@ export function keptJob(meta: TabletMeta, queueId: string): PlannedJob | undefin
     if (kept.queueId !== queueId || kept.kind !== 'system') continue;
     if (!kept.inputs.every((f) => meta.files.has(f) && !busy.has(f))) continue;
     if (kept.allFiles !== (kept.inputs.length === meta.files.size)) continue;
+    const failure = meta.failures.get(failureKey(kept.inputs));
+    if (failure && isParked(failure, maxAttempts)) continue;
     return {
       kind: 'system',
       files: kept.inputs,

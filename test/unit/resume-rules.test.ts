@@ -63,13 +63,13 @@ const job = (files: string[], extra: Partial<PlannedJob> = {}): PlannedJob => ({
 });
 
 const cancelCtx = { now: 2_000, server: 'ts:1', maxAttempts: 5, queueExists: true };
-const reserve = (meta: TabletMeta, jobs: PlannedJob[], mayDropDeletes = true) =>
+const reserve = (meta: TabletMeta, jobs: PlannedJob[], mayDropDeletes = true, config = CONFIG) =>
   decideReserve(
     meta,
     { tablet: ROW, queueId: 'q001', compactor: COMPACTOR },
     {
       jobs,
-      config: CONFIG,
+      config,
       queueIdOf: (name) => (name === 'small' ? 'q001' : undefined),
       ecid: 'E2',
       output: 'tables/0001/Cnew.rf',
@@ -171,6 +171,20 @@ describe('resume rules', () => {
       row: ROW,
       col: resumeCol(failureKey(['a', 'b'])),
     });
+  });
+
+  it('reserve - a kept job is not run while its job is parked by a maxAttempts lowered since', () => {
+    // A resumed attempt that died without progress: its second failed attempt, with 5 allowed; kept.
+    const meta = cancelled('compactor-gone', { attempt: 1, resumedBytes: CHECKPOINT.bytes });
+    expect(meta.failures.get(failureKey(['a', 'b']))).toMatchObject({ attempts: 2, parked: false });
+    expect(meta.resumes.size).toBe(1);
+    expect(reserve(meta, [job(['c'])]).kind === 'reserve').toBe(true);
+    // An operator lowers maxAttempts to 2: the planner would not plan it, and the kept record does not
+    // bring it back either; the other work runs.
+    const lowered = tableConfigSchema.parse({ versions: 2, compression: 'lz4', maxAttempts: 2 });
+    const d = reserve(meta, [job(['c'])], true, lowered);
+    expect(d.kind === 'reserve' && d.reservation.inputs).toEqual(['c']);
+    expect(reserve(meta, [], true, lowered).kind).toBe('no-work');
   });
 
   it('reserve - the same inputs that are now all the files start over: deletes would be dropped', () => {
