@@ -4,6 +4,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import { CompactionThreads } from '../src/compactor/compaction-thread.js';
 import { openObjectStore, type Compression, type LocalObjectStore } from '../src/storage/index.js';
 import { best, bestWithCpu, MB } from './merge-measure.js';
@@ -75,6 +76,23 @@ export interface ParallelFigures {
   oneCores: number;
   twoCores: number;
   ceiling: number;
+  /**
+   * The same ratio for a plain CPU loop (integer arithmetic in registers, no memory, no allocation) on one
+   * thread against two at once, in the same rounds: what two threads of this machine reach at all, at the
+   * moment of the run (a virtual machine's cores may share a physical core, or the host).
+   */
+  machineRatio: number;
+}
+
+/** A worker thread that spins an integer loop for about `iterations` steps, then ends. */
+function spin(iterations: number): Promise<void> {
+  const code = `let x = 1; for (let i = 0; i < ${iterations}; i++) x = (Math.imul(x, 1103515245) + 12345) | 0;
+require('node:worker_threads').parentPort.postMessage(x);`;
+  return new Promise((resolve, reject) => {
+    const w = new Worker(code, { eval: true });
+    w.once('message', () => void w.terminate().then(() => resolve()));
+    w.once('error', reject);
+  });
 }
 
 /**
@@ -101,6 +119,10 @@ export async function parallelFigures(
     await Promise.all([run('output/p0.rf'), run('output/p1.rf')]);
     let one = { ms: Infinity, cpuMs: Infinity };
     let two = { ms: Infinity, cpuMs: Infinity };
+    // About as long as one compaction (set by its first round), so both see the same minutes.
+    let iterations = 0;
+    let spinOne = Infinity;
+    let spinTwo = Infinity;
     for (let r = 0; r < rounds; r++) {
       progress('one compaction on a worker thread');
       const o = await bestWithCpu(1, () => run('output/p0.rf'));
@@ -108,6 +130,14 @@ export async function parallelFigures(
       progress('two compactions at once, each on its own worker thread');
       const t = await bestWithCpu(1, () => Promise.all([run('output/p1.rf'), run('output/p2.rf')]));
       if (t.ms < two.ms) two = t;
+      progress('a plain CPU loop on one thread, and on two at once');
+      if (iterations === 0) {
+        const t0 = performance.now();
+        await spin(1e8);
+        iterations = Math.round((1e8 * Math.min(o.ms, 5_000)) / (performance.now() - t0));
+      }
+      spinOne = Math.min(spinOne, await best(1, () => spin(iterations)));
+      spinTwo = Math.min(spinTwo, await best(1, () => Promise.all([spin(iterations), spin(iterations)])));
     }
     const oneMbPerS = logicalBytes / MB / (one.ms / 1000);
     const twoMbPerS = (2 * logicalBytes) / MB / (two.ms / 1000);
@@ -119,6 +149,7 @@ export async function parallelFigures(
       oneCores,
       twoCores: two.cpuMs / two.ms,
       ceiling: availableParallelism() / oneCores,
+      machineRatio: (2 * spinOne) / spinTwo,
     };
   } finally {
     await threads.close();

@@ -175,7 +175,8 @@ export function printReport(r: Report, json: boolean): void {
   if (r.parallel) {
     out(
       `(f) two compactions at once, each on its own worker thread: ${fmt(r.parallel.twoMbPerS, 1)} MB/s against ${fmt(r.parallel.oneMbPerS, 1)} MB/s for one (${fmtRatio(r.parallel.ratio)}); ` +
-        `one keeps ${fmt(r.parallel.oneCores, 2)} cores busy, two ${fmt(r.parallel.twoCores, 2)}: at most ${fmtRatio(r.parallel.ceiling)} on ${r.machine.cpus} cores`,
+        `one keeps ${fmt(r.parallel.oneCores, 2)} cores busy, two ${fmt(r.parallel.twoCores, 2)}: at most ${fmtRatio(r.parallel.ceiling)} on ${r.machine.cpus} cores; ` +
+        `a plain CPU loop on two threads reaches ${fmtRatio(r.parallel.machineRatio)} of one in the same rounds`,
     );
   }
   const mb = (b: number | null): string => (b === null ? '?' : `${fmt(b / MB, 1)} MB`);
