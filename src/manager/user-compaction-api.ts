@@ -17,6 +17,7 @@ import { ulidTime } from '../ids.js';
 import { DONE_PREFIX, parseOutcome } from '../meta/outcomes.js';
 import { scanAll, type MetaReader } from '../meta/backend.js';
 import { parseTablet, type TabletMeta } from '../meta/tablet.js';
+import type { TableInfo } from '../meta/views.js';
 import {
   cancelledTablets,
   COL_REQUEST,
@@ -55,9 +56,11 @@ export async function userCompactionStatus(p: ViewSources, id: string): Promise<
   const cancelled = cancelledTablets(cells);
   let rows: string[];
   let table: string;
+  let info: TableInfo | undefined;
   if (record) {
     rows = record.tablets;
-    table = (await p.tables.getById(record.tableId))?.name ?? record.table;
+    info = await p.tables.getById(record.tableId);
+    table = info?.name ?? record.table;
   } else {
     // Requested before records were kept: the tablets still holding the request are all there is.
     const holding = (await allTablets(p)).filter((t) => t.userCompactions.has(id));
@@ -66,11 +69,14 @@ export async function userCompactionStatus(p: ViewSources, id: string): Promise<
         details: { id },
       });
     rows = holding.map((t) => t.row);
-    table = (await p.tables.getById(holding[0]!.tableId))?.name ?? holding[0]!.tableId;
+    info = await p.tables.getById(holding[0]!.tableId);
+    table = info?.name ?? holding[0]!.tableId;
   }
   const outcomes = await outcomesOf(store, id);
+  // A parked job is not running (a deleted table's tablets are gone: any value does).
+  const maxAttempts = info?.config.maxAttempts ?? Infinity;
   const tablets = await Promise.all(
-    rows.map((row) => tabletStatus(store, row, id, outcomes.get(row), cancelled.has(row))),
+    rows.map((row) => tabletStatus(store, row, id, outcomes.get(row), cancelled.has(row), maxAttempts)),
   );
   return {
     id,
@@ -114,12 +120,13 @@ async function tabletStatus(
   id: string,
   outcomes: TabletOutcomes | undefined,
   cancelled: boolean,
+  maxAttempts: number,
 ): Promise<TabletCompactionStatus> {
   const base = { tablet: row, ...attemptFields(outcomes) };
   const cols = await store.row(row);
   const t: TabletMeta | undefined = cols.size === 0 ? undefined : parseTablet(row, cols);
   if (t?.userCompactions.has(id)) {
-    const running = runningFields(t, id);
+    const running = runningFields(t, id, maxAttempts);
     if (running) return { ...base, ...running };
     return { ...base, state: t.selection?.ids.includes(id) ? 'selected' : 'pending' };
   }

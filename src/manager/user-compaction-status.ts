@@ -5,7 +5,7 @@
  * and the tablets.
  */
 import { FAILURE_REASONS, type Outcome } from '../meta/outcomes.js';
-import type { TabletMeta } from '../meta/tablet.js';
+import { failureKey, isParked, type TabletMeta } from '../meta/tablet.js';
 import type { TabletCompactionStatus } from '../meta/user-compactions.js';
 import { satisfiedBy } from '../queue/selection.js';
 
@@ -96,14 +96,19 @@ export function committedFields(c: Outcome & { ecid: string }, id: string): Stat
  * holds the job, with its progress; or, for a job split into sub-jobs, the whole split, as a done split is
  * shown — its id, the reservations that hold or committed its sub-jobs (in row order), and what all of
  * them read over all its inputs (a committed sub-job counts as its share). A split runs from its first
- * sub-job's reservation to its last commit, also while a sub-job waits for a compactor again. Undefined
- * when no job runs for it.
+ * sub-job's reservation to its last commit, also while a sub-job waits for a compactor again, but not
+ * once parked by the table's `maxAttempts` with none of its sub-jobs running (then it is selected, as a
+ * parked job that was not split is).
+ * Undefined when no job runs for it.
  */
-export function runningFields(t: TabletMeta, id: string): StateFields | undefined {
+export function runningFields(t: TabletMeta, id: string, maxAttempts: number): StateFields | undefined {
   const sizeOf = (files: readonly string[]): number =>
     files.reduce((sum, f) => sum + (t.files.get(f)?.size ?? 0), 0);
   for (const [splitId, s] of t.splits) {
     if (!satisfiedBy(s).includes(id)) continue;
+    const failure = t.failures.get(failureKey(s.inputs));
+    const reserved = [...t.reservations.values()].some((r) => r.split?.id === splitId);
+    if (failure && isParked(failure, maxAttempts) && !reserved) return undefined;
     const inputBytes = sizeOf(s.inputs);
     const share = inputBytes / s.done.length;
     const holders = new Map<number, string>();

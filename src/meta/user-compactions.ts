@@ -105,9 +105,9 @@ export interface TabletCompactionStatus {
   /** Other requests the same rewrite satisfied (coalesced). */
   coalescedWith?: string[];
   /**
-   * Attempts of its job so far that failed (an error, stalled, its compactor gone: what counts towards
-   * parking it, so not a compactor gone after its checkpoint moved on), and the last one's error or
-   * reason. An attempt an admin cancelled, one its compactor let
+   * Attempts of its job so far that failed (an error, stalled, its compactor gone: the ends that count
+   * towards parking it, so not a compactor gone after its checkpoint moved on; each sub-job's of a split,
+   * where parking counts the sub-jobs of one attempt once), and the last one's error or reason. An attempt an admin cancelled, one its compactor let
    * go on shutting down and one whose queue was deleted are not counted: a tablet where the compaction
    * was cancelled reads `cancelled`, and a job cancelled by its ecid runs again (`admin compactions
    * history` still lists every attempt).

@@ -90,14 +90,43 @@ function tally(rows: { ecid: string; outcome: NonNullable<ReturnType<typeof pars
   return byTablet.get(ROW);
 }
 
+/** A tablet whose user compaction U1's job splits into 3 sub-jobs; `reserve` reserves the next one. */
+function splitTablet() {
+  const MB = 1024 * 1024;
+  // Jobs over 1 MB split into up to 4 sub-jobs.
+  const config = tableConfigSchema.parse({ splitAbove: MB, maxSplits: 4, queues: [{ queue: 'q' }] });
+  const meta = parseTablet(ROW, new Map([['prev', 'null']]));
+  for (const f of ['a', 'b', 'c']) meta.files.set(f, { size: MB, entries: 10 });
+  meta.userCompactions.set('U1', { requestedAt: 1, filters: [] });
+  const reserve = (ecid: string, now: number) => {
+    const req = { tablet: ROW, queueId: 'q001', compactor: `${COMPACTOR}${ecid}` };
+    const ctx = {
+      jobs: planTablet(meta, config),
+      config,
+      queueIdOf: (name: string) => (name === 'q' ? 'q001' : undefined),
+      ecid,
+      output: `tables/0001/C${ecid}.rf`,
+      now,
+      mayDropDeletes: true,
+    };
+    let d = decideReserve(meta, req, ctx);
+    if (d.kind === 'split')
+      d = decideReserve(meta, req, { ...ctx, splitBounds: { files: d.job.files, bounds: ['6d', '74'] } });
+    if (d.kind !== 'reserve') throw new Error(`expected a reservation, got ${d.kind}`);
+    d.change.apply(meta);
+    return d.reservation;
+  };
+  return { meta, reserve, MB, config };
+}
+
 describe('user compaction status', () => {
   it('status - a failed attempt is counted with its error; the job that committed is the one shown', () => {
     const meta = tablet(['a', 'b']);
     userJob(meta, 'E1', 1_000);
     const rows = cancel(meta, 'E1', 'failed', 'boom: the disk is on fire');
-    expect(runningFields(meta, 'U1')).toBeUndefined();
+    expect(runningFields(meta, 'U1', CONFIG.maxAttempts)).toBeUndefined();
     userJob(meta, 'E2', 3_000);
-    expect(runningFields(meta, 'U1')).toEqual({
+    expect(runningFields(meta, 'U1', CONFIG.maxAttempts)).toEqual({
       state: 'running',
       ecid: 'E2',
       compactor: COMPACTOR,
@@ -187,30 +216,7 @@ describe('user compaction status', () => {
   });
 
   it('status - a job split into sub-jobs is shown whole: its split and every sub-job, from first reservation to last commit', () => {
-    const MB = 1024 * 1024;
-    // Jobs over 1 MB split into up to 4 sub-jobs.
-    const config = tableConfigSchema.parse({ splitAbove: MB, maxSplits: 4, queues: [{ queue: 'q' }] });
-    const meta = parseTablet(ROW, new Map([['prev', 'null']]));
-    for (const f of ['a', 'b', 'c']) meta.files.set(f, { size: MB, entries: 10 });
-    meta.userCompactions.set('U1', { requestedAt: 1, filters: [] });
-    const reserve = (ecid: string, now: number) => {
-      const req = { tablet: ROW, queueId: 'q001', compactor: `${COMPACTOR}${ecid}` };
-      const ctx = {
-        jobs: planTablet(meta, config),
-        config,
-        queueIdOf: (name: string) => (name === 'q' ? 'q001' : undefined),
-        ecid,
-        output: `tables/0001/C${ecid}.rf`,
-        now,
-        mayDropDeletes: true,
-      };
-      let d = decideReserve(meta, req, ctx);
-      if (d.kind === 'split')
-        d = decideReserve(meta, req, { ...ctx, splitBounds: { files: d.job.files, bounds: ['6d', '74'] } });
-      if (d.kind !== 'reserve') throw new Error(`expected a reservation, got ${d.kind}`);
-      d.change.apply(meta);
-      return d.reservation;
-    };
+    const { meta, reserve, MB } = splitTablet();
     expect(reserve('E1', 1_000).split).toMatchObject({ id: 'E1', index: 0, of: 3 });
     expect(reserve('E2', 1_100).split).toMatchObject({ index: 1 });
     expect(reserve('E3', 1_200).split).toMatchObject({ index: 2 });
@@ -224,7 +230,7 @@ describe('user compaction status', () => {
     meta.progress.set('E2', progress(100_000));
     meta.progress.set('E3', progress(200_000));
     // Running, it is shown whole too: every sub-job, what they read of all the inputs.
-    expect(runningFields(meta, 'U1')).toEqual({
+    expect(runningFields(meta, 'U1', CONFIG.maxAttempts)).toEqual({
       state: 'running',
       split: { id: 'E1', ecids: ['E1', 'E2', 'E3'] },
       bytesRead: 300_000,
@@ -234,14 +240,17 @@ describe('user compaction status', () => {
     // Sub-job 1's compactor dies; another runs it again.
     rows.push(...cancel(meta, 'E2', 'compactor-gone'));
     // Still running while sub-job 1 waits for a compactor: sub-job 0 counts as read, its share.
-    expect(runningFields(meta, 'U1')).toEqual({
+    expect(runningFields(meta, 'U1', CONFIG.maxAttempts)).toEqual({
       state: 'running',
       split: { id: 'E1', ecids: ['E1', 'E3'] },
       bytesRead: MB + 200_000,
       inputBytes: 3 * MB,
     });
     expect(reserve('E4', 5_000).split).toMatchObject({ index: 1 });
-    expect(runningFields(meta, 'U1')?.split).toEqual({ id: 'E1', ecids: ['E1', 'E4', 'E3'] });
+    expect(runningFields(meta, 'U1', CONFIG.maxAttempts)?.split).toEqual({
+      id: 'E1',
+      ecids: ['E1', 'E4', 'E3'],
+    });
     rows.push(...commit(meta, 'E3', 6_000, 200));
     rows.push(...commit(meta, 'E4', 9_000, 400));
     expect(meta.userCompactions.has('U1')).toBe(false);
@@ -256,6 +265,24 @@ describe('user compaction status', () => {
       ranMs: 8_000,
       outputBytes: 900,
     });
+  });
+
+  it('status - a parked split with no sub-job running is selected, not running', () => {
+    const { meta, reserve, config } = splitTablet();
+    for (let attempt = 0; attempt < config.maxAttempts; attempt++) {
+      const ecids = [0, 1, 2].map((i) => `E${attempt}${i}`);
+      for (const [i, ecid] of ecids.entries()) reserve(ecid, 1_000 * attempt + i);
+      // Every sub-job of the attempt fails; the split counts one failed attempt per attempt.
+      for (const ecid of ecids) cancel(meta, ecid, 'failed', 'boom');
+      if (attempt < config.maxAttempts - 1) {
+        expect(runningFields(meta, 'U1', config.maxAttempts)).toMatchObject({ state: 'running' });
+      }
+    }
+    expect([...meta.failures.values()]).toMatchObject([{ attempts: config.maxAttempts, parked: true }]);
+    expect(meta.splits.size).toBe(1);
+    expect(runningFields(meta, 'U1', config.maxAttempts)).toBeUndefined();
+    // Released (or a higher maxAttempts), it runs again.
+    expect(runningFields(meta, 'U1', config.maxAttempts + 1)).toMatchObject({ state: 'running' });
   });
 
   it("outcome scan - starts early enough for jobs dated by a tablet server whose clock is behind the admin's (found by a review)", () => {
