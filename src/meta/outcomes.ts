@@ -20,8 +20,9 @@ export const doneRow = (ecid: string): string => `${DONE_PREFIX}${ecid}`;
 
 /**
  * The reasons of a cancel that count as a failed attempt: the attempt's own end, not someone stopping it
- * (released, admin, queue-deleted). They count towards parking a job (tserver/rules.ts), in a user
- * compaction's status and in the monitor's failures per minute.
+ * (released, admin, queue-deleted). They count towards parking a job (tserver/rules.ts) and in a user
+ * compaction's status, except a death after progress (`progressed`), and all of them in the monitor's
+ * failures per minute (which counts ends by reason).
  */
 export const FAILURE_REASONS: ReadonlySet<string> = new Set(['failed', 'stalled', 'compactor-gone']);
 
@@ -32,8 +33,9 @@ export const outcomeSchema = z.object({
   error: z.string().optional(),
   /**
    * For a cancel whose compactor died (`compactor-gone`) after a checkpoint past where its attempt
-   * started: the next attempt resumes from that checkpoint, and the end is no failed attempt (it counts
-   * neither towards parking the job, tserver/rules.ts, nor in a user compaction's status).
+   * started: the end is no failed attempt (it counts neither towards parking the job, tserver/rules.ts,
+   * nor in a user compaction's status), and the next attempt resumes from that checkpoint when it was
+   * kept (not for a job nobody wants any more: resume-rules.ts).
    */
   progressed: z.literal(true).optional(),
   tablet: z.string(),

@@ -166,8 +166,8 @@ function reservedFiles(meta: TabletMeta): Set<string> {
   return out;
 }
 
-/** Files of parked jobs, by the table's current `maxAttempts`. */
-function parkedFiles(meta: TabletMeta, maxAttempts: number): Set<string> {
+/** Files of parked jobs, by the table's current `maxAttempts`: no system job takes any of them. */
+export function parkedFiles(meta: TabletMeta, maxAttempts: number): Set<string> {
   const out = new Set<string>();
   for (const f of meta.failures.values()) {
     if (isParked(f, maxAttempts)) for (const name of f.inputs) out.add(name);

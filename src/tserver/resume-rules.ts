@@ -11,8 +11,10 @@
  *    Any other end (a failure, a stall, an admin, its queue deleted) drops it: its parts become leftovers
  *    for the collector.
  * 3. Resume. A kept system job comes first for its queue while its inputs are all still the tablet's, none
- *    reserved or selected for a user compaction, and `allFiles` still says the same (the planner would
- *    rather take them with the files ingested since; starting over would throw the checkpoint away). Any
+ *    reserved, selected for a user compaction or a parked job's by the table's current `maxAttempts`, and
+ *    `allFiles` still says the same (the planner would rather take them with the files ingested since;
+ *    starting over would throw the checkpoint away). A job parked after its checkpoint was kept keeps it
+ *    until released (`admin compactions release`) or made moot. Any
  *    job whose planned inputs are exactly a kept record's, of the same kind and `allFiles`, is resumed too
  *    (a user job only with the same filters: the checkpoint's bytes were written through them).
  *    The reservation runs with the kept settings and codec and the checkpoint, and deletes the kept record
@@ -27,7 +29,6 @@ import { ExcError } from '../errors.js';
 import {
   ecompCol,
   failureKey,
-  isParked,
   resumeCol,
   type CheckpointMeta,
   type Failure,
@@ -38,6 +39,7 @@ import {
 import { notEnded } from '../meta/outcomes.js';
 import type { Cell, Condition } from '../meta/types.js';
 import type { PlannedJob } from '../queue/planner.js';
+import { parkedFiles } from '../queue/tablet-plan.js';
 
 /** What a compactor reports: a checkpoint without the time the tablet server records it at. */
 export type ReportedCheckpoint = Omit<CheckpointMeta, 'at'>;
@@ -156,20 +158,19 @@ export function resumeOf(
 }
 
 /**
- * The kept system job that comes first for `queueId` (rule 3), if one can run now: not while its job is
- * parked by the table's current `maxAttempts` (an operator may have lowered it since the cancel kept it),
- * as the planner would not plan it either.
+ * The kept system job that comes first for `queueId` (rule 3), if one can run now: not while any of its
+ * inputs is a parked job's by the table's current `maxAttempts` (an operator may have lowered it since the
+ * cancel kept it), as the planner would not plan a system job over them either.
  */
 export function keptJob(meta: TabletMeta, queueId: string, maxAttempts: number): PlannedJob | undefined {
   const busy = new Set([...meta.reservations.values()].flatMap((r) => r.inputs));
   for (const f of meta.selection?.files ?? []) busy.add(f);
   for (const s of meta.splits.values()) for (const f of s.inputs) busy.add(f);
+  for (const f of parkedFiles(meta, maxAttempts)) busy.add(f);
   for (const kept of meta.resumes.values()) {
     if (kept.queueId !== queueId || kept.kind !== 'system') continue;
     if (!kept.inputs.every((f) => meta.files.has(f) && !busy.has(f))) continue;
     if (kept.allFiles !== (kept.inputs.length === meta.files.size)) continue;
-    const failure = meta.failures.get(failureKey(kept.inputs));
-    if (failure && isParked(failure, maxAttempts)) continue;
     return {
       kind: 'system',
       files: kept.inputs,

@@ -185,6 +185,19 @@ describe('resume rules', () => {
     const d = reserve(meta, [job(['c'])], true, lowered);
     expect(d.kind === 'reserve' && d.reservation.inputs).toEqual(['c']);
     expect(reserve(meta, [], true, lowered).kind).toBe('no-work');
+    // Nor while one of its inputs is another parked job's (found by a review): the planner keeps a parked
+    // job's files out of every system job.
+    const other = cancelled('released');
+    other.failures.set(failureKey(['b', 'c']), {
+      inputs: ['b', 'c'],
+      attempts: 2,
+      lastError: 'boom',
+      at: 1_500,
+      parked: false,
+    });
+    expect(reserve(other, [], true, lowered).kind).toBe('no-work');
+    const d2 = reserve(other, []);
+    expect(d2.kind === 'reserve' && d2.reservation.inputs).toEqual(['a', 'b']);
   });
 
   it('reserve - the same inputs that are now all the files start over: deletes would be dropped', () => {
