@@ -4,7 +4,7 @@
  * (with one second of burst) is charged for every byte read; a read waits until its bytes are available.
  */
 import { sleep } from '../retry.js';
-import type { ObjectStore, ReadOptions, StreamOptions } from '../storage/index.js';
+import type { AppendableOptions, ObjectStore, ReadOptions, StreamOptions } from '../storage/index.js';
 
 class TokenBucket {
   private tokens: number;
@@ -39,8 +39,11 @@ export function throttleReads(store: ObjectStore, bytesPerSecond: number): Objec
     // Appending writes is not reading: not limited (a checkpointed output is written in place locally).
     ...(store.openAppendable
       ? {
-          openAppendable: (name: string, from?: { name: string; size: number }) =>
-            store.openAppendable!(name, from),
+          openAppendable: (
+            name: string,
+            from?: { name: string; size: number },
+            options?: AppendableOptions,
+          ) => store.openAppendable!(name, from, options),
         }
       : {}),
     async readRange(name: string, offset: number, length: number, options?: ReadOptions) {

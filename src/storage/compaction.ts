@@ -41,9 +41,11 @@ export interface CompactionProgress {
   /** Bytes of output produced. */
   bytesWritten: number;
   /**
-   * Bytes of the finished file assembled from its parts after the merge (a store that writes parts, S3:
-   * they are read back and written as one object). The merge's figures stand still meanwhile, and a job
-   * whose figures stand still for the stall timeout is cancelled: this one moves.
+   * Bytes copied rather than merged: of the finished file assembled from its parts after the merge (a
+   * store that writes parts, S3: they are read back and written as one object), or, resumed on a store
+   * that appends in place, of the checkpointed bytes copied into this attempt's file before the merge
+   * goes on. The merge's figures stand still meanwhile, and a job whose figures stand still for the stall
+   * timeout is cancelled: this one moves.
    */
   bytesComposed: number;
 }
@@ -113,7 +115,10 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
     ...(resume ? { resume } : {}),
   });
   const resumedBytes = resume?.offset ?? 0;
+  // Bytes copied rather than merged: an S3 output's parts composed into it, a resumed local output's
+  // checkpointed bytes copied into its own file. Reported as they go, so a long copy is not a stall.
   let bytesComposed = 0;
+  let composedReportedAt = 0;
   const progress = (): CompactionProgress => ({
     entriesRead: stats.entriesRead,
     entriesWritten: encoder.entries,
@@ -122,6 +127,13 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
     bytesComposed,
   });
   const everyMs = args.progressEveryMs ?? 1_000;
+  const composed = (total: number): void => {
+    bytesComposed = total;
+    if (args.onProgress && Date.now() - composedReportedAt >= everyMs) {
+      composedReportedAt = Date.now();
+      args.onProgress(progress());
+    }
+  };
 
   // Resumed: each input from the first cell after the checkpoint's last key. The stack decides cell by
   // cell, so the cells after it come out exactly as they would have.
@@ -164,17 +176,12 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
           checkpoints,
           args.resume,
           signal,
+          composed,
         ));
       } else {
         ({ parts } = await writeParts(store, output, encoder, rest, checkpoints, args.resume, signal));
-        let last = Date.now();
-        size = await composeParts(store, output, parts, signal, (n) => {
-          bytesComposed += n;
-          if (args.onProgress && Date.now() - last >= everyMs) {
-            last = Date.now();
-            args.onProgress(progress());
-          }
-        });
+        composedReportedAt = Date.now();
+        size = await composeParts(store, output, parts, signal, (n) => composed(bytesComposed + n));
       }
     } else {
       ({ size } = await store.write(output, encoder.encode(rest, signal), { signal }));

@@ -4,7 +4,10 @@
  * written twice: a checkpoint costs one fsync of what was appended since the last.
  *
  * A resumed attempt starts its own file as a copy of the first `size` bytes of the checkpointed one
- * (`copyFile`: a reflink where the file system can, else a copy in the kernel), then appends. It never
+ * (`copyFile`: a reflink where the file system can, else a copy in the kernel), then appends. The copy
+ * tells how far it is by the size of its file, about every second (`onCopied`): a copy of many gigabytes
+ * on a slow disk must not look like a compaction that made no progress (a stall, which drops the
+ * checkpoint). It never
  * writes to the earlier attempt's file, which that attempt — should it still be running, a zombie — only
  * ever appends to past `size`: neither attempt changes a byte the other reads. Finishing links the file
  * under the output's name rather than renaming it, so that a zombie that finishes first does not take
@@ -16,7 +19,10 @@ import { randomBytes } from 'node:crypto';
 import { copyFile, link, open, rename, stat, truncate, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { ExcError } from '../errors.js';
-import type { AppendableWrite } from './object-store.js';
+import type { AppendableOptions, AppendableWrite } from './object-store.js';
+
+/** How often a copy's progress is read off its file. */
+const COPY_PROGRESS_MS = 1_000;
 
 export interface AppendableDeps {
   pathOf: (name: string) => string;
@@ -30,6 +36,7 @@ export async function openAppendable(
   deps: AppendableDeps,
   name: string,
   from?: { name: string; size: number },
+  options: AppendableOptions = {},
 ): Promise<AppendableWrite> {
   const path = deps.pathOf(name);
   const dir = dirname(path);
@@ -45,9 +52,15 @@ export async function openAppendable(
         { details: { name: from.name } },
       );
     }
-    await copyFile(source, path, constants.COPYFILE_FICLONE);
+    const watch = watchCopy(path, from.size, options.onCopied);
+    try {
+      await copyFile(source, path, constants.COPYFILE_FICLONE);
+    } finally {
+      watch.stop();
+    }
     await truncate(path, from.size);
     length = from.size;
+    options.onCopied?.(from.size);
   }
   const fh: FileHandle = await open(path, from ? 'r+' : 'w', 0o644);
   let dirSynced = false;
@@ -100,5 +113,35 @@ export async function openAppendable(
       return length;
     },
     close,
+  };
+}
+
+/** Reads a copy's progress off the size of the file it writes (at most `size`), until stopped. */
+export function watchCopy(
+  path: string,
+  size: number,
+  onCopied: ((bytes: number) => void) | undefined,
+  everyMs = COPY_PROGRESS_MS,
+): { stop: () => void } {
+  if (!onCopied) return { stop: () => undefined };
+  let stopped = false;
+  let seen = 0;
+  const timer = setInterval(() => {
+    void stat(path).then(
+      (s) => {
+        const bytes = Math.min(s.size, size);
+        if (stopped || bytes <= seen) return;
+        seen = bytes;
+        onCopied(bytes);
+      },
+      () => undefined,
+    );
+  }, everyMs);
+  timer.unref();
+  return {
+    stop: () => {
+      stopped = true;
+      clearInterval(timer);
+    },
   };
 }

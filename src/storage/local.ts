@@ -15,6 +15,7 @@ import { ExcError } from '../errors.js';
 import { checkName, checkPrefix, checkRange, isValidName } from './names.js';
 import { openAppendable } from './local-append.js';
 import type {
+  AppendableOptions,
   AppendableWrite,
   ObjectInfo,
   ObjectStore,
@@ -115,8 +116,13 @@ export class LocalObjectStore implements ObjectStore {
     return { size };
   }
 
-  openAppendable(name: string, from?: { name: string; size: number }): Promise<AppendableWrite> {
-    return openAppendable({ pathOf: (n) => this.pathOf(n), makeDirectory, syncDirectory }, name, from);
+  openAppendable(
+    name: string,
+    from?: { name: string; size: number },
+    options?: AppendableOptions,
+  ): Promise<AppendableWrite> {
+    const deps = { pathOf: (n: string) => this.pathOf(n), makeDirectory, syncDirectory };
+    return openAppendable(deps, name, from, options);
   }
 
   async readRange(name: string, offset: number, length: number, options: ReadOptions = {}): Promise<Buffer> {

@@ -42,6 +42,12 @@ export interface TemporarySweepOptions {
   beforeDelete?: () => Promise<void>;
 }
 
+/** How an appendable object that starts as a copy tells how far the copy is (see `openAppendable`). */
+export interface AppendableOptions {
+  /** Bytes of `from` copied so far: about every second while the copy runs, and once when it is done. */
+  onCopied?: (bytes: number) => void;
+}
+
 /** An object written in place and made durable piece by piece (see {@link ObjectStore.openAppendable}). */
 export interface AppendableWrite {
   /** Appends bytes; durable only once flushed. */
@@ -118,7 +124,11 @@ export interface ObjectStore {
    * object starts as a copy of that object's first `from.size` bytes (OBJECT_NOT_FOUND when it has fewer).
    * A store without it writes checkpointed outputs as separate parts.
    */
-  openAppendable?(name: string, from?: { name: string; size: number }): Promise<AppendableWrite>;
+  openAppendable?(
+    name: string,
+    from?: { name: string; size: number },
+    options?: AppendableOptions,
+  ): Promise<AppendableWrite>;
   /** Idempotent: deleting a missing object is fine. */
   delete(name: string): Promise<void>;
   close(): Promise<void>;

@@ -88,7 +88,8 @@ export function appendsInPlace(store: ObjectStore, resume: Checkpoint | undefine
 /**
  * Writes the encoder's output in place under `<output>.partial`, continuing `resume`'s file if any, and
  * links it under `output` at the end. Resolves the size and the files it leaves (the earlier attempt's,
- * its own): garbage once the output is committed.
+ * its own): garbage once the output is committed. `onCopied` hears how far the copy of the resumed
+ * file's checkpointed bytes is (AppendableOptions).
  */
 export async function writeAppendable(
   store: ObjectStore,
@@ -98,9 +99,10 @@ export async function writeAppendable(
   options: CheckpointOptions,
   resume: Checkpoint | undefined,
   signal?: AbortSignal,
+  onCopied?: (bytes: number) => void,
 ): Promise<{ parts: PartRef[]; size: number }> {
   const name = partialName(output);
-  const file = await store.openAppendable!(name, resume?.parts[0]);
+  const file = await store.openAppendable!(name, resume?.parts[0], onCopied ? { onCopied } : {});
   // The fsync of the last checkpoint, still running: the merge goes on meanwhile (it only appends past
   // the checkpoint), and the checkpoint is reported once the sync is done. One at a time: a checkpoint
   // reached while the previous one syncs waits for it.
