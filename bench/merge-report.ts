@@ -60,6 +60,10 @@ export interface Report {
   /** Warm (after untimed merges: what a compactor's long-lived threads run); `cold`: the first merge. */
   mergeInMemory: Rate & { vsSortM: number; cold: Rate & { vsSortM: number } };
   mergeInMemoryCodec: Rate & { vsSortM: number };
+  /** Whether (c) is the native merge (native/merge.c), as compactions run it when it is built. */
+  mergeNative: boolean;
+  /** The JavaScript merge through the iterator stack (the fallback), in the same rounds. */
+  mergeInMemoryJs: Rate & { vsSortM: number };
   /**
    * The run's codec alone on the data set's blocks: the CPU a compaction in it cannot avoid, and so the
    * most MB per CPU-second such a compaction could reach on this machine.
@@ -120,7 +124,9 @@ export function printReport(r: Report, json: boolean): void {
     ['(a) cat RFiles > /dev/null (I/O ceiling)', fmt(r.cat.entriesPerS), fmt(r.cat.mbPerS, 1), '', ''],
     ['(b) LC_ALL=C sort -m, same entries as text', fmt(r.sortM.entriesPerS), fmt(r.sortM.mbPerS, 1), '', ''],
     [
-      '(c) merge in memory through the iterator stack (none)',
+      r.mergeNative
+        ? '(c) merge in memory, native: decoding, merge, rules, output blocks (none)'
+        : '(c) merge in memory through the iterator stack (none)',
       fmt(r.mergeInMemory.entriesPerS),
       fmt(r.mergeInMemory.mbPerS, 1),
       '(b), entries/s',
@@ -140,6 +146,17 @@ export function printReport(r: Report, json: boolean): void {
       '(b), entries/s',
       fmtRatio(r.mergeInMemoryCodec.vsSortM),
     ],
+    ...(r.mergeNative
+      ? [
+          [
+            '    the JavaScript merge (iterator stack), the fallback',
+            fmt(r.mergeInMemoryJs.entriesPerS),
+            fmt(r.mergeInMemoryJs.mbPerS, 1),
+            '(b), entries/s',
+            fmtRatio(r.mergeInMemoryJs.vsSortM),
+          ],
+        ]
+      : []),
     ['    local copy of the same bytes through the store', '', fmt(r.localCopy.mbPerS, 1), '', ''],
   ];
   out(table(['figure', 'entries/s', 'MB/s', 'baseline', 'ratio'], rows));

@@ -12,13 +12,43 @@ import {
   type Compression,
   type ObjectStore,
 } from '../src/storage/index.js';
+import { nativeFeed } from '../src/storage/native-merge.js';
+import { DEFAULT_BLOCK_SIZE } from '../src/storage/rfile/writer.js';
 
 export const SETTINGS = { versions: 1, nowMs: Date.now(), filters: [], dropDeletes: true };
 
-/** Merges `inputs` through the whole stack, counting the output; throws unless every entry came out. */
-export async function mergeOnly(store: ObjectStore, inputs: string[], expected: number): Promise<void> {
+/**
+ * Merges `inputs` as a compaction does, counting the output; throws unless every entry came out. Native
+ * (what compactions run when the binding is built): decoding, merge, rules and the output's data blocks
+ * assembled, not compressed or written. JavaScript: through the whole iterator stack, the output batches
+ * counted (the writer's copy into blocks left out).
+ */
+export async function mergeOnly(
+  store: ObjectStore,
+  inputs: string[],
+  expected: number,
+  native = false,
+): Promise<void> {
   const readers = await Promise.all(inputs.map((name) => RFileReader.open(store, name)));
   let n = 0;
+  if (native) {
+    const feed = nativeFeed({
+      readers,
+      readRange: {},
+      settings: compileSettings(SETTINGS),
+      rows: {},
+      after: undefined,
+      blockSize: DEFAULT_BLOCK_SIZE,
+      stats: { entriesRead: 0 },
+      signal: undefined,
+    });
+    for await (const block of feed.blocks) {
+      n += block.count;
+      feed.spare = block.block;
+    }
+    if (n !== expected) throw new Error(`merged ${n} entries, expected ${expected}`);
+    return;
+  }
   for await (const batch of iteratorStackBatches(
     readers.map((r) => r.scanBatches()),
     compileSettings(SETTINGS),

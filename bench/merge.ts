@@ -21,6 +21,7 @@ import {
   type Compression,
 } from '../src/storage/index.js';
 import { codecOf } from '../src/storage/rfile/compression.js';
+import { nativeMerge } from '../src/storage/native-merge.js';
 import { fileName, writeDataSet, writeTextFiles, type DataSpec } from './merge-data.js';
 import { alternate, best, bestWithCpu, MB, peakRss, runCommand } from './merge-measure.js';
 import { dataBlocks, measureCodec, type CodecCpu } from './codec-measure.js';
@@ -137,20 +138,27 @@ async function main(): Promise<void> {
   };
   const memoryNone = await inMemory('none');
   const memoryCodec = codec === 'none' ? memoryNone : await inMemory(codec);
-  const mergeNone = () => mergeOnly(memoryNone, inputs, totalEntries);
-  const mergeCodec = () => mergeOnly(memoryCodec, inputs, totalEntries);
+  // The merge compactions run: native when the binding is built (and not turned off), and the
+  // JavaScript merge, its fallback, beside it.
+  const native = nativeMerge() !== null;
+  const mergeNone = () => mergeOnly(memoryNone, inputs, totalEntries, native);
+  const mergeCodec = () => mergeOnly(memoryCodec, inputs, totalEntries, native);
+  const mergeJs = () => mergeOnly(memoryNone, inputs, totalEntries, false);
   const coldMs = await best(1, mergeNone);
   for (let i = 1; i < WARM_UP; i++) await mergeNone();
   for (let i = 0; i < WARM_UP && codec !== 'none'; i++) await mergeCodec();
-  const [sortMs, mergeMs, mergeCodecMs] = await alternate(Math.max(rounds, MERGE_ROUNDS), [
+  for (let i = 0; i < WARM_UP && native; i++) await mergeJs();
+  const [sortMs, mergeMs, mergeCodecMs, mergeJsMs] = await alternate(Math.max(rounds, MERGE_ROUNDS), [
     () => runCommand('sort', ['-m', ...text.paths], { LC_ALL: 'C' }),
     mergeNone,
     codec === 'none' ? async () => undefined : mergeCodec,
+    native ? mergeJs : async () => undefined,
   ]);
   const sort = rate(sortMs!, text.bytes);
   const merge = rate(mergeMs!);
   const mergeCold = rate(coldMs);
   const mergeInCodec = codec === 'none' ? merge : rate(mergeCodecMs!);
+  const js = native ? rate(mergeJsMs!) : merge;
 
   progress('copy through the local store (baseline of the end-to-end figures)');
   const localCopy = rate(await best(rounds, () => copyThrough(none, inputs, 'output/copy.rf')));
@@ -255,6 +263,8 @@ async function main(): Promise<void> {
       cold: { ...mergeCold, vsSortM: mergeCold.entriesPerS / sort.entriesPerS },
     },
     mergeInMemoryCodec: { ...mergeInCodec, vsSortM: mergeInCodec.entriesPerS / sort.entriesPerS },
+    mergeNative: native,
+    mergeInMemoryJs: { ...js, vsSortM: js.entriesPerS / sort.entriesPerS },
     codecAlone: {
       codec,
       sizeVsRaw: codecCpu!.sizeVsRaw,

@@ -3,7 +3,8 @@
 // (Node 20, npm, Java, apt). Plain Node with no dependencies: it runs before anything is installed.
 //
 //  1. npm dependencies, from the lock file, when node_modules is missing or older than the lock file;
-//     the native bindings (better-sqlite3, zstd-napi) are rebuilt if they do not load.
+//     the native bindings (better-sqlite3, zstd-napi) are rebuilt if they do not load; the project's
+//     own native merge (native/) is built when missing or older than its source.
 //  2. ZooKeeper, unless EXC_ZK names an existing server: the Debian/Ubuntu package `zookeeper`
 //     (/usr/share/java/zookeeper.jar), installed with apt-get when we are root; otherwise stop and say
 //     exactly what to install.
@@ -116,6 +117,43 @@ function ensureNpmDependencies() {
   }
 }
 
+// The project's own native code (native/merge.c: the compaction merge), built with the node-gyp that
+// comes with npm, against the same headers. Rebuilt when its sources are newer than the binary. Not
+// fatal when it cannot be built: compactions then run the JavaScript merge, which gives the same files.
+const NATIVE_DIR = join(root, 'native');
+const NATIVE_BINARY = join(NATIVE_DIR, 'build', 'Release', 'excompact_merge.node');
+
+function nodeGyp() {
+  const candidates = [
+    process.env.npm_execpath && join(dirname(process.env.npm_execpath), '..', 'node_modules', 'node-gyp'),
+    join(dirname(process.execPath), '..', 'lib', 'node_modules', 'npm', 'node_modules', 'node-gyp'),
+  ];
+  for (const dir of candidates) {
+    if (dir && existsSync(join(dir, 'bin', 'node-gyp.js'))) return join(dir, 'bin', 'node-gyp.js');
+  }
+  return null;
+}
+
+function ensureNativeMerge() {
+  const sources = ['merge.c', 'binding.gyp'].map((f) => statSync(join(NATIVE_DIR, f)).mtimeMs);
+  if (existsSync(NATIVE_BINARY) && statSync(NATIVE_BINARY).mtimeMs >= Math.max(...sources)) return;
+  const gyp = nodeGyp();
+  if (!gyp) {
+    say('node-gyp not found next to npm: compactions will use the JavaScript merge');
+    return;
+  }
+  say('building the native merge (native/merge.c)');
+  const result = spawnSync(process.execPath, [gyp, 'rebuild', '--loglevel=warn'], {
+    cwd: NATIVE_DIR,
+    env: npmEnv(),
+    encoding: 'utf8',
+  });
+  if (result.status !== 0 || !existsSync(NATIVE_BINARY)) {
+    console.error(`${result.stdout ?? ''}${result.stderr ?? ''}`.trim());
+    say('the native merge did not build (above): compactions will use the JavaScript merge');
+  }
+}
+
 /** Whether we may install Debian packages: root, with apt-get. */
 function canApt() {
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
@@ -194,6 +232,7 @@ function ensurePostgres() {
 
 checkNode();
 ensureNpmDependencies();
+ensureNativeMerge();
 ensureZooKeeper();
 ensureChromium();
 ensurePostgres();

@@ -201,6 +201,12 @@ export const SETTINGS = {
     30_000,
     'A checkpointed compaction also checkpoints after this long, and tablet servers record a checkpoint at least this long after the last one (whichever of bytes or time comes first).',
   ),
+  nativeMerge: setting(
+    'EXC_NATIVE_MERGE',
+    bool,
+    true,
+    'Compactions without filters merge in native code (native/merge.c) when it is built; false runs the JavaScript merge, which writes the same files, more slowly.',
+  ),
   rpcTimeoutMs: setting('EXC_RPC_TIMEOUT_MS', int(10, 600_000), 10_000, 'Timeout of one outgoing RPC.'),
   managerFailoverMs: setting(
     'EXC_MANAGER_FAILOVER_MS',

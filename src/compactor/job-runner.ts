@@ -67,6 +67,8 @@ export interface JobRunnerDeps {
   /** Checkpoint jobs with at least `bytes` of input, about every `bytes` of output or `ms`. */
   checkpoint?: { bytes: number; ms: number };
   resumes?: { resumed: (bytes: number) => void; checkpointed: () => void };
+  /** Merge in native code when the job allows it (compaction.ts; default true). */
+  nativeMerge?: boolean;
 }
 
 export async function runJob(
@@ -203,6 +205,7 @@ async function runLinked(
       ...(checkpointing ? { checkpoints: checkpointing } : {}),
       ...(job.checkpoint ? { resume: job.checkpoint } : {}),
       ...(job.range ? { range: job.range } : {}),
+      nativeMerge: deps.nativeMerge ?? true,
     });
   } catch (err) {
     clearInterval(ticker);

@@ -39,6 +39,8 @@ export interface CompactorOptions extends ServerOptions {
   /** Jobs with this much input checkpoint their output about this often (EXC_CHECKPOINT_*). */
   checkpointBytes?: number;
   checkpointMs?: number;
+  /** Merge in native code when a job allows it (EXC_NATIVE_MERGE; default true). */
+  nativeMerge?: boolean;
   /** Exit code when the queue is deleted (EXC_QUEUE_GONE_EXIT_CODE; default EXIT_QUEUE_DELETED of exit-codes.ts). */
   queueGoneExitCode?: number;
 }

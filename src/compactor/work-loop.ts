@@ -110,6 +110,7 @@ export async function work(slot: number, deps: WorkerDeps): Promise<void> {
             ms: options.checkpointMs ?? DEFAULT_CHECKPOINT_MS,
           },
           resumes: deps.resumes,
+          nativeMerge: options.nativeMerge ?? true,
         },
         job,
         server,

@@ -28,7 +28,16 @@ import {
 import { plainEntry } from './rfile/block-entry.js';
 import { decodeEncoderState, decodeKeyRecord } from './rfile/encoder-state.js';
 import { RFileReader } from './rfile/reader.js';
-import { RFileEncoder, type Compression, type FileSummary } from './rfile/writer.js';
+import {
+  DEFAULT_BLOCK_SIZE,
+  RFileEncoder,
+  type AssembledBlock,
+  type BlockFeed,
+  type Compression,
+  type FileSummary,
+} from './rfile/writer.js';
+import type { BatchSource } from './batches.js';
+import { nativeFeed, runsNatively } from './native-merge.js';
 import type { MergeStats } from './iterators/merge.js';
 import { compileSettings, type IteratorSettings } from './iterators/settings.js';
 import { iteratorStackBatches } from './iterators/stack.js';
@@ -76,6 +85,11 @@ export interface CompactFilesArgs {
   checkpoints?: CheckpointOptions;
   /** Go on from this checkpoint of an earlier attempt at the same job (same inputs and settings). */
   resume?: Checkpoint;
+  /**
+   * Merge in native code when the job allows it and the binding is built (native-merge.ts); false runs
+   * the JavaScript merge, which writes the same bytes. Default true.
+   */
+  nativeMerge?: boolean;
   /** Only the rows in [start, end) (hex; absent: unbounded): a sub-job of a split job. */
   range?: { start?: string; end?: string };
 }
@@ -140,26 +154,53 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
   const after = resume ? decodeKeyRecord(resume.lastKey) : undefined;
   // A sub-job of a split reads only its rows; a range never cuts a row, so each cell is decided whole.
   const rows = subJobRange(args.range);
-  const merged = iteratorStackBatches(
-    readers.map((r) =>
-      after
-        ? cellsAfter(r.scanBatches(intersectRanges(rows, { startRow: after.row }), { signal }), after)
-        : r.scanBatches(rows, { signal }),
-    ),
-    settings,
-    { stats, signal, ops: BLOCK_ENTRY_OPS },
-  );
-  const batches = withProgress(merged, progress, args.onProgress, everyMs);
+  let reportedAt = Date.now();
+  const tick = (): void => {
+    if (args.onProgress && Date.now() - reportedAt >= everyMs) {
+      reportedAt = Date.now();
+      args.onProgress(progress());
+    }
+  };
+  const readRange = after ? intersectRanges(rows, { startRow: after.row }) : rows;
+  let batches: AsyncGenerator<Entry[] | AssembledBlock>;
+  let feed: BlockFeed | null = null;
+  if (args.nativeMerge !== false && runsNatively(settings)) {
+    feed = nativeFeed({
+      readers,
+      readRange,
+      settings,
+      rows,
+      after,
+      blockSize: args.blockSize ?? DEFAULT_BLOCK_SIZE,
+      stats,
+      signal,
+      // A merge that drops everything yields no block for a long while: it still reports progress.
+      onHeartbeat: tick,
+    });
+    batches = withProgress(feed.blocks[Symbol.asyncIterator](), tick);
+  } else {
+    const merged = iteratorStackBatches(
+      readers.map((r) =>
+        after ? cellsAfter(r.scanBatches(readRange, { signal }), after) : r.scanBatches(rows, { signal }),
+      ),
+      settings,
+      { stats, signal, ops: BLOCK_ENTRY_OPS },
+    );
+    batches = withProgress(merged, tick);
+  }
   try {
-    // Look at the first batch before creating anything: an empty result writes no file. (A checkpoint is
-    // taken only before an entry, so a resumed run always has one.)
+    // Look at the first batch (or block) before creating anything: an empty result writes no file. (A
+    // checkpoint is taken only before an entry, so a resumed run always has one.)
     let first = await batches.next();
-    while (!first.done && first.value.length === 0) first = await batches.next();
+    while (!first.done && isEmptyBatch(first.value)) first = await batches.next();
     if (first.done && !resume) {
       args.onProgress?.(progress());
       return { ...progress(), empty: true, output: null, resumedBytes, parts: [] };
     }
-    const rest = first.done ? batches : prepend(first.value, batches);
+    const merged = first.done ? batches : prepend(first.value, batches);
+    // The encoder leaves its spare buffers on the feed the merge draws them from.
+    if (feed) feed.blocks = merged as AsyncIterable<AssembledBlock>;
+    const rest: BatchSource | BlockFeed = feed ?? (merged as AsyncIterable<Entry[]>);
     let size: number;
     let parts: PartRef[] = [];
     if (args.checkpoints || args.resume) {
@@ -236,18 +277,14 @@ function checkInputs(inputs: string[], output: string): void {
     throw new ExcError('BAD_REQUEST', `output ${output} is also an input`, { details: { name: output } });
 }
 
-async function* withProgress(
-  batches: AsyncGenerator<Entry[]>,
-  progress: () => CompactionProgress,
-  onProgress: ((p: CompactionProgress) => void) | undefined,
-  everyMs: number,
-): AsyncGenerator<Entry[]> {
-  let last = Date.now();
-  for await (const batch of batches) {
-    if (onProgress && Date.now() - last >= everyMs) {
-      last = Date.now();
-      onProgress(progress());
-    }
+function isEmptyBatch(batch: Entry[] | AssembledBlock): boolean {
+  return Array.isArray(batch) && batch.length === 0;
+}
+
+/** The batches, with `tick` (progress reports, when due) before each. */
+async function* withProgress<T>(batches: AsyncIterator<T>, tick: () => void): AsyncGenerator<T> {
+  for await (const batch of { [Symbol.asyncIterator]: () => batches }) {
+    tick();
     yield batch;
   }
 }

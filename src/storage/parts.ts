@@ -21,7 +21,7 @@ import { ExcError } from '../errors.js';
 import type { BatchSource } from './batches.js';
 import type { ObjectStore } from './object-store.js';
 import { encodeEncoderState } from './rfile/encoder-state.js';
-import type { EncoderState, RFileEncoder } from './rfile/writer.js';
+import type { BlockFeed, EncoderState, RFileEncoder } from './rfile/writer.js';
 
 export interface PartRef {
   name: string;
@@ -95,7 +95,7 @@ export async function writeAppendable(
   store: ObjectStore,
   output: string,
   encoder: RFileEncoder,
-  batches: BatchSource,
+  batches: BatchSource | BlockFeed,
   options: CheckpointOptions,
   resume: Checkpoint | undefined,
   signal?: AbortSignal,
@@ -172,7 +172,7 @@ export async function writeParts(
   store: ObjectStore,
   output: string,
   encoder: RFileEncoder,
-  batches: BatchSource,
+  batches: BatchSource | BlockFeed,
   options: CheckpointOptions,
   resume: Checkpoint | undefined,
   signal?: AbortSignal,

@@ -176,7 +176,7 @@ describe('compactor', () => {
 
   it('SIGSTOP past the session timeout, then SIGCONT - it abandons its job, never commits it, and registers again', async () => {
     const s = await setup(cluster());
-    const sleeper = await cluster().startCompactor('q', { name: 'sleeper', args: ['--throughput', '20000'] });
+    const sleeper = await cluster().startCompactor('q', { name: 'sleeper', args: ['--throughput', '5000'] });
     const firstPath = sleeper.compactor;
     await oneJob(s, 300);
     await sleeper.waitForLog((l) => l.msg === 'compaction started');
@@ -201,7 +201,7 @@ describe('compactor', () => {
   it('SIGTERM - the node goes at once, the released job is re-reserved by another compactor, exit 0', async () => {
     const s = await setup(cluster());
     const tablet = s.tablets[0]!.tablet;
-    const leaving = await cluster().startCompactor('q', { name: 'leaving', args: ['--throughput', '20000'] });
+    const leaving = await cluster().startCompactor('q', { name: 'leaving', args: ['--throughput', '5000'] });
     await oneJob(s, 300);
     const released = await leaving.waitForLog((l) => l.msg === 'compaction started');
     const heir = await cluster().startCompactor('q', { name: 'heir' });
@@ -240,7 +240,7 @@ describe('compactor', () => {
 
   it('queue deleted - its compactors exit with the queue-deleted code and their reservations are cancelled', async () => {
     const s = await setup(cluster());
-    const busy = await cluster().startCompactor('q', { name: 'busy', args: ['--throughput', '20000'] });
+    const busy = await cluster().startCompactor('q', { name: 'busy', args: ['--throughput', '5000'] });
     const idle = await cluster().startCompactor('q', { name: 'idle' });
     await oneJob(s, 300);
     await waitFor(

@@ -244,6 +244,8 @@ export async function buildImages(root: string, full: boolean): Promise<Images> 
       'src',
       'bin',
       'scripts/bundle.mjs',
+      'native/merge.c',
+      'native/binding.gyp',
       'web',
     ])
       hash.path(at(p));
@@ -255,7 +257,8 @@ export async function buildImages(root: string, full: boolean): Promise<Images> 
   } else {
     const sqlite = at('node_modules/better-sqlite3/build/Release/better_sqlite3.node');
     const zstd = at('node_modules/zstd-napi/build/Release/binding.node');
-    if (!existsSync(at('dist/cli/main.js')) || !existsSync(sqlite) || !existsSync(zstd))
+    const merge = at('native/build/Release/excompact_merge.node');
+    if (!existsSync(at('dist/cli/main.js')) || !existsSync(sqlite) || !existsSync(zstd) || !existsSync(merge))
       throw new ComposeTestError('SETUP', 'build the project first: npm run setup && npm run build');
     const imageDir = at('test/compose/images/excompact');
     excompact = new Hasher()
@@ -268,12 +271,14 @@ export async function buildImages(root: string, full: boolean): Promise<Images> 
       .path(at('package-lock.json'))
       .path(sqlite)
       .path(zstd)
+      .path(merge)
       .tag('excompact');
     if (!(await exists(excompact))) {
       say(`building ${excompact} from this machine's dist/ and production node_modules`);
       const entries = {
         Dockerfile: join(imageDir, 'Dockerfile'),
         dist: at('dist'),
+        'native/build/Release/excompact_merge.node': merge,
         bin: at('bin'),
         web: at('web'),
         'package.json': at('package.json'),

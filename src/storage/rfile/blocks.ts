@@ -18,7 +18,7 @@ import {
   type Footer,
   type IndexRecord,
 } from './codec.js';
-import { decompressBlock } from './compression.js';
+import { decompressBlock, decompressBlockSync } from './compression.js';
 import { corruptFile } from './corrupt.js';
 
 export interface RootEntry extends IndexRecord {
@@ -111,9 +111,9 @@ export interface StoredBlock {
 
 /** Decompresses (compression.ts) and decodes a verified data block; damage is CORRUPT_FILE naming it. */
 export async function decodeBlock(file: string, block: StoredBlock): Promise<BlockEntry[]> {
-  const { header, payload } = block;
+  const { header } = block;
+  const raw = await decompressStored(file, block);
   try {
-    const raw = await decompressBlock(header.codec, payload, header.rawLength);
     return decodeDataBlock(raw, header.count);
   } catch (err) {
     if (err instanceof FormatError) {
@@ -121,6 +121,35 @@ export async function decodeBlock(file: string, block: StoredBlock): Promise<Blo
     }
     throw err;
   }
+}
+
+/** Decompresses a verified data block (compression.ts); damage is CORRUPT_FILE naming it. */
+export async function decompressStored(file: string, block: StoredBlock): Promise<Buffer> {
+  const { header, payload } = block;
+  try {
+    return await decompressBlock(header.codec, payload, header.rawLength);
+  } catch (err) {
+    throw blockError(file, block, err);
+  }
+}
+
+/** {@link decompressStored} for a block in any codec but deflate, on this thread (see decompressBlockSync). */
+export function decompressStoredSync(
+  file: string,
+  block: StoredBlock,
+  alloc?: (size: number) => Buffer,
+): Buffer {
+  const { header, payload } = block;
+  try {
+    return decompressBlockSync(header.codec, payload, header.rawLength, alloc);
+  } catch (err) {
+    throw blockError(file, block, err);
+  }
+}
+
+function blockError(file: string, block: StoredBlock, err: unknown): unknown {
+  if (!(err instanceof FormatError)) return err;
+  return corruptFile(file, describe(KIND_DATA, block.header.number, block.offset), err.message, err);
 }
 
 export function describe(kind: number, number: number, offset: number): string {

@@ -126,12 +126,12 @@ class ZstdCodec {
    * A frame that says it holds another length is refused before anything is allocated (frames written
    * by the binding before carry no length, and are bounded by the header's).
    */
-  decompress(payload: Buffer, rawLength: number): Buffer {
+  decompress(payload: Buffer, rawLength: number, alloc: (size: number) => Buffer): Buffer {
     const declared = this.binding.getFrameContentSize(payload);
     if (declared !== null && declared !== rawLength) {
       throw new FormatError(`zstd frame holds ${declared} bytes, expected ${rawLength}`);
     }
-    const raw = Buffer.allocUnsafe(rawLength);
+    const raw = alloc(rawLength);
     const n = this.dctx.decompress(raw, payload);
     return n === rawLength ? raw : raw.subarray(0, n);
   }
@@ -168,18 +168,34 @@ export function deflateBlock(payload: Buffer): Promise<Buffer> {
  * checked first, and zstd decodes into a buffer of exactly that length.
  */
 export async function decompressBlock(codec: number, payload: Buffer, rawLength: number): Promise<Buffer> {
+  if (codec !== CODEC_DEFLATE) return decompressBlockSync(codec, payload, rawLength);
+  let raw: Buffer;
+  try {
+    // maxOutputLength: damage can never make us inflate more than the header promised. chunkSize: one
+    // pass on the thread pool instead of one per 16 KiB (the default), which doubled the cost.
+    const size = Math.max(64, rawLength);
+    raw = await inflateRaw(payload, { maxOutputLength: size, chunkSize: size });
+  } catch (err) {
+    throw decompressError(codec, err);
+  }
+  return checkedLength(codec, raw, rawLength);
+}
+
+/**
+ * {@link decompressBlock} for the codecs that run on the calling thread (all but deflate). `alloc` gives
+ * the buffer a zstd block is decoded into (a pool's, native-merge.ts), of exactly the size asked.
+ */
+export function decompressBlockSync(
+  codec: number,
+  payload: Buffer,
+  rawLength: number,
+  alloc: (size: number) => Buffer = Buffer.allocUnsafe,
+): Buffer {
   let raw: Buffer;
   try {
     switch (codec) {
       case CODEC_NONE:
         return payload;
-      case CODEC_DEFLATE: {
-        // maxOutputLength: damage can never make us inflate more than the header promised. chunkSize:
-        // one pass on the thread pool instead of one per 16 KiB (the default), which doubled the cost.
-        const size = Math.max(64, rawLength);
-        raw = await inflateRaw(payload, { maxOutputLength: size, chunkSize: size });
-        break;
-      }
       case CODEC_LZ4:
         if (payload.length < 4 || payload.readUInt32LE(0) !== rawLength) {
           throw new FormatError(`lz4 block does not announce ${rawLength} bytes`);
@@ -187,17 +203,25 @@ export async function decompressBlock(codec: number, payload: Buffer, rawLength:
         raw = lz4Binding().uncompressSync(payload);
         break;
       case CODEC_ZSTD:
-        raw = zstdCodec().decompress(payload, rawLength);
+        raw = zstdCodec().decompress(payload, rawLength, alloc);
         break;
       default:
         throw new FormatError(`unknown codec ${codec}`);
     }
   } catch (err) {
-    if (err instanceof FormatError || err instanceof ExcError) throw err;
-    // zlib's word for deflate, as messages have always said.
-    const verb = codec === CODEC_DEFLATE ? 'inflate' : `decompress ${nameOf(codec)}`;
-    throw new FormatError(`cannot ${verb}: ${(err as Error).message}`);
+    throw decompressError(codec, err);
   }
+  return checkedLength(codec, raw, rawLength);
+}
+
+function decompressError(codec: number, err: unknown): Error {
+  if (err instanceof FormatError || err instanceof ExcError) return err;
+  // zlib's word for deflate, as messages have always said.
+  const verb = codec === CODEC_DEFLATE ? 'inflate' : `decompress ${nameOf(codec)}`;
+  return new FormatError(`cannot ${verb}: ${(err as Error).message}`);
+}
+
+function checkedLength(codec: number, raw: Buffer, rawLength: number): Buffer {
   if (raw.length !== rawLength) {
     const what = codec === CODEC_DEFLATE ? 'inflates' : `decompresses (${nameOf(codec)})`;
     throw new FormatError(`${what} to ${raw.length} bytes, expected ${rawLength}`);

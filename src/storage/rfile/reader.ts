@@ -39,6 +39,8 @@ import {
   BlockCursor,
   checkFooter,
   decodeBlock,
+  decompressStored,
+  decompressStoredSync,
   describe,
   type RootEntry,
   type ScanStart,
@@ -56,8 +58,21 @@ const OPEN_READ = 64 * 1024;
  */
 const DECODE_AHEAD = 2;
 
+/** A data block decompressed, not decoded (RFileReader.rawBlocks). */
+export interface RawBlock {
+  payload: Buffer;
+  count: number;
+  /** CORRUPT_FILE naming the file and this block. */
+  corrupt(detail: string): ExcError;
+}
+
 export interface ScanOptions {
   signal?: AbortSignal;
+}
+
+export interface RawBlockOptions extends ScanOptions {
+  /** Where blocks are decompressed into, when their codec lets us choose (zstd); default fresh buffers. */
+  alloc?: (size: number) => Buffer;
 }
 
 export class RFileReader {
@@ -180,6 +195,40 @@ export class RFileReader {
       while (pending.length > 0) yield await pending.shift()!;
     } finally {
       // Blocks decoded ahead of a scan that stopped early (or failed) are dropped, their errors with them.
+      for (const p of pending) p.catch(() => undefined);
+    }
+  }
+
+  /**
+   * The data blocks a scan of `range` needs, decompressed but not decoded, in order (the native merge
+   * decodes them itself): whole blocks, so entries outside `range` at either end are the caller's to
+   * skip. `corrupt` makes the error that names the block, for damage found when decoding it.
+   */
+  async *rawBlocks(range: RowRange = {}, options: RawBlockOptions = {}): AsyncGenerator<RawBlock> {
+    if (this.root.length === 0 || rangeIsEmpty(range)) return;
+    const pending: Promise<RawBlock>[] = [];
+    const raw = (block: StoredBlock, payload: Buffer): RawBlock => ({
+      payload,
+      count: block.header.count,
+      corrupt: (detail) =>
+        corruptFile(this.file, describe(KIND_DATA, block.header.number, block.offset), detail),
+    });
+    try {
+      for await (const block of this.verifiedBlocks(range, options.signal)) {
+        if (block.header.codec !== CODEC_DEFLATE && pending.length === 0) {
+          // The codecs that run on this thread: no promise per block.
+          yield raw(block, decompressStoredSync(this.file, block, options.alloc));
+          continue;
+        }
+        const decoded = decompressStored(this.file, block).then((payload) => raw(block, payload));
+        // As in decodedBlocks: handled from the start, still thrown when awaited.
+        decoded.catch(() => undefined);
+        pending.push(decoded);
+        const ahead = block.header.codec === CODEC_DEFLATE ? DECODE_AHEAD : 0;
+        if (pending.length > ahead) yield await pending.shift()!;
+      }
+      while (pending.length > 0) yield await pending.shift()!;
+    } finally {
       for (const p of pending) p.catch(() => undefined);
     }
   }

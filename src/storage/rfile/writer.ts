@@ -9,7 +9,7 @@ import { ExcError } from '../../errors.js';
 import type { BatchSource } from '../batches.js';
 import { formatKey, sameCell, type Entry, type Key } from '../key.js';
 import { entryOrder } from '../order.js';
-import { BlockEntry } from './block-entry.js';
+import { BlockEntry, decodeDataBlock } from './block-entry.js';
 import {
   BLOCK_HEADER_SIZE,
   CODEC_DEFLATE,
@@ -26,52 +26,28 @@ import { checkEntry, copyKey, dataHeader, grow, positive } from './encoder-util.
 import { IndexBlocks } from './index-blocks.js';
 
 export { copyKey } from './encoder-util.js';
-import { codecOf, compressSync, deflateBlock, DEFAULT_COMPRESSION, type Compression } from './compression.js';
+import { codecOf, compressSync, deflateBlock, DEFAULT_COMPRESSION } from './compression.js';
 
 export type { Compression } from './compression.js';
 export type { EncoderState } from './encoder-state.js';
+export * from './writer-types.js';
+import {
+  DEFAULT_BLOCK_SIZE,
+  DEFAULT_INDEX_BLOCK_SIZE,
+  isBlockFeed,
+  type AssembledBlock,
+  type BlockFeed,
+  type EncodedChunk,
+  type FileSummary,
+  type PendingBlock,
+  type RFileWriteOptions,
+} from './writer-types.js';
 
-/** What {@link RFileEncoder.encodeMarked} yields: bytes of the file, and the checkpoints asked for. */
-export type EncodedChunk = Buffer | EncoderState;
-
-export interface RFileWriteOptions {
-  /** Target uncompressed size of a data block. Default 64 KiB. A single larger entry gets a block of its own. */
-  blockSize?: number;
-  /** Target size of an index block. Default 64 KiB (about 1,500 data blocks, ~100 MB of data). */
-  indexBlockSize?: number;
-  /**
-   * Default {@link DEFAULT_COMPRESSION} (zstd). With any codec, a block that does not shrink is stored
-   * uncompressed.
-   */
-  compression?: Compression;
-  signal?: AbortSignal;
-  /** Go on from a checkpoint (encoder-state.ts): the file's first `resume.offset` bytes exist elsewhere. */
-  resume?: EncoderState;
-}
-
-export interface FileSummary {
-  entries: number;
-  /** Bytes. */
-  size: number;
-  firstKey: Key | null;
-  lastKey: Key | null;
-  /** Data blocks. */
-  blocks: number;
-}
-
-export const DEFAULT_BLOCK_SIZE = 64 * 1024;
-export const DEFAULT_INDEX_BLOCK_SIZE = 64 * 1024;
 /** The first buffers of a file are this small and grow as needed: most flushes are a few KiB. */
 const FIRST_BUFFER = 4 * 1024;
 /** Blocks being deflated at once, on the thread pool, while the next block is encoded. */
 const COMPRESSION_DEPTH = 2;
-
-interface PendingBlock {
-  done: Promise<{ chunks: Buffer[]; length: number }>;
-  count: number;
-  lastKey: Buffer;
-  boundary: boolean;
-}
+const NO_VALUE = Buffer.alloc(0);
 
 /** Turns sorted entries into the bytes of one file. Single use. */
 export class RFileEncoder {
@@ -146,17 +122,28 @@ export class RFileEncoder {
   }
 
   /** The file's bytes, as the batches are consumed. */
-  async *encode(batches: BatchSource, signal?: AbortSignal): AsyncGenerator<Buffer> {
+  async *encode(batches: BatchSource | BlockFeed, signal?: AbortSignal): AsyncGenerator<Buffer> {
     for await (const chunk of this.encodeMarked(batches, signal)) if (Buffer.isBuffer(chunk)) yield chunk;
   }
 
   /** {@link encode}, with the checkpoints asked for ({@link requestCheckpoint}) where they fall. */
-  async *encodeMarked(batches: BatchSource, signal?: AbortSignal): AsyncGenerator<EncodedChunk> {
-    for await (const batch of batches) {
-      signal?.throwIfAborted();
-      for (let i = 0; i < batch.length; i++) this.add(batch[i]!);
-      while (this.pending.length > COMPRESSION_DEPTH) await this.placeOldestPending();
-      if (this.out.length > 0) yield* this.takeOutput();
+  async *encodeMarked(source: BatchSource | BlockFeed, signal?: AbortSignal): AsyncGenerator<EncodedChunk> {
+    if (isBlockFeed(source)) {
+      for await (const block of source.blocks) {
+        signal?.throwIfAborted();
+        this.addAssembled(block);
+        // The buffer for the next block: sealing left this.block free (see sealDataBlock).
+        source.spare = this.block;
+        while (this.pending.length > COMPRESSION_DEPTH) await this.placeOldestPending();
+        if (this.out.length > 0) yield* this.takeOutput();
+      }
+    } else {
+      for await (const batch of source) {
+        signal?.throwIfAborted();
+        for (let i = 0; i < batch.length; i++) this.add(batch[i]!);
+        while (this.pending.length > COMPRESSION_DEPTH) await this.placeOldestPending();
+        if (this.out.length > 0) yield* this.takeOutput();
+      }
     }
     signal?.throwIfAborted();
     this.cutAt = Infinity;
@@ -193,7 +180,7 @@ export class RFileEncoder {
 
   add(e: Entry): void {
     const isBlockEntry = e instanceof BlockEntry;
-    if (!isBlockEntry) this.validate(e);
+    if (!isBlockEntry) checkEntry(e, this.file, this.entries);
     const last = this.last;
     // The entry right after the last one in the same decoded block: the decoder checked their order
     // (decodeDataBlock), and their bytes are one range to copy (see copyRun).
@@ -240,8 +227,26 @@ export class RFileEncoder {
     this.last = e;
   }
 
-  private validate(e: Entry): void {
-    checkEntry(e, this.file, this.entries);
+  /**
+   * A data block assembled by the native merge (native-merge.ts): the same bytes add() would have put
+   * in the block, sealed where add() would have sealed it. Never mixed with add().
+   */
+  private addAssembled(a: AssembledBlock): void {
+    if (this.count > 0 || a.count < 1)
+      throw new ExcError('INTERNAL', `writing ${this.file}: an assembled block among entries`);
+    const lastEntry = decodeDataBlock(a.block.subarray(a.lastStart, a.lastEnd), 1)[0]!;
+    if (this.entries === 0) {
+      const first = decodeDataBlock(a.block.subarray(BLOCK_HEADER_SIZE, a.pos), a.count)[0]!;
+      this.firstKey = copyKey(first.key);
+    }
+    this.block = a.block;
+    this.pos = a.pos;
+    this.count = a.count;
+    this.entries += a.count;
+    this.last = { key: copyKey(lastEntry.key), value: NO_VALUE };
+    // As encodeMarked does before it seals the last block of entries: no checkpoint after it.
+    if (a.final) this.cutAt = Infinity;
+    this.sealDataBlock(a.boundary);
   }
 
   /**
