@@ -189,7 +189,7 @@ export function decompressBlockSync(
   codec: number,
   payload: Buffer,
   rawLength: number,
-  alloc: (size: number) => Buffer = Buffer.allocUnsafe,
+  alloc: (size: number) => Buffer = (size) => Buffer.allocUnsafe(size),
 ): Buffer {
   let raw: Buffer;
   try {
