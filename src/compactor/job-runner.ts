@@ -266,6 +266,7 @@ async function commit(
           // What this attempt wrote itself: all of it, unless it went on from a checkpoint.
           bytesWritten: result.bytesWritten - result.resumedBytes,
           resumedBytes: result.resumedBytes,
+          nativeMerge: result.nativeMerge,
         },
         'compaction committed',
       );

@@ -67,6 +67,8 @@ export interface CompactionResult extends CompactionProgress {
   resumedBytes: number;
   /** The parts the output was composed of, or the earlier attempt's file it continued: garbage once the output is committed. */
   parts: PartRef[];
+  /** Whether the merge ran in native code (native-merge.ts) or in JavaScript. */
+  nativeMerge: boolean;
 }
 
 export interface CompactFilesArgs {
@@ -195,7 +197,14 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
     while (!first.done && isEmptyBatch(first.value)) first = await batches.next();
     if (first.done && !resume) {
       args.onProgress?.(progress());
-      return { ...progress(), empty: true, output: null, resumedBytes, parts: [] };
+      return {
+        ...progress(),
+        empty: true,
+        output: null,
+        resumedBytes,
+        parts: [],
+        nativeMerge: feed !== null,
+      };
     }
     const merged = first.done ? batches : prepend(first.value, batches);
     // The encoder leaves its spare buffers on the feed the merge draws them from.
@@ -229,7 +238,7 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
     }
     const summary = encoder.summary(size);
     args.onProgress?.(progress());
-    return { ...progress(), empty: false, output: summary, resumedBytes, parts };
+    return { ...progress(), empty: false, output: summary, resumedBytes, parts, nativeMerge: feed !== null };
   } finally {
     // Releases the input streams even if the store failed before it read the body.
     await batches.return(undefined);

@@ -15,6 +15,7 @@ import {
   type CompactionProgress,
   type Entry,
 } from '../../src/storage/index.js';
+import { nativeMerge } from '../../src/storage/native-merge.js';
 import { useTempDirs } from '../support/temp-dirs.js';
 
 const SETTINGS = { versions: 1, nowMs: 1_000_000, filters: [], dropDeletes: true };
@@ -96,6 +97,28 @@ describe('compaction thread', () => {
     ).toBe(true);
     expect(progress.length).toBeGreaterThan(1);
     expect(progress[progress.length - 1]!.entriesWritten).toBe(60_000);
+  });
+
+  it('a threaded compaction merges in native code unless asked not to, with the same bytes', async () => {
+    const { store, url, names } = await inputs(5_000);
+    const run = (output: string, nativeMerge?: boolean) =>
+      compactInThread(
+        { store: url },
+        {
+          store,
+          inputs: names,
+          output,
+          settings: SETTINGS,
+          ...(nativeMerge === undefined ? {} : { nativeMerge }),
+        },
+      );
+    const native = await run('out/n.rf');
+    const js = await run('out/j.rf', false);
+    expect(native.nativeMerge).toBe(nativeMerge() !== null);
+    expect(js.nativeMerge).toBe(false);
+    expect(
+      (await store.readRange('out/n.rf', 0, 1e9)).equals(await store.readRange('out/j.rf', 0, 1e9)),
+    ).toBe(true);
   });
 
   it('errors keep their code: a corrupt input is CORRUPT_FILE naming it', async () => {

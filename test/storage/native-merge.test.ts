@@ -89,6 +89,8 @@ describe.skipIf(!available)('native merge', () => {
           const args = { store, inputs, settings, compression, blockSize, ...(range ? { range } : {}) };
           const js = await compactWith(false, { ...args, output: 'tables/t/Cjs.rf' });
           const native = await compactWith(true, { ...args, output: 'tables/t/Cnative.rf' });
+          expect(native.result.nativeMerge).toBe(true);
+          expect(js.result.nativeMerge).toBe(false);
           expect(native.result.empty).toBe(js.result.empty);
           expect(native.result.entriesRead).toBe(js.result.entriesRead);
           expect(native.result.entriesWritten).toBe(js.result.entriesWritten);
