@@ -80,7 +80,9 @@ export class MemoryObjectStore implements ObjectStore {
     const end = options.length === undefined ? data.length : Math.min(data.length, offset + options.length);
     for (let pos = offset; pos < end; pos += CHUNK) {
       options.signal?.throwIfAborted();
-      const chunk = Buffer.from(data.subarray(pos, Math.min(end, pos + CHUNK)));
+      const view = data.subarray(pos, Math.min(end, pos + CHUNK));
+      // A copy: the caller may keep or change it without touching the stored object.
+      const chunk = options.alloc ? copyInto(options.alloc(view.length), view) : Buffer.from(view);
       this.stats.bytesRead += chunk.length;
       yield chunk;
     }
@@ -128,4 +130,9 @@ export class MemoryObjectStore implements ObjectStore {
     if (!obj) throw new ExcError('OBJECT_NOT_FOUND', `no object ${name}`, { details: { name } });
     return obj.data;
   }
+}
+
+function copyInto(target: Buffer, source: Buffer): Buffer {
+  source.copy(target);
+  return target;
 }

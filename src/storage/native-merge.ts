@@ -18,6 +18,7 @@ import { ExcError } from '../errors.js';
 import type { Key } from './key.js';
 import type { RowRange } from './range.js';
 import { BLOCK_HEADER_SIZE } from './rfile/codec.js';
+import { BufferPool } from './rfile/buffer-pool.js';
 import type { RFileReader } from './rfile/reader.js';
 import type { AssembledBlock, BlockFeed } from './rfile/writer.js';
 import type { CompiledSettings } from './iterators/settings.js';
@@ -98,7 +99,8 @@ async function* assemble(args: NativeFeedArgs, feed: BlockFeed): AsyncGenerator<
   const native = nativeMerge();
   if (native === null) throw new ExcError('INTERNAL', 'the native merge is not available');
   const { settings, rows, after, blockSize, stats, signal } = args;
-  const pool = new BlockPool();
+  // Decompressed blocks, used again once the merge is done with them (BufferPool).
+  const pool = new BufferPool(POOLED_BYTES, POOL_LIMIT);
   const iterators = args.readers.map((r) =>
     r.rawBlocks(args.readRange, { signal, alloc: pool.take })[Symbol.asyncIterator](),
   );
@@ -195,29 +197,3 @@ async function* assemble(args: NativeFeedArgs, feed: BlockFeed): AsyncGenerator<
 const POOLED_BYTES = 128 * 1024;
 /** Buffers a pool keeps for reuse at most: three per source in use at once is the most a merge needs. */
 const POOL_LIMIT = 64;
-
-/**
- * Buffers that zstd blocks are decompressed into, used again once the merge is done with them: a fresh
- * 64 KiB buffer per block is memory outside the JavaScript heap that only garbage collection frees, and
- * V8 starts its collections by the amount of it (a compaction of 265 MB of data made 4,000). Only
- * buffers the pool made go back into it (an uncompressed block is a view of the read stream's chunk).
- */
-class BlockPool {
-  private readonly free: ArrayBuffer[] = [];
-  private readonly mine = new WeakSet<ArrayBufferLike>();
-
-  readonly take = (size: number): Buffer => {
-    if (size > POOLED_BYTES) return Buffer.allocUnsafe(size);
-    let memory = this.free.pop();
-    if (memory === undefined) {
-      memory = new ArrayBuffer(POOLED_BYTES);
-      this.mine.add(memory);
-    }
-    return Buffer.from(memory, 0, size);
-  };
-
-  give(block: Buffer | null): void {
-    if (block === null || block.byteOffset !== 0 || !this.mine.has(block.buffer)) return;
-    if (this.free.length < POOL_LIMIT) this.free.push(block.buffer as ArrayBuffer);
-  }
-}

@@ -77,6 +77,13 @@ export interface StreamOptions {
   /** Default: to the end of the object. */
   length?: number;
   signal?: AbortSignal;
+  /**
+   * Where a store that fills buffers of its own (local, memory) puts each chunk, instead of a new
+   * allocation: a pool the caller refills with chunks it is done with (the RFile reader's, so that a
+   * scan allocates nothing per chunk). Called with the chunk's length; a store that receives its chunks
+   * ready-made (S3) ignores it.
+   */
+  alloc?: (size: number) => Buffer;
 }
 
 export interface ObjectStore {
@@ -87,6 +94,10 @@ export interface ObjectStore {
    * fsync + rename locally; a single PUT or a completed multipart upload on S3), replacing any object of
    * that name. When `body` throws or `signal` aborts, nothing appears under `name` and the error is
    * rethrown.
+   *
+   * A chunk of an iterable `body` is the store's to read only until it asks for the next one: the
+   * producer may then fill that memory again (the RFile writer compresses every block into the same few
+   * buffers). A store that keeps bytes longer copies them (the contract suite checks this).
    */
   write(
     name: string,

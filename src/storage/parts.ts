@@ -21,6 +21,7 @@ import { ExcError } from '../errors.js';
 import type { BatchSource } from './batches.js';
 import type { ObjectStore } from './object-store.js';
 import { encodeEncoderState } from './rfile/encoder-state.js';
+import { WriteBatch } from './write-batch.js';
 import type { BlockFeed, EncoderState, RFileEncoder } from './rfile/writer.js';
 
 export interface PartRef {
@@ -110,25 +111,17 @@ export async function writeAppendable(
   let syncFailed: { err: unknown } | undefined;
   try {
     encoder.checkpointEvery(options.everyBytes);
-    let pending: Buffer[] = [];
-    let pendingBytes = 0;
+    // Copied as they come: the encoder reuses a chunk's memory once we ask for the next (WriteBatch).
+    const pending = new WriteBatch(APPEND_BATCH, (bytes) => file.append([bytes]));
     let lastCut = Date.now();
     for await (const chunk of encoder.encodeMarked(batches, signal)) {
       if (syncFailed) throw syncFailed.err;
       if (Buffer.isBuffer(chunk)) {
-        pending.push(chunk);
-        pendingBytes += chunk.length;
-        if (pendingBytes >= APPEND_BATCH) {
-          await file.append(pending);
-          pending = [];
-          pendingBytes = 0;
-        }
+        await pending.add(chunk);
         if (Date.now() - lastCut >= options.everyMs) encoder.requestCheckpoint();
         continue;
       }
-      await file.append(pending);
-      pending = [];
-      pendingBytes = 0;
+      await pending.flush();
       await syncing;
       lastCut = Date.now();
       const state = encodeEncoderState(chunk);
@@ -148,7 +141,7 @@ export async function writeAppendable(
       });
     }
     signal?.throwIfAborted();
-    await file.append(pending);
+    await pending.flush();
     await syncing;
     // A stop that came with the last checkpoint (its handler may abort) still stops the run.
     signal?.throwIfAborted();

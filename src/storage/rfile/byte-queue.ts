@@ -1,12 +1,21 @@
 /**
  * Bytes from a stream, taken out in pieces of any size. A piece that lies within one chunk is a view
  * of it (no copy): with 256 KiB reads and 64 KiB blocks that is nearly every block.
+ *
+ * With `reuse`, the queue lends its memory: a piece that spans chunks is gathered into a buffer used
+ * again for the next such piece, and chunks it has given out entirely are listed in `dropped` for the
+ * caller to use again. Both only for a caller done with a piece before it takes the next.
  */
 export class ByteQueue {
   private chunks: Buffer[] = [];
   /** Bytes of chunks[0] already taken. */
   private head = 0;
   length = 0;
+  /** With `reuse`: chunks all of whose bytes were taken, the last piece taken perhaps still a view of one. */
+  readonly dropped: Buffer[] = [];
+  private gathered: Buffer | null = null;
+
+  constructor(private readonly reuse = false) {}
 
   push(chunk: Buffer): void {
     if (chunk.length === 0) return;
@@ -29,7 +38,7 @@ export class ByteQueue {
       this.head += n;
       this.length -= n;
       if (this.head === first.length) {
-        this.chunks.shift();
+        this.drop(this.chunks.shift()!);
         this.head = 0;
       }
       return out;
@@ -37,8 +46,12 @@ export class ByteQueue {
     return this.gather(n, true);
   }
 
+  private drop(chunk: Buffer): void {
+    if (this.reuse) this.dropped.push(chunk);
+  }
+
   private gather(n: number, consume: boolean): Buffer {
-    const out = Buffer.allocUnsafe(n);
+    const out = consume && this.reuse ? this.gatherBuffer(n) : Buffer.allocUnsafe(n);
     let filled = 0;
     let i = 0;
     let head = this.head;
@@ -54,10 +67,21 @@ export class ByteQueue {
       }
     }
     if (consume) {
-      this.chunks.splice(0, i);
+      for (const chunk of this.chunks.splice(0, i)) this.drop(chunk);
       this.head = head;
       this.length -= n;
     }
     return out;
   }
+
+  /** The buffer pieces spanning chunks are gathered into, with `reuse`: grown as needed, kept if ordinary. */
+  private gatherBuffer(n: number): Buffer {
+    if (this.gathered !== null && this.gathered.length >= n) return this.gathered.subarray(0, n);
+    const buffer = Buffer.allocUnsafe(n);
+    if (n <= KEPT_GATHER_BYTES) this.gathered = buffer;
+    return buffer;
+  }
 }
+
+/** A gather buffer up to this size is kept for the next piece (a huge block's is not kept for good). */
+const KEPT_GATHER_BYTES = 1 << 20;

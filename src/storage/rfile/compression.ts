@@ -110,8 +110,12 @@ class ZstdCodec {
     this.dctx = new binding.DCtx();
   }
 
-  compress(payload: Buffer): Buffer {
+  compress(payload: Buffer, into?: (bound: number) => Buffer): Buffer {
     const bound = this.binding.compressBound(payload.length);
+    if (into) {
+      const out = into(bound);
+      return out.subarray(0, this.cctx.compress(out, payload, ZSTD_LEVEL));
+    }
     if (bound > SCRATCH_LIMIT) {
       const out = Buffer.allocUnsafe(bound);
       return out.subarray(0, this.cctx.compress(out, payload, ZSTD_LEVEL));
@@ -144,13 +148,15 @@ function zstdCodec(): ZstdCodec {
 /**
  * Compresses a block payload. Synchronous for lz4 and zstd (see the module comment); deflate returns a
  * promise (thread pool). The caller stores the payload uncompressed when the result is not smaller.
+ * `into` gives the buffer (of at least the codec's bound) that zstd compresses into, the result a view
+ * of it: the writer's, reused block after block. Without it, or for lz4, the result is a buffer of its own.
  */
-export function compressSync(codec: number, payload: Buffer): Buffer {
+export function compressSync(codec: number, payload: Buffer, into?: (bound: number) => Buffer): Buffer {
   switch (codec) {
     case CODEC_LZ4:
       return lz4Binding().compressSync(payload);
     case CODEC_ZSTD:
-      return zstdCodec().compress(payload);
+      return zstdCodec().compress(payload, into);
     default:
       throw new ExcError('INTERNAL', `codec ${codec} has no synchronous compressor`);
   }

@@ -15,11 +15,13 @@ import { compareKeys, type Entry } from '../key.js';
 import type { ObjectStore } from '../object-store.js';
 import { rangeIsEmpty, rowAfterStart, rowBeforeEnd, type RowRange } from '../range.js';
 import { plainEntry, type BlockEntry } from './block-entry.js';
+import { BufferPool } from './buffer-pool.js';
 import { ByteQueue } from './byte-queue.js';
 import {
   BLOCK_HEADER_SIZE,
   ByteReader,
   CODEC_DEFLATE,
+  CODEC_NONE,
   crc32,
   FOOTER_TAIL_SIZE,
   FormatError,
@@ -57,6 +59,19 @@ const OPEN_READ = 64 * 1024;
  * kept more entries in memory, which cost the merge about 10% in cache misses and garbage collection.
  */
 const DECODE_AHEAD = 2;
+
+/**
+ * Chunks a scan that reuses its memory (rawBlocks with `alloc`) reads into: the stores' chunk size
+ * (larger chunks get memory of their own), and enough for the chunk being cut into blocks, the one read
+ * ahead, and one given back but not yet taken again.
+ */
+const READ_POOL_BYTES = 256 * 1024;
+const READ_POOL_LIMIT = 4;
+
+function copyInto(target: Buffer, source: Buffer): Buffer {
+  source.copy(target);
+  return target;
+}
 
 /** A data block decompressed, not decoded (RFileReader.rawBlocks). */
 export interface RawBlock {
@@ -206,6 +221,11 @@ export class RFileReader {
    */
   async *rawBlocks(range: RowRange = {}, options: RawBlockOptions = {}): AsyncGenerator<RawBlock> {
     if (this.root.length === 0 || rangeIsEmpty(range)) return;
+    const { alloc } = options;
+    // With `alloc`, the file is read into chunks used again (verifiedBlocks), so no block handed out may
+    // be a view of one: a block stored uncompressed is copied into `alloc`'s memory, and a deflated one
+    // is copied before the thread pool inflates it (this generator reads on meanwhile).
+    const reuse = alloc !== undefined;
     const pending: Promise<RawBlock>[] = [];
     const raw = (block: StoredBlock, payload: Buffer): RawBlock => ({
       payload,
@@ -214,13 +234,18 @@ export class RFileReader {
         corruptFile(this.file, describe(KIND_DATA, block.header.number, block.offset), detail),
     });
     try {
-      for await (const block of this.verifiedBlocks(range, options.signal)) {
+      for await (const block of this.verifiedBlocks(range, options.signal, reuse)) {
         if (block.header.codec !== CODEC_DEFLATE && pending.length === 0) {
           // The codecs that run on this thread: no promise per block.
-          yield raw(block, decompressStoredSync(this.file, block, options.alloc));
+          const payload =
+            reuse && block.header.codec === CODEC_NONE
+              ? copyInto(alloc(block.payload.length), block.payload)
+              : decompressStoredSync(this.file, block, alloc);
+          yield raw(block, payload);
           continue;
         }
-        const decoded = decompressStored(this.file, block).then((payload) => raw(block, payload));
+        const stored = reuse ? { ...block, payload: Buffer.from(block.payload) } : block;
+        const decoded = decompressStored(this.file, stored).then((payload) => raw(block, payload));
         // As in decodedBlocks: handled from the start, still thrown when awaited.
         decoded.catch(() => undefined);
         pending.push(decoded);
@@ -234,17 +259,31 @@ export class RFileReader {
   }
 
   /** The data blocks of a scan as stored, each checked (header, place in the file, payload checksum). */
-  private async *verifiedBlocks(range: RowRange, signal?: AbortSignal): AsyncGenerator<StoredBlock> {
+  private async *verifiedBlocks(
+    range: RowRange,
+    signal?: AbortSignal,
+    reuse = false,
+  ): AsyncGenerator<StoredBlock> {
     const start = await this.seek(range, signal);
     if (start === null) return;
     const end = this.scanEnd(range);
     const blocks = new BlockCursor(this.file, this.root, start);
-    const queue = new ByteQueue();
+    // With `reuse`, the caller is done with a block when it asks for the next: the chunks the queue has
+    // given out entirely are read into again (BufferPool), and a block spanning chunks is gathered into
+    // the same buffer each time (ByteQueue).
+    const queue = new ByteQueue(reuse);
+    const chunks = reuse ? new BufferPool(READ_POOL_BYTES, READ_POOL_LIMIT) : null;
+    const release = (): void => {
+      for (const chunk of queue.dropped) chunks!.give(chunk);
+      queue.dropped.length = 0;
+    };
     for await (const chunk of this.store.readStream(this.name, {
       offset: start.offset,
       length: end - start.offset,
       signal,
+      ...(chunks ? { alloc: chunks.take } : {}),
     })) {
+      if (chunks) release();
       this.bytesRead += chunk.length;
       queue.push(chunk);
       while (queue.length >= BLOCK_HEADER_SIZE) {
@@ -258,7 +297,10 @@ export class RFileReader {
         if (crc32(payload) !== header.payloadCrc) throw blocks.corrupt('payload checksum mismatch');
         const offset = blocks.offset;
         blocks.next(total);
-        if (header.kind === KIND_DATA) yield { header, payload, offset };
+        if (header.kind === KIND_DATA) {
+          yield { header, payload, offset };
+          if (chunks) release();
+        }
       }
     }
     if (queue.length > 0 || blocks.offset !== end) {

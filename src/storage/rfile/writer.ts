@@ -23,6 +23,7 @@ import {
 } from './codec.js';
 import { decodeKeyRecord, type EncoderState } from './encoder-state.js';
 import { checkEntry, copyKey, dataHeader, grow, positive } from './encoder-util.js';
+import { BufferPool, Lender } from './buffer-pool.js';
 import { IndexBlocks } from './index-blocks.js';
 
 export { copyKey } from './encoder-util.js';
@@ -71,6 +72,8 @@ export class RFileEncoder {
 
   private readonly pending: PendingBlock[] = [];
   private out: EncodedChunk[] = [];
+  /** What zstd compresses blocks (of the default size, twice) into: free again once handed out (handOut). */
+  private readonly compressed = new Lender(new BufferPool(128 * 1024, 8));
   private placedDataBlocks = 0;
   private placedEntries = 0;
   /** Offset from which the next block placed that ends a cell is followed by a checkpoint. */
@@ -135,14 +138,14 @@ export class RFileEncoder {
         // The buffer for the next block: sealing left this.block free (see sealDataBlock).
         source.spare = this.block;
         while (this.pending.length > COMPRESSION_DEPTH) await this.placeOldestPending();
-        if (this.out.length > 0) yield* this.takeOutput();
+        if (this.out.length > 0) yield* this.handOut();
       }
     } else {
       for await (const batch of source) {
         signal?.throwIfAborted();
         for (let i = 0; i < batch.length; i++) this.add(batch[i]!);
         while (this.pending.length > COMPRESSION_DEPTH) await this.placeOldestPending();
-        if (this.out.length > 0) yield* this.takeOutput();
+        if (this.out.length > 0) yield* this.handOut();
       }
     }
     signal?.throwIfAborted();
@@ -295,9 +298,9 @@ export class RFileEncoder {
       done.catch(() => undefined);
       this.pending.push({ done, count, lastKey, boundary });
     } else {
-      const compressed = compressSync(this.codec, payload);
+      const compressed = compressSync(this.codec, payload, this.compressed.lend);
       if (compressed.length < rawLength) {
-        // The compressed bytes are a new Buffer: the block buffer can take the next block.
+        // The compressed bytes are elsewhere (lent memory, or lz4's): the block buffer can take the next block.
         const header = Buffer.allocUnsafe(BLOCK_HEADER_SIZE);
         writeBlockHeader(header, 0, dataHeader(this.codec, number, compressed, rawLength, count));
         this.placeDataBlock(
@@ -381,6 +384,12 @@ export class RFileEncoder {
     const block = this.indexes.seal(this.offset);
     this.out.push(block);
     this.offset += block.length;
+  }
+
+  /** The output so far; a consumer done with a chunk once it asks for the next (ObjectStore.write). */
+  private *handOut(): Generator<EncodedChunk> {
+    yield* this.takeOutput();
+    this.compressed.takeBackAll();
   }
 
   private takeOutput(): EncodedChunk[] {
