@@ -65,8 +65,10 @@ export async function uploadObject(
         off += n;
         if (fill === partSize) {
           await upload.addPart(part);
-          // The next part of an object already this large is very likely full-sized too.
-          part = Buffer.allocUnsafe(partSize);
+          // The next part of an object already this large is very likely full-sized too: in the buffer
+          // of a part already uploaded when there is one (a fresh 8 MiB per part is memory outside the
+          // heap that only a full collection frees).
+          part = upload.uploadedBuffer(partSize) ?? Buffer.allocUnsafe(partSize);
           fill = 0;
         }
       }
@@ -115,6 +117,8 @@ class MultipartUpload {
   private readonly parts: CompletedPart[] = [];
   private readonly inflight = new Set<Promise<void>>();
   private failure: { err: unknown } | undefined;
+  /** Buffers of parts the server has taken (answered): nothing reads them any more. */
+  private readonly uploaded: Buffer<ArrayBuffer>[] = [];
 
   constructor(private readonly target: UploadTarget) {}
 
@@ -122,8 +126,17 @@ class MultipartUpload {
     return this.uploadId !== undefined;
   }
 
-  /** Starts uploading `data` as the next part; waits while too many parts are in flight. */
-  async addPart(data: Buffer): Promise<void> {
+  /** A buffer of `size` bytes whose part is uploaded, free to fill again; undefined when there is none. */
+  uploadedBuffer(size: number): Buffer<ArrayBuffer> | undefined {
+    const i = this.uploaded.findIndex((b) => b.length === size);
+    return i < 0 ? undefined : this.uploaded.splice(i, 1)[0];
+  }
+
+  /**
+   * Starts uploading `data` as the next part; waits while too many parts are in flight. `data` is the
+   * upload's until then, and comes back through uploadedBuffer once the server has answered for it.
+   */
+  async addPart(data: Buffer<ArrayBuffer>): Promise<void> {
     const t = this.target;
     if (this.uploadId === undefined) {
       const created = await t.call('CreateMultipartUpload', () =>
@@ -157,6 +170,8 @@ class MultipartUpload {
       .then(
         (out) => {
           this.parts[partNumber - 1] = { PartNumber: partNumber, ETag: out.ETag };
+          // Only after an answer: a request that failed or was aborted might still be sending it.
+          if (data.byteOffset === 0 && data.length === data.buffer.byteLength) this.uploaded.push(data);
         },
         (err: unknown) => {
           // Recorded, and thrown by the next addPart or complete: a part promise never rejects unobserved.

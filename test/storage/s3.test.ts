@@ -77,6 +77,21 @@ describe('s3 store', () => {
     );
   });
 
+  it("multipart - a part's buffer is filled again only once the server has answered for it", async () => {
+    // Seven full parts, two in flight: later parts go into the buffers of parts already uploaded, and a
+    // buffer reused while its part was still being sent would change what the server stored.
+    const store = open({ viaProxy: true, tuning: { partConcurrency: 2 } });
+    const data = randomBytes(35 * MiB + 12_345);
+    async function* body(): AsyncGenerator<Buffer> {
+      for (let i = 0; i < data.length; i += 300_001) yield data.subarray(i, i + 300_001);
+    }
+    await store.write('reused-parts', body());
+    expect(proxy.count('PUT', 'partNumber=')).toBe(8);
+    const read = await collect(store.readStream('reused-parts'));
+    expect(read.length).toBe(data.length);
+    expect(read.equals(data)).toBe(true);
+  });
+
   it('multipart - a small write is a single PUT', async () => {
     const store = open({ viaProxy: true });
     async function* body(): AsyncGenerator<Buffer> {
