@@ -7,6 +7,34 @@ export async function best(rounds: number, fn: () => Promise<unknown>): Promise<
   return (await bestWithCpu(rounds, fn)).ms;
 }
 
+/** A run's wall time and the CPU time this process (all its threads) spent in it, in ms. */
+export interface Timed {
+  ms: number;
+  cpuMs: number;
+}
+
+/** One run of `fn`, timed. */
+export async function timed(fn: () => Promise<unknown>): Promise<Timed> {
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await fn();
+  const ms = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  return { ms, cpuMs: (cpu.user + cpu.system) / 1000 };
+}
+
+/**
+ * The least of each over runs: the fastest wall time, and the least CPU time any run took (not
+ * necessarily the same run's). A figure per CPU-second takes the least CPU: a run slowed by a neighbour
+ * on a shared machine (a host's other tenants) costs more CPU-seconds for the same work, as a slow run
+ * costs more wall time.
+ */
+export function least(a: Timed, b: Timed): Timed {
+  return { ms: Math.min(a.ms, b.ms), cpuMs: Math.min(a.cpuMs, b.cpuMs) };
+}
+
+export const NOT_RUN: Timed = { ms: Infinity, cpuMs: Infinity };
+
 /**
  * Like {@link best}, with the CPU time this process (all its threads) spent in that fastest run: what a
  * compactor costs in cores, whatever else (a server, other work) shares the machine.
