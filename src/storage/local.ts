@@ -14,7 +14,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { ExcError } from '../errors.js';
 import { checkName, checkPrefix, checkRange, isValidName } from './names.js';
 import { openAppendable } from './local-append.js';
-import { WriteBatch } from './write-batch.js';
+import { fsCall, fsError, isMissing } from './local-errors.js';
+import { SyncBehind, WriteBatch } from './write-batch.js';
 import type {
   AppendableOptions,
   AppendableWrite,
@@ -31,6 +32,8 @@ import type {
 const READ_CHUNK = 256 * 1024;
 /** Writes are gathered into one writev of about this size. */
 const WRITE_BATCH = 1 << 20;
+/** A file being written is flushed to disk behind the writes every this many bytes (SyncBehind). */
+const SYNC_BEHIND = 8 << 20;
 
 /**
  * A write's temporary file, next to its target: hidden (a name starting with '.' is never a valid object
@@ -79,6 +82,7 @@ export class LocalObjectStore implements ObjectStore {
     await makeDirectory(dir, name);
     const temp = tempName(target);
     const fh = await fsCall(() => open(temp, 'wx', 0o644), 'write', name);
+    const behind = new SyncBehind(() => fsCall(() => fh.datasync(), 'write', name), SYNC_BEHIND);
     let size = 0;
     try {
       try {
@@ -89,7 +93,10 @@ export class LocalObjectStore implements ObjectStore {
           // Chunks are copied into one batch buffer, reused for every write: a chunk is ours only until
           // we ask for the next (ObjectStore.write), and a fresh buffer per batch would cost an
           // allocation outside the heap per megabyte, which drives V8's collections.
-          const batch = new WriteBatch(WRITE_BATCH, (bytes) => writeAll(fh, [bytes], name));
+          const batch = new WriteBatch(WRITE_BATCH, async (bytes) => {
+            await writeAll(fh, [bytes], name);
+            behind.wrote(bytes.length);
+          });
           for await (const chunk of body) {
             signal?.throwIfAborted();
             await batch.add(chunk);
@@ -98,8 +105,11 @@ export class LocalObjectStore implements ObjectStore {
           size = batch.written;
         }
         signal?.throwIfAborted();
+        await behind.settle();
         await fsCall(() => fh.sync(), 'write', name);
       } finally {
+        // Never closed under a sync still running.
+        await behind.settle().catch(() => undefined);
         await fh.close().catch(() => undefined);
       }
       await fsCall(() => rename(temp, target), 'write', name);
@@ -364,39 +374,5 @@ async function syncDirectory(dir: string, name: string): Promise<void> {
     if (code !== 'EINVAL' && code !== 'ENOTSUP' && code !== 'EISDIR') throw fsError(err, 'write', name);
   } finally {
     await dh?.close().catch(() => undefined);
-  }
-}
-
-function isMissing(err: unknown): boolean {
-  const code = (err as { code?: string } | null)?.code;
-  return code === 'ENOENT' || code === 'ENOTDIR';
-}
-
-/** Conditions that can clear up by themselves: a full disk, too many open files, an I/O hiccup. */
-const TRANSIENT_FS = new Set(['ENOSPC', 'EMFILE', 'ENFILE', 'EAGAIN', 'EBUSY', 'EIO', 'EDQUOT']);
-
-/**
- * The error of a failed file system call, naming the object by its key. Not the system's message: it
- * holds the absolute path on this host, which answers to clients must not show (the cause keeps it for
- * the logs).
- */
-function fsError(err: unknown, op: string, name: string): ExcError {
-  if (err instanceof ExcError) return err;
-  const code = (err as { code?: string } | null)?.code ?? 'unknown';
-  const message = `local store: ${op} ${name} failed (${code})`;
-  return new ExcError(TRANSIENT_FS.has(code) ? 'STORE_UNAVAILABLE' : 'INTERNAL', message, {
-    cause: err,
-    details: { name, code },
-  });
-}
-
-async function fsCall<T>(fn: () => Promise<T>, op: string, name: string): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (isMissing(err) && op === 'read') {
-      throw new ExcError('OBJECT_NOT_FOUND', `no object ${name}`, { details: { name } });
-    }
-    throw fsError(err, op, name);
   }
 }

@@ -56,3 +56,40 @@ export class WriteBatch {
 }
 
 const FIRST_BUFFER = 64 * 1024;
+
+/**
+ * A file being written flushed to disk behind the writes, every `every` bytes (RocksDB's bytes_per_sync):
+ * the fsync that makes it durable at the end then has only the last stretch to write, instead of the
+ * whole file at once (a compaction's output, 100 MB and more, waited on by the job with its core idle).
+ * One sync at a time; a failed one fails the write (`settle`), since a later fsync may not report it again.
+ */
+export class SyncBehind {
+  private unsynced = 0;
+  private running: Promise<void> | null = null;
+  private failure: { err: unknown } | undefined;
+
+  constructor(
+    private readonly sync: () => Promise<void>,
+    private readonly every: number,
+  ) {}
+
+  wrote(bytes: number): void {
+    this.unsynced += bytes;
+    if (this.unsynced < this.every || this.running !== null) return;
+    this.unsynced = 0;
+    const run: Promise<void> = this.sync()
+      .catch((err: unknown) => {
+        this.failure ??= { err };
+      })
+      .finally(() => {
+        if (this.running === run) this.running = null;
+      });
+    this.running = run;
+  }
+
+  /** Waits for the sync under way; throws the first that failed. */
+  async settle(): Promise<void> {
+    await this.running;
+    if (this.failure) throw this.failure.err;
+  }
+}
