@@ -13,6 +13,7 @@ import type {
   TemporaryInfo,
   WriteOptions,
 } from './object-store.js';
+import { copyInto } from './rfile/buffer-pool.js';
 
 const CHUNK = 256 * 1024;
 
@@ -130,9 +131,4 @@ export class MemoryObjectStore implements ObjectStore {
     if (!obj) throw new ExcError('OBJECT_NOT_FOUND', `no object ${name}`, { details: { name } });
     return obj.data;
   }
-}
-
-function copyInto(target: Buffer, source: Buffer): Buffer {
-  source.copy(target);
-  return target;
 }

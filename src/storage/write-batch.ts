@@ -73,7 +73,9 @@ export class SyncBehind {
     private readonly every: number,
   ) {}
 
+  /** Counts bytes written; throws the failure of a sync behind them, if one failed. */
   wrote(bytes: number): void {
+    if (this.failure) throw this.failure.err;
     this.unsynced += bytes;
     if (this.unsynced < this.every || this.running !== null) return;
     this.unsynced = 0;

@@ -57,3 +57,18 @@ export class Lender {
     this.lent.length = 0;
   }
 }
+
+/**
+ * The chunks a scan that reuses its memory (RFileReader.rawBlocks with `alloc`) reads its file into: of
+ * the stores' chunk size (larger chunks get memory of their own), and enough for the chunk being cut
+ * into blocks, the one read ahead, and one given back but not yet taken again.
+ */
+export function readChunkPool(): BufferPool {
+  return new BufferPool(256 * 1024, 4);
+}
+
+/** Copies `source` into `target` (at least as long) and returns `target`. */
+export function copyInto(target: Buffer, source: Buffer): Buffer {
+  source.copy(target);
+  return target;
+}

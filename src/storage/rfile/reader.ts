@@ -15,7 +15,7 @@ import { compareKeys, type Entry } from '../key.js';
 import type { ObjectStore } from '../object-store.js';
 import { rangeIsEmpty, rowAfterStart, rowBeforeEnd, type RowRange } from '../range.js';
 import { plainEntry, type BlockEntry } from './block-entry.js';
-import { BufferPool } from './buffer-pool.js';
+import { copyInto, readChunkPool } from './buffer-pool.js';
 import { ByteQueue } from './byte-queue.js';
 import {
   BLOCK_HEADER_SIZE,
@@ -60,19 +60,6 @@ const OPEN_READ = 64 * 1024;
  */
 const DECODE_AHEAD = 2;
 
-/**
- * Chunks a scan that reuses its memory (rawBlocks with `alloc`) reads into: the stores' chunk size
- * (larger chunks get memory of their own), and enough for the chunk being cut into blocks, the one read
- * ahead, and one given back but not yet taken again.
- */
-const READ_POOL_BYTES = 256 * 1024;
-const READ_POOL_LIMIT = 4;
-
-function copyInto(target: Buffer, source: Buffer): Buffer {
-  source.copy(target);
-  return target;
-}
-
 /** A data block decompressed, not decoded (RFileReader.rawBlocks). */
 export interface RawBlock {
   payload: Buffer;
@@ -86,7 +73,12 @@ export interface ScanOptions {
 }
 
 export interface RawBlockOptions extends ScanOptions {
-  /** Where blocks are decompressed into, when their codec lets us choose (zstd); default fresh buffers. */
+  /**
+   * Memory for the blocks handed out: a buffer of exactly the size asked for (a pool's, native-merge.ts).
+   * With it, zstd blocks are decompressed into it, blocks stored uncompressed are copied into it, and
+   * the file is read into chunks the scan uses again (so no block handed out is a view of one).
+   * Without it, fresh buffers.
+   */
   alloc?: (size: number) => Buffer;
 }
 
@@ -272,7 +264,7 @@ export class RFileReader {
     // given out entirely are read into again (BufferPool), and a block spanning chunks is gathered into
     // the same buffer each time (ByteQueue).
     const queue = new ByteQueue(reuse);
-    const chunks = reuse ? new BufferPool(READ_POOL_BYTES, READ_POOL_LIMIT) : null;
+    const chunks = reuse ? readChunkPool() : null;
     const release = (): void => {
       for (const chunk of queue.dropped) chunks!.give(chunk);
       queue.dropped.length = 0;

@@ -124,7 +124,7 @@ export class RFileEncoder {
     this.cutAt = this.offset + bytes;
   }
 
-  /** The file's bytes, as the batches are consumed. */
+  /** The file's bytes as the batches are consumed; a chunk is valid until the next is asked for. */
   async *encode(batches: BatchSource | BlockFeed, signal?: AbortSignal): AsyncGenerator<Buffer> {
     for await (const chunk of this.encodeMarked(batches, signal)) if (Buffer.isBuffer(chunk)) yield chunk;
   }
