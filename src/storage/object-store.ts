@@ -78,10 +78,11 @@ export interface StreamOptions {
   length?: number;
   signal?: AbortSignal;
   /**
-   * Where a store that fills buffers of its own (local, memory) puts each chunk, instead of a new
-   * allocation: a pool the caller refills with chunks it is done with (the RFile reader's, so that a
-   * scan allocates nothing per chunk). Called with the chunk's length; a store that receives its chunks
-   * ready-made (S3) ignores it.
+   * Where the store reads each chunk into, instead of a new allocation: a pool the caller refills with
+   * chunks it is done with (the RFile reader's, so that a scan allocates nothing per chunk). Called with
+   * the most the chunk may hold; the chunk is that buffer or a view of its start (a network read may
+   * fill less), and the store never writes into it again. S3: the bytes that arrive with a response's
+   * head come in memory of their own, as do the pieces of a chunked body (s3-read-into.ts).
    */
   alloc?: (size: number) => Buffer;
 }

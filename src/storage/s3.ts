@@ -19,6 +19,7 @@ import {
   S3Client,
   type GetObjectCommandOutput,
 } from '@aws-sdk/client-s3';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { describeError, ExcError } from '../errors.js';
 import { silentLogger, type Logger } from '../log.js';
 import { backoffDelay, retry, sleep } from '../retry.js';
@@ -32,6 +33,7 @@ import type {
   WriteOptions,
 } from './object-store.js';
 import { isNotFound, isTransientS3Error, s3Failure, s3Status } from './s3-errors.js';
+import { ReadIntoHandler, type ReadIntoOptions } from './s3-read-into.js';
 import { uploadObject } from './s3-upload.js';
 
 export interface S3RetryOptions {
@@ -115,12 +117,17 @@ export class S3ObjectStore implements ObjectStore {
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
       maxAttempts: 1,
-      requestHandler: {
-        connectionTimeout: options.connectionTimeoutMs ?? 5_000,
-        requestTimeout: options.socketTimeoutMs ?? 30_000,
-        httpAgent: new HttpAgent(agentOptions),
-        httpsAgent: new HttpsAgent(agentOptions),
-      },
+      // GetObject bodies the caller gives memory for are read into it (s3-read-into.ts).
+      requestHandler: new ReadIntoHandler({
+        inner: new NodeHttpHandler({
+          connectionTimeout: options.connectionTimeoutMs ?? 5_000,
+          requestTimeout: options.socketTimeoutMs ?? 30_000,
+          httpAgent: new HttpAgent(agentOptions),
+          httpsAgent: new HttpsAgent(agentOptions),
+        }),
+        connectionTimeoutMs: options.connectionTimeoutMs ?? 5_000,
+        socketTimeoutMs: options.socketTimeoutMs ?? 30_000,
+      }),
     });
   }
 
@@ -182,6 +189,8 @@ export class S3ObjectStore implements ObjectStore {
     checkRange(name, offset, options.length);
     const { signal } = options;
     const end = options.length === undefined ? undefined : offset + options.length;
+    // With `alloc`, the body is read into the caller's memory.
+    const sendOptions: ReadIntoOptions = { abortSignal: signal, readInto: options.alloc };
     let pos = offset;
     let etag: string | undefined;
     let failures = 0;
@@ -205,7 +214,7 @@ export class S3ObjectStore implements ObjectStore {
                 // A resumed read must continue the same object, not a newer one under the same key.
                 IfMatch: etag,
               }),
-              { abortSignal: signal },
+              sendOptions,
             );
             etag ??= resp.ETag;
             return toReadable(resp.Body);

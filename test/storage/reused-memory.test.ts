@@ -3,7 +3,8 @@
  * out blocks in pooled memory (RFileReader.rawBlocks with `alloc`, what the native merge does), and a
  * writer that compresses every block into the same few buffers, must give exactly the bytes of fresh
  * memory. Files of several megabytes, so that scans cross many chunks (256 KiB) and blocks span them;
- * every codec, with blocks that do not compress (stored as they are) among those that do.
+ * every codec, with blocks that do not compress (stored as they are) among those that do. On S3 the
+ * chunks are what each socket read brought (s3-read-into.ts).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,6 +15,7 @@ import {
   compactFiles,
   LocalObjectStore,
   MemoryObjectStore,
+  openObjectStore,
   RFileReader,
   writeRFile,
   type Entry,
@@ -21,11 +23,29 @@ import {
 } from '../../src/storage/index.js';
 import { nativeMerge } from '../../src/storage/native-merge.js';
 import { BufferPool } from '../../src/storage/rfile/buffer-pool.js';
+import { uniqueName, useS3 } from '../support/index.js';
 
 const dirs: string[] = [];
-afterAll(() => {
+const opened: ObjectStore[] = [];
+afterAll(async () => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  await Promise.all(opened.map((s) => s.close()));
 });
+
+const s3 = useS3();
+
+function s3Store(): ObjectStore {
+  const store = openObjectStore({
+    store: `s3://${s3().bucket}/${uniqueName('reuse-')}`,
+    s3Endpoint: s3().endpoint,
+    s3Region: s3().region,
+    s3AccessKeyId: s3().accessKeyId,
+    s3SecretAccessKey: s3().secretAccessKey,
+    s3ForcePathStyle: true,
+  });
+  opened.push(store);
+  return store;
+}
 
 function localStore(): LocalObjectStore {
   const dir = mkdtempSync(join(tmpdir(), 'exc-reuse-'));
@@ -73,6 +93,7 @@ async function bytesOf(store: ObjectStore, name: string): Promise<Buffer> {
 const stores: [string, () => ObjectStore][] = [
   ['local', localStore],
   ['memory', () => new MemoryObjectStore()],
+  ['s3', s3Store],
 ];
 
 describe.each(stores)('reused memory - %s store', (_label, open) => {

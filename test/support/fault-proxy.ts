@@ -59,6 +59,8 @@ export class FaultProxy {
   private readonly rules: Rule[] = [];
   private random: RandomFaults | null = null;
   private readonly sockets = new Set<Socket>();
+  /** Client connections accepted so far. */
+  connectionsAccepted = 0;
 
   private constructor(
     private readonly server: Server,
@@ -72,6 +74,7 @@ export class FaultProxy {
     const proxy = new FaultProxy(server, targetPort, (server.address() as { port: number }).port);
     server.on('request', (req: IncomingMessage, res: ServerResponse) => proxy.handle(req, res));
     server.on('connection', (s: Socket) => {
+      proxy.connectionsAccepted++;
       proxy.sockets.add(s);
       s.once('close', () => proxy.sockets.delete(s));
     });
