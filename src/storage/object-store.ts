@@ -80,9 +80,9 @@ export interface StreamOptions {
   /**
    * Where the store reads each chunk into, instead of a new allocation: a pool the caller refills with
    * chunks it is done with (the RFile reader's, so that a scan allocates nothing per chunk). Called with
-   * the most the chunk may hold; the chunk is that buffer or a view of its start (a network read may
-   * fill less), and the store never writes into it again. S3: the bytes that arrive with a response's
-   * head come in memory of their own, as do the pieces of a chunked body (s3-read-into.ts).
+   * the most the chunk may hold; the chunk is that buffer or a view of its start (the end of an
+   * object may fill less), and the store never writes into it again. (S3 copies a body sent in the
+   * chunked transfer coding, which S3 servers do not use for objects, into memory of its own.)
    */
   alloc?: (size: number) => Buffer;
 }

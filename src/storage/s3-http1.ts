@@ -146,17 +146,26 @@ export function framingOf(head: ParsedHead): BodyFraming {
 
 /** The request line and headers, as the SDK built and signed them. */
 export function requestHead(request: HttpRequest): string {
+  // As Node's HTTP client checks them: a token for a name, no control character in a value or the path
+  // (the head goes out as latin1, one byte per character).
+  if (!PATH.test(request.path))
+    throw new TypeError(`request path ${JSON.stringify(request.path)}: not sendable`);
   const query = queryString(request.query);
   let head = `${request.method} ${request.path}${query === '' ? '' : `?${query}`} HTTP/1.1\r\n`;
   let host = false;
   for (const [name, value] of Object.entries(request.headers)) {
-    if (/[\r\n]/.test(name) || /[\r\n]/.test(value)) throw new TypeError(`header ${name}: a line break`);
+    if (!TOKEN.test(name)) throw new TypeError(`header name ${JSON.stringify(name)}: not a token`);
+    if (!FIELD_VALUE.test(value)) throw new TypeError(`header ${name}: a control character or a line break`);
     if (name.toLowerCase() === 'host') host = true;
     head += `${name}: ${value}\r\n`;
   }
   if (!host) head += `host: ${request.hostname}${request.port ? `:${request.port}` : ''}\r\n`;
   return `${head}\r\n`;
 }
+
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+const PATH = /^\/[\x21-\x7e\x80-\xff]*$/;
 
 /** As the SDK's handler writes it: keys in order, each part escaped as in a signed URI. */
 function queryString(query: HttpRequest['query']): string {
