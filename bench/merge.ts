@@ -7,9 +7,11 @@
  *                          [--s3 | --no-s3] [--rounds 3] [--large] [--large-entries 2000000]
  *                          [--parallel] [--json] [--keep]
  */
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import {
   COMPRESSIONS,
@@ -86,6 +88,7 @@ const PARALLEL_ROUNDS = 5;
 const inputs = Array.from({ length: base.files }, (_, f) => fileName(f));
 const totalEntries = base.files * base.entries;
 
+const SETUP = new URL('../scripts/setup.mjs', import.meta.url);
 const dir = mkdtempSync(join(tmpdir(), 'exc-merge-bench-'));
 const progress = (line: string): void => void process.stderr.write(`  … ${line}\n`);
 
@@ -97,6 +100,15 @@ try {
 }
 
 async function main(): Promise<void> {
+  // A fresh clone has the native merge only once `npm run setup` (or npm test, npm start) has built
+  // it; built here when missing, so that the figures are those of the merge compactions run.
+  progress('the native merge: building it if it is missing (scripts/setup.mjs --native)');
+  const setup = spawnSync(process.execPath, [fileURLToPath(SETUP), '--native', '--quiet'], {
+    stdio: 'inherit',
+  });
+  if (setup.status !== 0) throw new Error('scripts/setup.mjs --native failed (above)');
+  if (nativeMerge() === null)
+    progress("the native merge is not built: the figures are the JavaScript merge's");
   const spec = (compression: Compression, entries = base.entries): DataSpec => ({
     ...base,
     entries,

@@ -14,6 +14,8 @@
 //  4. PostgreSQL, for the metadata store's tests on PostgreSQL (and `npm start -- --postgres`): Debian's
 //     package `postgresql` (/usr/lib/postgresql/<version>/bin/postgres), installed with apt-get when we
 //     are root. The tests start their own server from it; the package's own cluster is not used.
+// With --native, step 1 only (the merge benchmark runs that, so that a fresh clone measures the merge
+// compactions run, not the JavaScript fallback).
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -233,6 +235,11 @@ function ensurePostgres() {
 checkNode();
 ensureNpmDependencies();
 ensureNativeMerge();
+if (process.argv.includes('--native')) {
+  // What the benchmarks need (bench/merge.ts runs this): the dependencies and the native code.
+  say('ready (native code)');
+  process.exit(0);
+}
 ensureZooKeeper();
 ensureChromium();
 ensurePostgres();
