@@ -7,7 +7,7 @@ import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { CompactionThreads } from '../src/compactor/compaction-thread.js';
 import { openObjectStore, type Compression, type LocalObjectStore } from '../src/storage/index.js';
-import { best, bestWithCpu, least, MB, NOT_RUN, timed } from './merge-measure.js';
+import { best, least, MB, NOT_RUN, timed, type Timed } from './merge-measure.js';
 import { compactOnce, copyThrough, SETTINGS } from './merge-runs.js';
 import { startS3 } from './merge-s3.js';
 
@@ -68,17 +68,28 @@ export async function s3Figures(
 }
 
 export interface ParallelFigures {
+  /** One thread's throughput, jobs back to back, in MB of input per second (the median round's). */
   oneMbPerS: number;
+  /** Two threads', each taking the next job as soon as it is free (the median round's). */
   twoMbPerS: number;
+  /** The median over rounds of each round's two against one. */
   ratio: number;
+  /** Each round's ratio, in the order run. */
+  roundRatios: number[];
   /**
-   * Cores one compaction keeps busy (CPU time of all this process's threads over wall time, its fastest
-   * run): beside its own thread, the garbage collector's helpers and the file system's thread pool. Two
-   * on a machine of `cpus` cores can reach at most cpus / oneCores times one (`ceiling`).
+   * Cores one compaction keeps busy (CPU time of all this process's threads over wall time, over all
+   * rounds): beside its own thread, the garbage collector's helpers and the file system's thread pool.
+   * Two on a machine of `cpus` cores can reach at most cpus / oneCores times one (`ceiling`).
    */
   oneCores: number;
   twoCores: number;
   ceiling: number;
+  /**
+   * Two jobs started together against one, both ended before the next pair starts (the figure of
+   * stop 35 and before): the one that ends first leaves its core idle while the other finishes, which a
+   * compactor's next job would fill. Best of the rounds each, as then.
+   */
+  pairRatio: number;
   /**
    * The same ratio for a plain CPU loop (integer arithmetic in registers, no memory, no allocation) on one
    * thread against two at once, in the same rounds: what two threads of this machine reach at all, at the
@@ -98,10 +109,17 @@ require('node:worker_threads').parentPort.postMessage(x);`;
   });
 }
 
+/** Jobs per round on one thread; two threads complete twice as many in about the same time. */
+const JOBS_ONE = 1;
+
 /**
- * Throughput of one compaction against two at once, each on a thread of a warm pool — what
- * `compactor --concurrency 2` does (compaction-thread.ts: its threads start with the process). Each the
- * best of `rounds`, one and two alternately, like the benchmark's other timed figures.
+ * Throughput of one compaction thread against two, each on a thread of a warm pool — what `compactor
+ * --concurrency 2` does (compaction-thread.ts: its threads start with the process, and a slot takes the
+ * next job as soon as its job ends). In each round, one thread runs JOBS_ONE jobs back to back, then two
+ * threads run jobs until 2 × JOBS_ONE have ended; the clock stops at the last of those, while the other
+ * thread is still busy with a job of which nothing is counted (so the figure errs low), and that job ends
+ * untimed. The figure is the median of the rounds' ratios: one and two of a round meet the same moments
+ * of a shared machine, whose speed moves by a third within seconds.
  */
 export async function parallelFigures(
   store: LocalObjectStore,
@@ -113,48 +131,98 @@ export async function parallelFigures(
 ): Promise<ParallelFigures> {
   const threads = new CompactionThreads({ store: pathToFileURL(store.root).href }, 2);
   threads.warm();
-  const run = (output: string) =>
-    threads
+  let nextOutput = 0;
+  const run = () => {
+    const output = `output/p${nextOutput++}.rf`;
+    return threads
       .compact({ store, inputs, output, settings: SETTINGS, compression: codec })
       .then(() => store.delete(output));
+  };
+  /** Time until `jobs` have ended on `slots` threads that are never idle; CPU over that time. */
+  const throughput = async (slots: number, jobs: number): Promise<Timed> => {
+    let ended = 0;
+    let stop: (t: Timed) => void;
+    const done = new Promise<Timed>((resolve) => (stop = resolve));
+    const t0 = performance.now();
+    const cpu0 = process.cpuUsage();
+    const slot = async (): Promise<void> => {
+      // Never idle until the count is reached: a slot that ends a job before then starts another.
+      while (ended < jobs) {
+        await run();
+        if (++ended === jobs) {
+          const cpu = process.cpuUsage(cpu0);
+          stop({ ms: performance.now() - t0, cpuMs: (cpu.user + cpu.system) / 1000 });
+        }
+      }
+    };
+    // A slot whose last job ends after the count is reached is waited for (untimed) before returning.
+    const all = Promise.all(Array.from({ length: slots }, slot));
+    const t = await done;
+    await all;
+    return t;
+  };
   try {
     // Warms the page cache and both threads' code.
-    await Promise.all([run('output/p0.rf'), run('output/p1.rf')]);
-    let one = { ms: Infinity, cpuMs: Infinity };
-    let two = { ms: Infinity, cpuMs: Infinity };
+    await Promise.all([run(), run()]);
+    const ones: Timed[] = [];
+    const twos: Timed[] = [];
+    const ratios: number[] = [];
+    let pairOne = Infinity;
+    let pairTwo = Infinity;
     // About as long as one compaction (set by its first round), so both see the same minutes.
     let iterations = 0;
     let spinOne = Infinity;
     let spinTwo = Infinity;
     for (let r = 0; r < rounds; r++) {
-      progress('one compaction on a worker thread');
-      const o = await bestWithCpu(1, () => run('output/p0.rf'));
-      if (o.ms < one.ms) one = o;
-      progress('two compactions at once, each on its own worker thread');
-      const t = await bestWithCpu(1, () => Promise.all([run('output/p1.rf'), run('output/p2.rf')]));
-      if (t.ms < two.ms) two = t;
+      // One, two, two, one: a machine that speeds up or slows down through the round weighs on both alike.
+      progress(`one compaction thread, then two, two, one (round ${r + 1} of ${rounds})`);
+      const o1 = await throughput(1, JOBS_ONE);
+      const t1 = await throughput(2, 2 * JOBS_ONE);
+      const t2 = await throughput(2, 2 * JOBS_ONE);
+      const o2 = await throughput(1, JOBS_ONE);
+      ones.push(o1, o2);
+      twos.push(t1, t2);
+      ratios.push((2 * (o1.ms + o2.ms)) / (t1.ms + t2.ms));
+      progress('one compaction, then two started together and both ended');
+      pairOne = Math.min(pairOne, await best(1, run));
+      pairTwo = Math.min(pairTwo, await best(1, () => Promise.all([run(), run()])));
       progress('a plain CPU loop on one thread, and on two at once');
       if (iterations === 0) {
-        const t0 = performance.now();
+        const s0 = performance.now();
         await spin(1e8);
-        iterations = Math.round((1e8 * Math.min(o.ms, 5_000)) / (performance.now() - t0));
+        iterations = Math.round((1e8 * Math.min(o1.ms / JOBS_ONE, 5_000)) / (performance.now() - s0));
       }
       spinOne = Math.min(spinOne, await best(1, () => spin(iterations)));
       spinTwo = Math.min(spinTwo, await best(1, () => Promise.all([spin(iterations), spin(iterations)])));
     }
-    const oneMbPerS = logicalBytes / MB / (one.ms / 1000);
-    const twoMbPerS = (2 * logicalBytes) / MB / (two.ms / 1000);
-    const oneCores = one.cpuMs / one.ms;
+    const ratio = median(ratios);
+    const middle = ratios.indexOf(nearest(ratios, ratio));
+    const sum = (ts: Timed[], k: keyof Timed) => ts.reduce((n, t) => n + t[k], 0);
+    const oneCores = sum(ones, 'cpuMs') / sum(ones, 'ms');
     return {
-      oneMbPerS,
-      twoMbPerS,
-      ratio: twoMbPerS / oneMbPerS,
+      oneMbPerS:
+        (2 * JOBS_ONE * logicalBytes) / MB / ((ones[2 * middle]!.ms + ones[2 * middle + 1]!.ms) / 1000),
+      twoMbPerS:
+        (4 * JOBS_ONE * logicalBytes) / MB / ((twos[2 * middle]!.ms + twos[2 * middle + 1]!.ms) / 1000),
+      ratio,
+      roundRatios: ratios,
       oneCores,
-      twoCores: two.cpuMs / two.ms,
+      twoCores: sum(twos, 'cpuMs') / sum(twos, 'ms'),
       ceiling: availableParallelism() / oneCores,
+      pairRatio: (2 * pairOne) / pairTwo,
       machineRatio: (2 * spinOne) / spinTwo,
     };
   } finally {
     await threads.close();
   }
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+function nearest(xs: number[], x: number): number {
+  return xs.reduce((a, b) => (Math.abs(b - x) < Math.abs(a - x) ? b : a));
 }

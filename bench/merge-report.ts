@@ -191,8 +191,10 @@ export function printReport(r: Report, json: boolean): void {
   }
   if (r.parallel) {
     out(
-      `(f) two compactions at once, each on its own worker thread: ${fmt(r.parallel.twoMbPerS, 1)} MB/s against ${fmt(r.parallel.oneMbPerS, 1)} MB/s for one (${fmtRatio(r.parallel.ratio)}); ` +
+      `(f) two compaction threads, each taking the next job when free: ${fmt(r.parallel.twoMbPerS, 1)} MB/s against ${fmt(r.parallel.oneMbPerS, 1)} MB/s for one (${fmtRatio(r.parallel.ratio)}, ` +
+        `the median of rounds ${r.parallel.roundRatios.map((x) => fmtRatio(x)).join(' ')}); ` +
         `one keeps ${fmt(r.parallel.oneCores, 2)} cores busy, two ${fmt(r.parallel.twoCores, 2)}: at most ${fmtRatio(r.parallel.ceiling)} on ${r.machine.cpus} cores; ` +
+        `two jobs started together and both ended: ${fmtRatio(r.parallel.pairRatio)} of one; ` +
         `a plain CPU loop on two threads reaches ${fmtRatio(r.parallel.machineRatio)} of one in the same rounds`,
     );
   }

@@ -83,8 +83,14 @@ const withParallel = flags.parallel && !flags['no-parallel'];
 const WARM_UP = 2;
 /** Rounds of (b) and (c) at least: each takes well under a second. */
 const MERGE_ROUNDS = 10;
-/** Rounds of (f) at least (one job, then two at once: a few seconds each). */
-const PARALLEL_ROUNDS = 5;
+/**
+ * Rounds of (d) at least for the run's codec and its baseline, the codec alone (the other codecs get
+ * `--rounds`): its figure per CPU-second is the least CPU of its rounds, and one compaction's CPU time
+ * moves by a fifth between rounds seconds apart on a shared machine. A compaction takes about a second.
+ */
+const CODEC_ROUNDS = 8;
+/** Rounds of (f) at least (one thread, then two, then a pair, then the loop: several seconds each). */
+const PARALLEL_ROUNDS = 7;
 const inputs = Array.from({ length: base.files }, (_, f) => fileName(f));
 const totalEntries = base.files * base.entries;
 
@@ -193,9 +199,14 @@ async function main(): Promise<void> {
   // Per codec: the fastest wall time and the least CPU time of its rounds (least, merge-measure.ts).
   const runs = new Map<Compression, Timed & { outputBytes: number }>();
   let codecCpu: CodecCpu | undefined;
-  for (let r = 0; r < rounds; r++) {
-    progress(`compactions local → local in each codec, and the codec alone (round ${r + 1} of ${rounds})`);
-    for (const c of COMPRESSIONS) {
+  const codecRounds = Math.max(rounds, CODEC_ROUNDS);
+  for (let r = 0; r < codecRounds; r++) {
+    progress(
+      r < rounds
+        ? `compactions local → local in each codec, and the codec alone (round ${r + 1} of ${codecRounds})`
+        : `the compaction local → local in ${codec}, and the codec alone (round ${r + 1} of ${codecRounds})`,
+    );
+    for (const c of r < rounds ? COMPRESSIONS : [codec]) {
       let outputBytes = 0;
       const run = await timed(async () => {
         outputBytes = await compactOnce(stores.get(c)!, inputs, 'output/merged.rf', c, totalEntries);
