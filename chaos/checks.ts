@@ -23,6 +23,7 @@ import type { CheckReport } from '../src/meta/check-view.js';
 import type { Cursor } from '../src/meta/types.js';
 import type { ChaosCluster } from './cluster.js';
 import type { FaultInjector } from './faults.js';
+import type { FaultSpan } from './schedule.js';
 import type { NodeDeath } from './node-deaths.js';
 import { patiently, type ChaosLog } from './report.js';
 
@@ -201,8 +202,22 @@ export interface OutcomeFindings {
   never: string[];
   zombieCommits: string[];
   reclaimMs: number[];
-  /** The kill whose work took longest to be back, to look up in the logs. */
-  slowestReclaim: { compactor: string; ecid: string; ms: number } | undefined;
+  /** The kill whose work took longest to be back, to look up in the logs, and what else was going on. */
+  slowestReclaim: { compactor: string; ecid: string; ms: number; during: string[] } | undefined;
+}
+
+/**
+ * The faults whose effect overlapped [at, at + ms] (the kill itself among them), each as `kind → target,
+ * from ±s for s` relative to `at`.
+ */
+export function faultsDuring(timeline: readonly FaultSpan[], at: number, ms: number): string[] {
+  const s = (x: number) => `${(x / 1000).toFixed(1)} s`;
+  return timeline
+    .filter((f) => f.at <= at + ms && f.at + f.forMs >= at)
+    .map(
+      (f) =>
+        `${f.fault} → ${f.target}, from ${f.at < at ? '-' : '+'}${s(Math.abs(f.at - at))} for ${s(f.forMs)}`,
+    );
 }
 
 /** Judges the outcomes against the logs and the faults, once every reservation had time to end. */
@@ -210,7 +225,9 @@ export function judgeOutcomes(
   outcomes: ReadonlyMap<string, OutcomeRecord>,
   logs: LogFindings,
   stillRunning: readonly string[],
-  faults: Pick<FaultInjector, 'zombies' | 'deletedNodes' | 'compactorKills'>,
+  faults: Pick<FaultInjector, 'zombies' | 'deletedNodes' | 'compactorKills'> & {
+    timeline?: readonly FaultSpan[];
+  },
   nodes: { deaths: readonly NodeDeath[]; sessionTimeoutMs: number },
 ): OutcomeFindings {
   const double = new Set<string>();
@@ -250,7 +267,12 @@ export function judgeOutcomes(
     if (back.length === 0) continue;
     const last = back.reduce((a, b) => (b.ms > a.ms ? b : a));
     reclaimMs.push(last.ms);
-    if (!slowestReclaim || last.ms > slowestReclaim.ms) slowestReclaim = { ...last, compactor: k.compactor };
+    if (!slowestReclaim || last.ms > slowestReclaim.ms)
+      slowestReclaim = {
+        ...last,
+        compactor: k.compactor,
+        during: faultsDuring(faults.timeline ?? [], k.at, last.ms),
+      };
   }
   return {
     double: [...double],

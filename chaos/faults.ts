@@ -13,7 +13,7 @@ import type { Fault } from '../test/support/fault-proxy.js';
 import type { ChaosCluster, Slot } from './cluster.js';
 import type { ChaosLog } from './report.js';
 import type { Rng } from './rng.js';
-import type { ScheduledFault } from './schedule.js';
+import type { FaultSpan, ScheduledFault } from './schedule.js';
 
 /**
  * The queues whose compactors compactor faults take (chaos/main.ts creates them): half of them the bulk
@@ -59,6 +59,8 @@ export class FaultInjector {
   readonly zombies: ZombieRecord[] = [];
   /** Compactor nodes deleted from outside, and when. */
   readonly deletedNodes: KillRecord[] = [];
+  /** Every fault carried out, in order (to say what else was going on around a slow reclaim). */
+  readonly timeline: FaultSpan[] = [];
   private readonly held = new Map<string, Held>();
   private s3Until = 0;
   private readonly pending = new Set<Promise<void>>();
@@ -91,6 +93,9 @@ export class FaultInjector {
 
   private count(f: ScheduledFault, target: string, detail: Record<string, unknown> = {}): void {
     this.counts[f.kind] = (this.counts[f.kind] ?? 0) + 1;
+    const down = f.kind.endsWith('-kill') || f.kind === 'compactor-term' ? f.restartAfterMs : 0;
+    const forMs = Number(detail.pauseMs ?? detail.forMs ?? detail.downForMs ?? down);
+    this.timeline.push({ fault: f.kind, target, at: Date.now(), forMs });
     this.log.event('fault', { fault: f.kind, target, ...detail }, `fault ${f.kind} → ${target}`);
   }
 

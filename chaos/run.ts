@@ -339,7 +339,8 @@ export async function runChaos(
   const r = figures.reclaimAfterKillMs;
   log.say(
     `reclaim after kill -9: p50 ${r.p50} ms, p99 ${r.p99} ms over ${r.samples} kills (session ${r.sessionTimeoutMs} ms)` +
-      (r.slowest ? `; slowest ${r.slowest.ms} ms, ${r.slowest.ecid} of ${r.slowest.compactor}` : ''),
+      (r.slowest ? `; slowest ${r.slowest.ms} ms, ${r.slowest.ecid} of ${r.slowest.compactor}` : '') +
+      (r.slowest?.during.length ? `, during: ${r.slowest.during.join('; ')}` : ''),
   );
   const j = logs.jobs;
   const h = injector.jobsHit;

@@ -78,6 +78,14 @@ export interface ScheduledFault {
   pick: number;
 }
 
+/** A fault carried out: when, and how long its effect lasted (a pause, a window, a process down). */
+export interface FaultSpan {
+  fault: string;
+  target: string;
+  at: number;
+  forMs: number;
+}
+
 export interface ScheduleOptions {
   durationMs: number;
   meanIntervalMs: number;

@@ -71,6 +71,58 @@ describe('chaos checks - zombie commits', () => {
   });
 });
 
+/** The chaos run's reclaim figure: the slowest kill, with what else was going on (chaos/checks.ts). */
+describe('chaos checks - reclaim after kill -9', () => {
+  const node = '/chaos/compactors/q/_c_1-c-0000000007';
+  const cancelled = (ecid: string, at: number): [string, OutcomeRecord] => [
+    ecid,
+    { outcome: 'cancelled', reason: 'compactor-gone', compactor: node, at, reservedAt: 0 },
+  ];
+  const logs: LogFindings = {
+    reserved: new Set(['E1', 'E2']),
+    ends: new Map([
+      ['E1', 1],
+      ['E2', 1],
+    ]),
+    compactorCommitted: new Set(),
+    jobs: {
+      checkpointsRecorded: 0,
+      checkpointsKept: 0,
+      resumed: 0,
+      splitJobs: 0,
+      userSplitJobs: 0,
+      subJobsReserved: 0,
+      subJobsCancelled: 0,
+    },
+  };
+
+  it("takes the last of a kill's jobs back, and names the faults that overlapped the wait", () => {
+    const timeline = [
+      { fault: 's3-slow', target: 'object store', at: 1_000, forMs: 8_000 }, // ended before the kill
+      { fault: 'tserver-zombie', target: 'tserver-2', at: 9_200, forMs: 3_000 }, // frozen through it
+      { fault: 'compactor-kill', target: 'compactor-small-1', at: 10_000, forMs: 2_000 },
+      { fault: 'manager-kill', target: 'manager-1', at: 14_000, forMs: 1_000 }, // after the work was back
+    ];
+    const judged = judgeOutcomes(
+      new Map([cancelled('E1', 10_250), cancelled('E2', 13_600)]),
+      logs,
+      [],
+      { zombies: [], deletedNodes: [], compactorKills: [{ compactor: node, at: 10_000 }], timeline },
+      { deaths: [], sessionTimeoutMs: 4_000 },
+    );
+    expect(judged.reclaimMs).toEqual([3_600]);
+    expect(judged.slowestReclaim).toEqual({
+      compactor: node,
+      ecid: 'E2',
+      ms: 3_600,
+      during: [
+        'tserver-zombie → tserver-2, from -0.8 s for 3.0 s',
+        'compactor-kill → compactor-small-1, from +0.0 s for 2.0 s',
+      ],
+    });
+  });
+});
+
 /** The chaos run's judgement of `admin check` reports at its quiescent points (chaos/checks.ts). */
 describe('chaos checks - standing problems', () => {
   const GRACE = 20_000;
