@@ -5,7 +5,12 @@
  * compressing its output's blocks and decompressing its inputs').
  */
 import { BLOCK_HEADER_SIZE, CODEC_DEFLATE, CODEC_NONE, KIND_DATA } from '../src/storage/rfile/codec.js';
-import { compressSync, decompressBlock, deflateBlock } from '../src/storage/rfile/compression.js';
+import {
+  compressSync,
+  decompressBlock,
+  decompressBlockSync,
+  deflateBlock,
+} from '../src/storage/rfile/compression.js';
 
 /** The raw payloads of the data blocks of uncompressed RFiles: blocks follow each other from offset 0. */
 export function dataBlocks(files: readonly Buffer[]): Buffer[] {
@@ -29,41 +34,62 @@ async function cpuSeconds(work: () => Promise<void> | void): Promise<number> {
 }
 
 export interface CodecCpu {
-  /** Stored bytes against raw. */
+  /** Stored bytes against raw, of the blocks compressed. */
   sizeVsRaw: number;
   /** CPU-seconds to compress, and to decompress, every block once (the best of the rounds). */
   compressCpuS: number;
   decompressCpuS: number;
+  /** Raw bytes of the blocks compressed. */
   rawBytes: number;
 }
 
-/** Compresses and decompresses every block `rounds` times with `codec` (a header byte, codec.ts). */
+/**
+ * Compresses `blocks` and decompresses `decoded` (compressed beforehand, untimed) `rounds` times with
+ * `codec` (a header byte, codec.ts), through the functions the writer and the reader call. A compaction
+ * compresses its output's blocks and decompresses its inputs', which are not the same blocks (bench/
+ * README.md, "the codec alone"); by default both are `blocks`. lz4 and zstd work in memory used again
+ * block after block, as compactions do (zstd compresses into the writer's buffer and decodes into the
+ * merge's pooled ones); deflate, on the thread pool, allocates as the writer and reader do.
+ */
 export async function measureCodec(
   codec: number,
   blocks: readonly Buffer[],
   rounds: number,
+  decoded: readonly Buffer[] = blocks,
 ): Promise<CodecCpu> {
   const rawBytes = blocks.reduce((n, b) => n + b.length, 0);
-  const compress = async (b: Buffer) =>
+  const largest = [...blocks, ...decoded].reduce((n, b) => Math.max(n, b.length), 0);
+  // A generous bound for every codec (zstd's is a few hundred bytes over the block's size).
+  const scratch = Buffer.allocUnsafe(largest + (largest >> 7) + 1024);
+  const into = (bound: number): Buffer => (bound <= scratch.length ? scratch : Buffer.allocUnsafe(bound));
+  const raw = Buffer.allocUnsafe(largest);
+  const alloc = (size: number): Buffer =>
+    size <= raw.length ? raw.subarray(0, size) : Buffer.allocUnsafe(size);
+  const compress = async (b: Buffer): Promise<Buffer> =>
     codec === CODEC_NONE
       ? Buffer.from(b)
       : codec === CODEC_DEFLATE
         ? deflateBlock(b)
-        : compressSync(codec, b);
-  let stored: Buffer[] = [];
+        : compressSync(codec, b, into);
+  const frames: Buffer[] = [];
+  for (const b of decoded) frames.push(Buffer.from(await compress(b)));
+  let stored = 0;
   let best = { compress: Infinity, decompress: Infinity };
   for (let r = 0; r < rounds; r++) {
     const c = await cpuSeconds(async () => {
-      stored = [];
-      for (const b of blocks) stored.push(await compress(b));
+      stored = 0;
+      for (const b of blocks) stored += (await compress(b)).length;
     });
     const d = await cpuSeconds(async () => {
-      for (let i = 0; i < stored.length; i++) await decompressBlock(codec, stored[i]!, blocks[i]!.length);
+      for (let i = 0; i < frames.length; i++) {
+        if (codec === CODEC_DEFLATE) await decompressBlock(codec, frames[i]!, decoded[i]!.length);
+        else decompressBlockSync(codec, frames[i]!, decoded[i]!.length, alloc);
+      }
     });
     best = { compress: Math.min(best.compress, c), decompress: Math.min(best.decompress, d) };
   }
   return {
-    sizeVsRaw: stored.reduce((n, b) => n + b.length, 0) / rawBytes,
+    sizeVsRaw: stored / rawBytes,
     compressCpuS: best.compress,
     decompressCpuS: best.decompress,
     rawBytes,

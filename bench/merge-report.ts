@@ -65,8 +65,10 @@ export interface Report {
   /** The JavaScript merge through the iterator stack (the fallback), in the same rounds. */
   mergeInMemoryJs: Rate & { vsSortM: number };
   /**
-   * The run's codec alone on the data set's blocks: the CPU a compaction in it cannot avoid, and so the
-   * most MB per CPU-second such a compaction could reach on this machine.
+   * The run's codec alone, compressing the output's blocks and decompressing the inputs' (the blocks a
+   * compaction compresses and decompresses) in memory used again: the CPU a compaction in it cannot
+   * avoid, and so the most MB per CPU-second such a compaction could reach on this machine. `sizeVsRaw`
+   * is the output's blocks'.
    */
   codecAlone: {
     codec: Compression;
@@ -164,7 +166,7 @@ export function printReport(r: Report, json: boolean): void {
   out('(d) compaction local → local, inputs and output in each codec (MB: the data uncompressed)');
   const ca = r.codecAlone;
   out(
-    `    baseline: the codec alone (${ca.codec}, the same blocks, ${fmtRatio(ca.sizeVsRaw)} of their size): compress ${fmt(ca.compressCpuS, 2)} CPU-s + decompress ${fmt(ca.decompressCpuS, 2)} CPU-s, ` +
+    `    baseline: the codec alone (${ca.codec}: the output's blocks compressed to ${fmtRatio(ca.sizeVsRaw)} of their size, the inputs' decompressed): compress ${fmt(ca.compressCpuS, 2)} CPU-s + decompress ${fmt(ca.decompressCpuS, 2)} CPU-s, ` +
       `so at most ${fmt(ca.mbPerCpuSCeiling, 1)} MB per CPU-second for a compaction in it on this machine`,
   );
   out();

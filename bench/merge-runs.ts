@@ -84,6 +84,23 @@ export async function compactOnce(
   return size;
 }
 
+/**
+ * The data blocks of one compaction's output, uncompressed: what a compaction of `inputs` compresses.
+ * They are not its inputs' blocks: the output's neighbouring entries come from different files.
+ */
+export async function compactionOutputBlocks(store: ObjectStore, inputs: string[]): Promise<Buffer[]> {
+  const output = 'output/blocks.rf';
+  await compactFiles({ store, inputs, output, settings: SETTINGS, compression: 'none' });
+  const blocks: Buffer[] = [];
+  try {
+    const reader = await RFileReader.open(store, output);
+    for await (const block of reader.rawBlocks()) blocks.push(Buffer.from(block.payload));
+  } finally {
+    await store.delete(output);
+  }
+  return blocks;
+}
+
 /** A full scan of one file, undecoded fields (what the merge reads). */
 export async function scanOnce(store: ObjectStore, name: string): Promise<void> {
   const reader = await RFileReader.open(store, name);

@@ -38,7 +38,14 @@ import {
 } from './merge-measure.js';
 import { dataBlocks, measureCodec, type CodecCpu } from './codec-measure.js';
 import { printReport, type Report } from './merge-report.js';
-import { compactInChild, compactOnce, copyThrough, mergeOnly, scanOnce } from './merge-runs.js';
+import {
+  compactInChild,
+  compactionOutputBlocks,
+  compactOnce,
+  copyThrough,
+  mergeOnly,
+  scanOnce,
+} from './merge-runs.js';
 import { parallelFigures, s3Figures } from './merge-more.js';
 
 const { values: flags } = parseArgs({
@@ -195,7 +202,10 @@ async function main(): Promise<void> {
   // baseline), so that all meet the same moments of the machine; each figure is the best of its rounds.
   // One compaction untimed first, as for the merge in memory (its code is the merge's and the writer's).
   await compactOnce(stores.get(codec)!, inputs, 'output/merged.rf', codec, totalEntries);
-  const blocks = dataBlocks(inputs.map((name) => memoryNone.bytes(name)));
+  // The codec alone compresses what a compaction compresses, its output's blocks, and decompresses what
+  // it decompresses, its inputs' (bench/README.md, "the codec alone").
+  const inputBlocks = dataBlocks(inputs.map((name) => memoryNone.bytes(name)));
+  const outputBlocks = await compactionOutputBlocks(none, inputs);
   // Per codec: the fastest wall time and the least CPU time of its rounds (least, merge-measure.ts).
   const runs = new Map<Compression, Timed & { outputBytes: number }>();
   let codecCpu: CodecCpu | undefined;
@@ -213,7 +223,7 @@ async function main(): Promise<void> {
       });
       runs.set(c, { ...least(runs.get(c) ?? NOT_RUN, run), outputBytes });
     }
-    const alone = await measureCodec(codecOf(codec), blocks, 1);
+    const alone = await measureCodec(codecOf(codec), outputBlocks, 1, inputBlocks);
     codecCpu =
       codecCpu && codecCpu.compressCpuS + codecCpu.decompressCpuS <= alone.compressCpuS + alone.decompressCpuS
         ? codecCpu
