@@ -212,12 +212,14 @@ export interface OutcomeFindings {
  */
 export function faultsDuring(timeline: readonly FaultSpan[], at: number, ms: number): string[] {
   const s = (x: number) => `${(x / 1000).toFixed(1)} s`;
+  // Signed after rounding to the tenth printed: a fault a millisecond before the kill is "+0.0 s".
+  const offset = (x: number) => {
+    const tenths = Math.round(x / 100);
+    return `${tenths < 0 ? '-' : '+'}${s(Math.abs(tenths) * 100)}`;
+  };
   return timeline
     .filter((f) => f.at <= at + ms && f.at + f.forMs >= at)
-    .map(
-      (f) =>
-        `${f.fault} → ${f.target}, from ${f.at < at ? '-' : '+'}${s(Math.abs(f.at - at))} for ${s(f.forMs)}`,
-    );
+    .map((f) => `${f.fault} → ${f.target}, from ${offset(f.at - at)} for ${s(f.forMs)}`);
 }
 
 /** Judges the outcomes against the logs and the faults, once every reservation had time to end. */

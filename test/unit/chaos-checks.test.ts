@@ -101,6 +101,8 @@ describe('chaos checks - reclaim after kill -9', () => {
       { fault: 's3-slow', target: 'object store', at: 1_000, forMs: 8_000 }, // ended before the kill
       { fault: 'tserver-zombie', target: 'tserver-2', at: 9_200, forMs: 3_000 }, // frozen through it
       { fault: 'compactor-kill', target: 'compactor-small-1', at: 10_000, forMs: 2_000 },
+      // Counted a millisecond before the kill it overlaps: not "-0.0 s".
+      { fault: 'zk-follower-kill', target: 'zk-2', at: 9_999, forMs: 1_500 },
       { fault: 'manager-kill', target: 'manager-1', at: 14_000, forMs: 1_000 }, // after the work was back
     ];
     const judged = judgeOutcomes(
@@ -118,6 +120,7 @@ describe('chaos checks - reclaim after kill -9', () => {
       during: [
         'tserver-zombie → tserver-2, from -0.8 s for 3.0 s',
         'compactor-kill → compactor-small-1, from +0.0 s for 2.0 s',
+        'zk-follower-kill → zk-2, from +0.0 s for 1.5 s',
       ],
     });
   });
