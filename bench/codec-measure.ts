@@ -46,10 +46,11 @@ export interface CodecCpu {
 /**
  * Compresses `blocks` and decompresses `decoded` (compressed beforehand, untimed) `rounds` times with
  * `codec` (a header byte, codec.ts), through the functions the writer and the reader call. A compaction
- * compresses its output's blocks and decompresses its inputs', which are not the same blocks (bench/
- * README.md, "the codec alone"); by default both are `blocks`. lz4 and zstd work in memory used again
- * block after block, as compactions do (zstd compresses into the writer's buffer and decodes into the
- * merge's pooled ones); deflate, on the thread pool, allocates as the writer and reader do.
+ * compresses its output's blocks and decompresses its inputs', which are not the same blocks
+ * (bench/README.md, "The codec alone, on the blocks a compaction codes"); by default both are `blocks`.
+ * lz4 and zstd work in memory used again block after block, as compactions do (zstd compresses into the
+ * writer's buffer and decodes into the merge's pooled ones); deflate, on the thread pool, allocates as
+ * the writer and reader do.
  */
 export async function measureCodec(
   codec: number,

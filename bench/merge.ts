@@ -203,7 +203,7 @@ async function main(): Promise<void> {
   // One compaction untimed first, as for the merge in memory (its code is the merge's and the writer's).
   await compactOnce(stores.get(codec)!, inputs, 'output/merged.rf', codec, totalEntries);
   // The codec alone compresses what a compaction compresses, its output's blocks, and decompresses what
-  // it decompresses, its inputs' (bench/README.md, "the codec alone").
+  // it decompresses, its inputs' (bench/README.md, "The codec alone, on the blocks a compaction codes").
   const inputBlocks = dataBlocks(inputs.map((name) => memoryNone.bytes(name)));
   const outputBlocks = await compactionOutputBlocks(none, inputs);
   // Per codec: the fastest wall time and the least CPU time of its rounds (least, merge-measure.ts).
