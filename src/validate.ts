@@ -16,3 +16,20 @@ export function parseInput<S extends z.ZodType>(schema: S, value: unknown, where
     details: { field: issues[0]?.field ?? where },
   });
 }
+
+/**
+ * A string's UTF-8 bytes, refusing one that UTF-8 cannot hold exactly: a lone UTF-16 surrogate (JSON's
+ * `"\ud800"`, a string cut inside an emoji) would be stored as U+FFFD, another character than was given,
+ * with nothing said. BAD_REQUEST naming `what` and where the surrogate is.
+ */
+export function utf8Bytes(s: string, what: string): Buffer {
+  if (!s.isWellFormed()) {
+    const at = [...s].findIndex((c) => c.length === 1 && c >= '\ud800' && c <= '\udfff');
+    throw new ExcError(
+      'BAD_REQUEST',
+      `${what} holds a lone UTF-16 surrogate (character ${at + 1}), which UTF-8 cannot store; give binary as base64 or a Buffer`,
+      { details: { field: what } },
+    );
+  }
+  return Buffer.from(s, 'utf8');
+}

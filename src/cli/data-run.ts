@@ -3,10 +3,9 @@
  * checked against the tablet servers' own limits, written in batches the tablets apply once, read back.
  */
 import { isUtf8 } from 'node:buffer';
-import { createReadStream, createWriteStream, mkdtempSync, rmSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { pipeline } from 'node:stream/promises';
 import type { Command } from 'commander';
 import { ulid } from 'ulid';
@@ -15,8 +14,10 @@ import { toWireEntry, type ClientEntry } from '../client/client.js';
 import { ExcError } from '../errors.js';
 import { INGEST_DEDUPE_MS } from '../meta/ingest-ids.js';
 import { wireEntrySchema } from '../rpc/entries.js';
+import { utf8Bytes } from '../validate.js';
 import { withCluster } from './connect.js';
 import { progressBar as bar } from './format.js';
+import { ndjsonLines } from './ndjson.js';
 
 const lineSchema = z.strictObject({
   row: z.string().min(1),
@@ -45,9 +46,13 @@ function parseLine(text: string, n: number): ClientEntry | undefined {
   const enc = l.encoding ?? 'utf8';
   const bytes = (s: string | undefined, field: string): Buffer | undefined => {
     if (s === undefined) return undefined;
-    if (enc === 'base64' && !/^[A-Za-z0-9+/]*={0,2}$/.test(s))
-      throw new ExcError('BAD_REQUEST', `line ${n}: ${field}: not base64`);
-    return Buffer.from(s, enc);
+    if (enc === 'utf8') return utf8Bytes(s, `line ${n}: ${field}`);
+    // Only the one spelling of each byte string: Node's decoder skips what is not base64 and stops at
+    // the first "=", so "ab!c" or "YQ==YQ==" would store other bytes than meant, with nothing said.
+    const decoded = Buffer.from(s, 'base64');
+    if (decoded.toString('base64') !== s)
+      throw new ExcError('BAD_REQUEST', `line ${n}: ${field}: not base64 (with = padding)`);
+    return decoded;
   };
   const row = bytes(l.row, 'row')!;
   if (row.length === 0) throw new ExcError('BAD_REQUEST', `line ${n}: row: must not be empty`);
@@ -71,9 +76,7 @@ function checkLimits(e: ClientEntry, n: number): void {
 }
 
 async function* readEntries(path: string): AsyncGenerator<{ line: number; entry: ClientEntry }> {
-  let line = 0;
-  for await (const text of createInterface({ input: createReadStream(path), crlfDelay: Infinity })) {
-    line++;
+  for await (const { line, text } of ndjsonLines(path)) {
     const entry = parseLine(text, line);
     if (entry) yield { line, entry };
   }

@@ -14,6 +14,7 @@ import type { TableInfo, TabletView } from '../meta/views.js';
 import { PeerClients } from '../rpc/peers.js';
 import { backoffDelay, sleep } from '../retry.js';
 import type { WireEntry } from '../rpc/entries.js';
+import { utf8Bytes } from '../validate.js';
 
 /** An entry as users give it: byte strings as Buffers or UTF-8 strings. */
 export interface ClientEntry {
@@ -68,8 +69,9 @@ export interface ExcClientOptions {
   batchBytes?: number;
 }
 
-const toBuffer = (v: Buffer | string | undefined): Buffer =>
-  v === undefined ? Buffer.alloc(0) : typeof v === 'string' ? Buffer.from(v, 'utf8') : v;
+/** A byte string as given; a string as its UTF-8 bytes (BAD_REQUEST naming `what` if it has none: see utf8Bytes). */
+const toBuffer = (v: Buffer | string | undefined, what: string): Buffer =>
+  v === undefined ? Buffer.alloc(0) : typeof v === 'string' ? utf8Bytes(v, what) : v;
 
 export class ExcClient {
   private readonly peers: PeerClients;
@@ -146,10 +148,12 @@ export class ExcClient {
         duplicate: answer.duplicate === true,
       });
     };
+    let index = 0;
     for await (const e of entries) {
-      const row = toBuffer(e.row);
+      const where = `entry ${index++}`;
+      const row = toBuffer(e.row, `${where}: row`);
       const tablet = tabletOf(row);
-      const wire = toWireEntry({ ...e, row });
+      const wire = wireEntry({ ...e, row }, where);
       const batch = pending.get(tablet) ?? { entries: [], bytes: 0 };
       batch.entries.push(wire);
       batch.bytes += encodedSize(wire);
@@ -163,8 +167,8 @@ export class ExcClient {
   /** Entries of the table in key order, with deletes and versions applied. */
   async *scan(table: string, range: ScanRange = {}): AsyncGenerator<ScannedEntry> {
     const tablets = await this.tablets(table);
-    const start = range.start === undefined ? undefined : toBuffer(range.start);
-    const end = range.end === undefined ? undefined : toBuffer(range.end);
+    const start = range.start === undefined ? undefined : toBuffer(range.start, 'start');
+    const end = range.end === undefined ? undefined : toBuffer(range.end, 'end');
     let remaining = range.limit ?? Infinity;
     for (const t of tablets) {
       const tEnd = t.endRowHex === null ? null : Buffer.from(t.endRowHex, 'hex');
@@ -237,13 +241,19 @@ export class ExcClient {
   }
 }
 
+/** An entry as RPCs carry it. */
 export function toWireEntry(e: ClientEntry): WireEntry {
+  return wireEntry(e, 'entry');
+}
+
+/** toWireEntry, naming the entry in errors by `where` ("entry 7"). */
+function wireEntry(e: ClientEntry, where: string): WireEntry {
   return {
-    row: toBuffer(e.row).toString('base64'),
-    cf: toBuffer(e.cf).toString('base64'),
-    cq: toBuffer(e.cq).toString('base64'),
+    row: toBuffer(e.row, `${where}: row`).toString('base64'),
+    cf: toBuffer(e.cf, `${where}: cf`).toString('base64'),
+    cq: toBuffer(e.cq, `${where}: cq`).toString('base64'),
     ...(e.ts === undefined ? {} : { ts: e.ts }),
-    value: toBuffer(e.value).toString('base64'),
+    value: toBuffer(e.value, `${where}: value`).toString('base64'),
     delete: e.delete ?? false,
   };
 }

@@ -489,6 +489,32 @@ describe('excompact CLI', () => {
     expect(badIngest.code).toBe(1);
     expectOneLine(badIngest.stderr, /line 2: row: /);
     expect((await ok(c, ['scan', 't'])).trim()).toBe(''); // nothing of the valid first line was written
+    // Text the table could not hold exactly (it would be stored as U+FFFD, or as other bytes) is refused
+    // the same way, naming the line: nothing is written.
+    const latin1 = join(c.dataDir, 'latin1.ndjson');
+    writeFileSync(
+      latin1,
+      Buffer.concat([Buffer.from('{"row":"a"}\n{"row":"caf'), Buffer.from([0xe9]), Buffer.from('"}\n')]),
+    );
+    const unstorable: [string[], string | undefined, RegExp][] = [
+      [['ingest', 't', latin1], undefined, /line 2: not UTF-8 \(byte 12\)/],
+      [
+        ['ingest', 't'],
+        '{"row":"a"}\n{"row":"b","value":"x\\ud800"}\n',
+        /line 2: value holds a lone UTF-16 surrogate \(character 2\)/,
+      ],
+      [
+        ['ingest', 't'],
+        '{"row":"YQ==","encoding":"base64"}\n{"row":"YQ==YQ==","encoding":"base64"}\n',
+        /line 2: row: not base64/,
+      ],
+    ];
+    for (const [args, input, message] of unstorable) {
+      const r = await c.cli(args, input === undefined ? {} : { input });
+      expect(r.code, args.join(' ')).toBe(1);
+      expectOneLine(r.stderr, message);
+    }
+    expect((await ok(c, ['scan', 't'])).trim()).toBe('');
 
     const unreachable = await c.cli(['admin', 'queue', 'list', '--zk', '127.0.0.1:1']);
     expect(unreachable.code).toBe(2);

@@ -100,4 +100,19 @@ describe('client ingest', () => {
       ['t<', ['m\0']],
     ]);
   });
+
+  it('ingest - a string UTF-8 cannot hold (a lone surrogate) is BAD_REQUEST naming the entry, before its batch is sent', async () => {
+    received.length = 0;
+    const entries = [
+      { row: 'a', value: 'ok' },
+      { row: 'b', cq: 'q\ud83d' },
+    ];
+    await expect(client().ingest('t', entries)).rejects.toMatchObject({
+      code: 'BAD_REQUEST',
+      message: expect.stringMatching(/^entry 1: cq holds a lone UTF-16 surrogate \(character 2\)/) as unknown,
+    });
+    expect(received).toEqual([]);
+    // Scans name the bound.
+    await expect(client().scan('t', { start: '\udc00' }).next()).rejects.toThrow(/^start holds a lone/);
+  });
 });
