@@ -174,6 +174,16 @@ export class Connection {
       this.headText = '';
       return rest.length === 0 ? true : this.headBytes(rest);
     }
+    if (head.statusCode === 408 && this.served > 0 && this.exchange!.again !== undefined) {
+      // A 408 on a connection that served before is the server closing it for idleness (RFC 9110
+      // §15.5.9), sent as this request went out: not an answer to it. It goes again on a new
+      // connection, as a request that meets an idle connection's close does (the 408 only came first).
+      const again = this.exchange!.again;
+      this.endExchange();
+      this.close();
+      again();
+      return false;
+    }
     this.framing = framingOf(head);
     this.intoCaller = head.statusCode >= 200 && head.statusCode < 300 && this.framing.kind !== 'chunked';
     // Both a length and a transfer coding: the coding wins (RFC 9112 §6.3), but such a server's next

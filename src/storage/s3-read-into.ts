@@ -13,7 +13,7 @@
  * memory. Everything else is the SDK's as before: every other request goes to its handler, and the
  * response goes back through its parsers (a non-2xx answer becomes the same S3 error). A dropped
  * connection fails with ECONNRESET and a stalled one with TimeoutError, as there; a request that meets
- * a connection the server closed while it was idle is sent again on a new one.
+ * a connection the server closed while it was idle (or answers 408 on it) is sent again on a new one.
  */
 import { connect as netConnect, isIP } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';

@@ -384,6 +384,26 @@ describe('s3 reads into caller memory, the handler against scripted servers', ()
     expect(s.connections()).toBe(3);
   });
 
+  it('a 408 on a connection used before goes again on a new one; on a fresh connection it is the answer', async () => {
+    const data = randomBytes(20_000);
+    const timedOut = 'HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n';
+    const s = await server((socket, _head, n) => {
+      // 1: the server timed the idle connection out as the request came; 3: a fresh connection's first.
+      if (n === 1 || n === 3) socket.end(timedOut);
+      else socket.write(ok(data), () => n === 2 && socket.end());
+    });
+    const h = handler();
+    const { alloc } = memory();
+    for (let i = 0; i < 2; i++) {
+      expect(Buffer.concat((await fetchBody(h, get(s.port), alloc)).chunks).equals(data)).toBe(true);
+    }
+    expect(s.connections()).toBe(2);
+    await new Promise((r) => setTimeout(r, 30)); // the second connection's close is seen while idle
+    const { response } = await fetchBody(h, get(s.port), alloc);
+    expect(response.statusCode).toBe(408);
+    expect(s.connections()).toBe(3);
+  });
+
   it('an IPv6 endpoint, bracketed as the SDK keeps it', async () => {
     const data = randomBytes(10_000);
     const s = await server((socket) => socket.write(ok(data)), false, '::1');
