@@ -33,3 +33,7 @@ export function utf8Bytes(s: string, what: string): Buffer {
   }
   return Buffer.from(s, 'utf8');
 }
+
+/** For schemas of strings stored as UTF-8: `z.string().refine(wellFormed, LONE_SURROGATE)` (see utf8Bytes). */
+export const wellFormed = (s: string): boolean => s.isWellFormed();
+export const LONE_SURROGATE = 'holds a lone UTF-16 surrogate, which UTF-8 cannot store';

@@ -32,7 +32,7 @@ import {
 import type { RpcServer } from '../rpc/server.js';
 import { validateFilters } from '../storage/index.js';
 import { nameSchema } from '../names.js';
-import { parseInput } from '../validate.js';
+import { LONE_SURROGATE, parseInput, wellFormed } from '../validate.js';
 import {
   compactorsOf,
   maxAttempts,
@@ -291,8 +291,8 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     '/tables/:name/compact',
     {
       body: z.object({
-        startRow: z.string().optional(),
-        endRow: z.string().optional(),
+        startRow: z.string().refine(wellFormed, LONE_SURROGATE).optional(),
+        endRow: z.string().refine(wellFormed, LONE_SURROGATE).optional(),
         filters: z.unknown().optional(),
       }),
     },

@@ -126,6 +126,16 @@ describe('bad input - user compaction filters', () => {
     ]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/keepRowRange.*the range is empty/);
+    // Rows no UTF-8 can spell (a lone surrogate would become U+FFFD: other rows than the ones named).
+    for (const body of [
+      { startRow: 'a\ud800' },
+      { endRow: '\udfff' },
+      { filters: [{ name: 'dropRowPrefix', options: { prefixes: ['\ud800x'] } }] },
+    ]) {
+      const err = await refusal(meta.call('POST', '/v1/tables/t/compact', body));
+      expect(err.code, JSON.stringify(body)).toBe('BAD_REQUEST');
+      expect(err.message).toMatch(/holds a lone UTF-16 surrogate/);
+    }
     expect(await compactColumns()).toEqual([]);
 
     // A single row (both ends inclusive) is a range, not a mistake.

@@ -183,6 +183,11 @@ describe('filters - a fixed registry, data not code', () => {
     refused([{ name: 'dropFamily', options: { families: [{ hex: 'abc' }] } }], 'dropFamily');
     refused([{ name: 'keepRowRange', options: { start: 'a', code: 'process.exit()' } }], 'keepRowRange');
     refused([{ name: 'keepFamily', options: { families: ['f'] }, script: 'x' }], 'filter 0');
+    // A string UTF-8 cannot hold: as U+FFFD it would drop or keep other rows than the ones named.
+    refused(
+      [{ name: 'dropRowPrefix', options: { prefixes: ['a\ud800'] } }],
+      'prefixes.0: holds a lone UTF-16 surrogate',
+    );
     refused('dropRowPrefix', 'filters');
     refused(
       Array.from({ length: 33 }, () => ({ name: 'keepRowRange' })),

@@ -10,6 +10,7 @@
  */
 import { z } from 'zod';
 import { ExcError } from '../../errors.js';
+import { LONE_SURROGATE, wellFormed } from '../../validate.js';
 import type { Entry } from '../key.js';
 import { rangeIsEmpty, rowInRange, type RowRange } from '../range.js';
 import { BlockEntry } from '../rfile/block-entry.js';
@@ -26,7 +27,7 @@ export const MAX_FILTERS = 32;
 
 const bytes = z
   .union([
-    z.string().max(4096),
+    z.string().max(4096).refine(wellFormed, LONE_SURROGATE),
     z.strictObject({
       hex: z.string().regex(/^(?:[0-9a-fA-F]{2}){0,4096}$/, 'expected an even number of hex digits'),
     }),
