@@ -5,6 +5,7 @@ import { parseConfigAssignments } from '../meta/table-config.js';
 import { isParked } from '../meta/tablet.js';
 import type { TableInfo, TabletView } from '../meta/views.js';
 import { sleep } from '../retry.js';
+import { parseRow } from '../row-text.js';
 import { collect, examples, type JsonFlag } from './admin-common.js';
 import { withCluster } from './connect.js';
 import { action } from './exit.js';
@@ -19,8 +20,8 @@ export function registerTables(admin: Command): void {
     .command('create')
     .description('Create a table, optionally pre-split and configured.')
     .argument('<name>')
-    .option('--split <row>', 'a split point (repeat for more)', collect)
-    .option('--splits <rows>', 'split points, comma-separated')
+    .option('--split <row>', 'a split point (repeat for more; text, or 0x and its bytes in hex)', collect)
+    .option('--splits <rows>', 'split points, comma-separated (text, or 0x and hex bytes, each)')
     .option('--config <key=value>', 'a table setting (repeat; see `table config --help`)', collect)
     .option('--if-not-exists', 'succeed (and change nothing) when the table already exists')
     .option('--json', 'print JSON')
@@ -29,6 +30,7 @@ export function registerTables(admin: Command): void {
       examples([
         'excompact admin table create events --splits g,p --config queues=small:64M,large',
         'excompact admin table create logs --split m --config ttl=7d',
+        'excompact admin table create blobs --splits 0x40,0x80,0xc0',
       ]),
     )
     .action(
@@ -38,10 +40,17 @@ export function registerTables(admin: Command): void {
           opts: JsonFlag & { split?: string[]; splits?: string; config?: string[]; ifNotExists?: boolean },
           cmd: Command,
         ) => {
-          const splits = [...(opts.split ?? []), ...(opts.splits ? opts.splits.split(',') : [])];
+          const splits = [
+            ...(opts.split ?? []).map((s) => splitPoint(s, '--split')),
+            ...(opts.splits === undefined
+              ? []
+              : opts.splits.split(',').map((s) => splitPoint(s, '--splits'))),
+          ];
           const config = parseConfigAssignments(opts.config ?? []);
+          // In hex: a split point is bytes, which text would not always carry (0x…, row-text.ts).
+          const splitsHex = splits.map((s) => s.toString('hex'));
           const created = await withCluster(cmd, (c) =>
-            c.meta.call<TableInfo>('POST', '/v1/tables', { name, splits, config }),
+            c.meta.call<TableInfo>('POST', '/v1/tables', { name, splitsHex, config }),
           ).catch((err: unknown) => {
             if (opts.ifNotExists && err instanceof ExcError && err.code === 'ALREADY_EXISTS')
               return undefined;
@@ -170,8 +179,8 @@ ${examples(['excompact admin table config events queues=small:64M,large ratio=2'
     .command('compact')
     .description('Compact all files of the table (or of a row range), optionally through filters.')
     .argument('<name>')
-    .option('--start <row>', 'first row (inclusive)')
-    .option('--end <row>', 'last row (inclusive)')
+    .option('--start <row>', 'first row (inclusive; text, or 0x and its bytes in hex)')
+    .option('--end <row>', 'last row (inclusive; text, or 0x and its bytes in hex)')
     .option('--filter <name:json>', 'a built-in filter with JSON options (repeat for more)', collect)
     .option('--wait', 'show progress and return when every tablet in the range is done')
     .option('--json', 'print JSON')
@@ -193,13 +202,15 @@ ${examples([
           cmd: Command,
         ) => {
           const filters = (opts.filter ?? []).map(parseFilterFlag);
+          const start = opts.start === undefined ? undefined : parseRow(opts.start, '--start');
+          const end = opts.end === undefined ? undefined : parseRow(opts.end, '--end');
           await withCluster(cmd, async (c) => {
             const started = await c.meta.call<{ id: string; tablets: string[] }>(
               'POST',
               `/v1/tables/${encodeURIComponent(name)}/compact`,
               {
-                ...(opts.start === undefined ? {} : { startRow: opts.start }),
-                ...(opts.end === undefined ? {} : { endRow: opts.end }),
+                ...(start === undefined ? {} : { startRowHex: start.toString('hex') }),
+                ...(end === undefined ? {} : { endRowHex: end.toString('hex') }),
                 filters,
               },
             );
@@ -255,4 +266,11 @@ function parseFilterFlag(flag: string): { name: string; options?: unknown } {
       `--filter ${name}: options are not valid JSON: ${(err as Error).message}`,
     );
   }
+}
+
+/** A split point typed as text or 0x-hex (row-text.ts); an empty one is refused here, by its flag. */
+function splitPoint(text: string, flag: string): Buffer {
+  const row = parseRow(text, flag);
+  if (row.length === 0) throw new ExcError('BAD_REQUEST', `${flag}: a split point cannot be empty`);
+  return row;
 }

@@ -13,6 +13,7 @@ import { z } from 'zod';
 import { toWireEntry, type ClientEntry } from '../client/client.js';
 import { ExcError } from '../errors.js';
 import { INGEST_DEDUPE_MS } from '../meta/ingest-ids.js';
+import { parseRow } from '../row-text.js';
 import { wireEntrySchema } from '../rpc/entries.js';
 import { utf8Bytes } from '../validate.js';
 import { withCluster } from './connect.js';
@@ -173,12 +174,11 @@ export async function runScan(
   opts: { start?: string; end?: string; limit?: number },
   cmd: Command,
 ): Promise<void> {
+  // Typed as text or 0x-hex; checked before anything is asked of the cluster.
+  const start = opts.start === undefined ? undefined : parseRow(opts.start, '--start');
+  const end = opts.end === undefined ? undefined : parseRow(opts.end, '--end');
   await withCluster(cmd, async (c) => {
-    for await (const e of c.client.scan(table, {
-      start: opts.start,
-      end: opts.end,
-      limit: opts.limit,
-    })) {
+    for await (const e of c.client.scan(table, { start, end, limit: opts.limit })) {
       const text = [e.row, e.cf, e.cq, e.value].every(isUtf8);
       const enc = text ? 'utf8' : 'base64';
       const line = JSON.stringify({

@@ -64,12 +64,13 @@ Examples:
     .command('scan')
     .description('Read a table (or a row range) as NDJSON, with deletes and versions applied.')
     .argument('<table>')
-    .option('--start <row>', 'first row (inclusive)')
-    .option('--end <row>', 'last row (inclusive)')
+    .option('--start <row>', 'first row (inclusive; text, or 0x and its bytes in hex)')
+    .option('--end <row>', 'last row (inclusive; text, or 0x and its bytes in hex)')
     .option('--limit <n>', 'at most this many entries', intOption('--limit', 1))
     .addHelpText(
       'after',
-      '\nExamples:\n  excompact scan events\n  excompact scan events --start a --end m --limit 100\n',
+      '\nExamples:\n  excompact scan events\n  excompact scan events --start a --end m --limit 100\n' +
+        '  excompact scan blobs --start 0x00ff --end 0x01\n',
     )
     .action(
       action(async (table: string, opts: { start?: string; end?: string; limit?: number }, cmd: Command) => {

@@ -1,4 +1,5 @@
 /** Output helpers for commands: aligned tables for people, JSON for scripts. */
+import { showRow } from '../row-text.js';
 
 export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
@@ -40,12 +41,9 @@ export function age(ms: number): string {
   return `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60)}m`;
 }
 
-/** A row (hex on the wire) as text when printable, else 0x-hex. */
+/** A row (hex on the wire) as text when printable, else 0x-hex (row-text.ts); `(last)` for none. */
 export function rowText(hex: string | null): string {
-  if (hex === null) return '(last)';
-  const b = Buffer.from(hex, 'hex');
-  const s = b.toString('latin1');
-  return /^[\x20-\x7e]*$/.test(s) ? s : `0x${hex}`;
+  return hex === null ? '(last)' : showRow(Buffer.from(hex, 'hex'));
 }
 
 /** A progress bar of `width` cells, `[#####.....]`, for `fraction` (0 to 1) of the work done. */

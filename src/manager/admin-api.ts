@@ -32,6 +32,7 @@ import {
 import type { RpcServer } from '../rpc/server.js';
 import { validateFilters } from '../storage/index.js';
 import { nameSchema } from '../names.js';
+import { showRow } from '../row-text.js';
 import { LONE_SURROGATE, parseInput, wellFormed } from '../validate.js';
 import {
   compactorsOf,
@@ -56,6 +57,11 @@ import {
   requestIdParam,
   unanswered,
 } from './requests.js';
+
+/** A row given as bytes in hex: lower or upper case, whole bytes (empty: the row before all others). */
+const HEX_ROW = z
+  .string()
+  .regex(/^(?:[0-9a-fA-F]{2})*$/, "expected a row's bytes in hex (two digits per byte)");
 
 export interface AdminParts extends CancelParts {
   /** The object store the garbage collector works on (undefined: none configured), and its grace. */
@@ -293,6 +299,9 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
       body: z.object({
         startRow: z.string().refine(wellFormed, LONE_SURROGATE).optional(),
         endRow: z.string().refine(wellFormed, LONE_SURROGATE).optional(),
+        /** The same rows as bytes in hex (binary rows; what the CLI sends). */
+        startRowHex: HEX_ROW.optional(),
+        endRowHex: HEX_ROW.optional(),
         filters: z.unknown().optional(),
       }),
     },
@@ -304,10 +313,13 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
       if (answered) return answered;
       const table = await p.tables.get(name);
       const filters = body.filters === undefined ? [] : validateFilters(body.filters);
-      const start = body.startRow === undefined ? undefined : Buffer.from(body.startRow, 'utf8');
-      const end = body.endRow === undefined ? undefined : Buffer.from(body.endRow, 'utf8');
+      const start = rowOf(body.startRow, body.startRowHex, 'startRow');
+      const end = rowOf(body.endRow, body.endRowHex, 'endRow');
       if (start && end && Buffer.compare(start, end) > 0)
-        throw new ExcError('BAD_REQUEST', `--start ${body.startRow} is after --end ${body.endRow}`);
+        throw new ExcError(
+          'BAD_REQUEST',
+          `the start row ${showRow(start)} is after the end row ${showRow(end)}`,
+        );
       // The request id names the compaction: a repeat is the same compaction, requested once.
       const id = requestId ?? ulid();
       const request = JSON.stringify({ requestedAt: Date.now(), filters });
@@ -373,4 +385,12 @@ function overlaps(t: TabletMeta, start?: Buffer, end?: Buffer): boolean {
   if (start && t.endRow && Buffer.compare(t.endRow, start) < 0) return false;
   if (end && t.prevEndRow && Buffer.compare(t.prevEndRow, end) >= 0) return false;
   return true;
+}
+
+/** A row given as UTF-8 text or as hex bytes (`field` and `field`Hex), not both; undefined for neither. */
+function rowOf(text: string | undefined, hex: string | undefined, field: string): Buffer | undefined {
+  if (text !== undefined && hex !== undefined)
+    throw new ExcError('BAD_REQUEST', `give ${field} or ${field}Hex, not both`, { details: { field } });
+  if (hex !== undefined) return Buffer.from(hex, 'hex');
+  return text === undefined ? undefined : Buffer.from(text, 'utf8');
 }
