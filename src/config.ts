@@ -175,7 +175,7 @@ export const SETTINGS = {
     'EXC_COMPACTOR_LINK_GRACE_MS',
     int(0, 60_000),
     200,
-    "A tablet server fences a compactor (deletes its node, so its reservations are cancelled) when the compactor's link closes while it holds reservations and it does not link again within this long: a crashed compactor's work is back in a fraction of a second. 0: wait for its session to expire.",
+    "A tablet server fences a compactor (deletes its node, so its reservations are cancelled) when the compactor's link closes while it holds reservations and it does not link again within this long: a crashed compactor's work is back in a fraction of a second. It also asks, every 500 ms, the status address of a compactor that holds reservations on it without a link (its tablet came from a host that died), and fences it when nothing listens there. 0: neither; wait for its session to expire.",
   ),
   queueGoneExitCode: setting(
     'EXC_QUEUE_GONE_EXIT_CODE',

@@ -106,17 +106,27 @@ export class CompactorLinks {
     const timer = setTimeout(() => {
       this.timers.delete(compactor);
       if (this.open.has(compactor) || !this.deps.holds(compactor)) return;
-      this.fence(compactor);
+      this.fence(compactor, 'its link closed while it held reservations');
     }, graceMs);
     timer.unref();
     this.timers.set(compactor, timer);
   }
 
-  private fence(compactor: string): void {
+  /**
+   * The compactors that hold reservations here with no link open and no fencing pending: for
+   * compactor-probe.ts to ask (none while fencing is off).
+   */
+  unlinked(holders: string[]): string[] {
+    if (this.deps.graceMs <= 0) return [];
+    return holders.filter((c) => !this.open.has(c) && !this.timers.has(c) && this.deps.holds(c));
+  }
+
+  /** Deletes the compactor's node: every server watching it cancels its reservations (`why`: logged). */
+  fence(compactor: string, why: string): void {
     this.fenced++;
     this.deps.log.info(
-      { compactor, graceMs: this.deps.graceMs },
-      'compactor link closed while it held reservations: fencing it (deleting its node)',
+      { compactor, why },
+      'compactor gone by what this server sees: fencing it (deleting its node)',
     );
     this.deps.deleteNode(compactor).catch((err: unknown) => {
       if (isZkCode(err, 'ZK_NO_NODE')) return; // gone already: its session ended too

@@ -14,6 +14,7 @@
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { isZkCode, type ZkSession, type ZkStat, type ZkWatchEvent } from '../zk/index.js';
+import type { CompactorAddress } from './compactor-probe.js';
 
 /**
  * What a compactor's node missing from this server's view proves, given its parent's (the queue node's)
@@ -45,6 +46,8 @@ export class CompactorWatch {
   private readonly dead = new Map<string, number>();
   /** When each compactor's watch was last set by a successful check. */
   private readonly armedAt = new Map<string, number>();
+  /** Where each live compactor said it can be reached (its node's data), for compactor-probe.ts. */
+  private readonly addresses = new Map<string, CompactorAddress>();
   /** When the session last lost its connection: watches set before it are not trusted alone. */
   private lastSuspendedAt = 0;
   private readonly onSuspended = (): void => {
@@ -99,7 +102,9 @@ export class CompactorWatch {
   /** Reads the node with the watch: false when it does not exist (then no watch is left behind). */
   private async getAndWatch(compactor: string): Promise<boolean> {
     try {
-      await this.session.get(compactor, this.watcher);
+      const { data } = await this.session.get(compactor, this.watcher);
+      const address = addressIn(data);
+      if (address) this.addresses.set(compactor, address);
       return true;
     } catch (err) {
       if (!isZkCode(err, 'ZK_NO_NODE')) throw err;
@@ -138,6 +143,11 @@ export class CompactorWatch {
     if (refs?.size === 0) this.holders.delete(compactor);
   }
 
+  /** Where `compactor` said it can be reached, if it said so and is not known dead. */
+  addressOf(compactor: string): CompactorAddress | undefined {
+    return this.addresses.get(compactor);
+  }
+
   /** Whether `compactor` holds reservations here. */
   holds(compactor: string): boolean {
     return (this.holders.get(compactor)?.size ?? 0) > 0;
@@ -157,7 +167,10 @@ export class CompactorWatch {
     }
     // Data changed: the watch is spent; re-arm it while we still care.
     this.armedAt.delete(event.path);
-    if (!this.holders.has(event.path)) return;
+    if (!this.holders.has(event.path)) {
+      this.addresses.delete(event.path);
+      return;
+    }
     this.checkAndWatch(event.path).then(
       (alive) => {
         if (!alive) this.report(event.path);
@@ -177,6 +190,7 @@ export class CompactorWatch {
 
   private markDead(compactor: string): void {
     this.armedAt.delete(compactor);
+    this.addresses.delete(compactor);
     this.dead.set(compactor, Date.now());
     // Forget deaths older than a minute: compactor paths are never reused (sequential nodes).
     for (const [path, at] of this.dead) if (Date.now() - at > 60_000) this.dead.delete(path);
@@ -228,4 +242,16 @@ export class CompactorWatch {
       }
     }
   }
+}
+
+/** The address in a compactor node's data (registration.ts, CompactorInfo); undefined when it has none. */
+function addressIn(data: Buffer): CompactorAddress | undefined {
+  try {
+    const info = JSON.parse(data.toString('utf8')) as { status?: unknown; host?: unknown } | null;
+    if (typeof info?.status === 'string' && typeof info.host === 'string')
+      return { status: info.status, host: info.host };
+  } catch {
+    // Not ours to judge: the node exists, which is all the watch needs.
+  }
+  return undefined;
 }

@@ -10,10 +10,12 @@ import type { Logger } from '../log.js';
 import { MetaClient } from '../meta/client.js';
 import type { Location } from '../meta/tablet.js';
 import { QueueResolver } from '../queue/resolver.js';
+import { PeerClients } from '../rpc/peers.js';
 import { abandonedUserJobs } from '../queue/selection.js';
 import { splitRows, type ObjectStore } from '../storage/index.js';
 import type { ZkLayout, ZkSession } from '../zk/index.js';
 import { CompactorLinks } from './compactor-links.js';
+import { CompactorProbe } from './compactor-probe.js';
 import { CompactorWatch } from './compactor-watch.js';
 import { DataPath } from './data.js';
 import { Hosting } from './hosting.js';
@@ -38,12 +40,18 @@ export interface GenerationContext {
   stallTimeoutMs: number;
   compactorLinkGraceMs: number;
   compactorSweepMs?: number;
+  /** How often compactors holding reservations here without a link are asked for (compactor-probe.ts). */
+  compactorProbeMs?: number;
   checkpointPersist: CheckpointPersist;
   /** Told how long after a compactor died each of its reservations here was cancelled. */
   onReclaimed?: (seconds: number) => void;
   /** The manager refused a mutation because this session is not the server's live one. */
   onFenced: (err: ExcError) => void;
 }
+
+/** Every half second: a crashed compactor's work is back about this long after this server took it over. */
+const PROBE_EVERY_MS = 500;
+const PROBE_TIMEOUT_MS = 1_000;
 
 export class Generation {
   readonly me: Location;
@@ -56,6 +64,7 @@ export class Generation {
   readonly data: DataPath;
   readonly reconciler: Reconciler;
   readonly links: CompactorLinks;
+  readonly probe: CompactorProbe;
   private ended = false;
 
   private constructor(readonly ctx: GenerationContext) {
@@ -128,6 +137,16 @@ export class Generation {
       graceMs: ctx.compactorLinkGraceMs,
       log,
     });
+    // One attempt, and soon given up: an answer that does not come proves nothing (compactor-probe.ts).
+    const compactors = new PeerClients({ secret: ctx.secret, timeoutMs: PROBE_TIMEOUT_MS, attempts: 1 });
+    this.probe = new CompactorProbe({
+      unlinked: () => this.links.unlinked(this.watch.watched),
+      addressOf: (compactor) => this.watch.addressOf(compactor),
+      ask: (status) => compactors.get(status).get('/status'),
+      fence: (compactor, why) => this.links.fence(compactor, why),
+      everyMs: ctx.compactorProbeMs ?? PROBE_EVERY_MS,
+      log,
+    });
   }
 
   /** Builds a generation on `session` and starts its background work. */
@@ -153,6 +172,7 @@ export class Generation {
     g.watch.start();
     reservations.start();
     g.reconciler.start();
+    g.probe.start();
     return g;
   }
 
@@ -170,6 +190,7 @@ export class Generation {
     if (this.ended) return;
     this.ended = true;
     this.links.close();
+    this.probe.stop();
     this.hosting.dropAll(reason);
     this.reservations.stop();
     this.watch.stop();

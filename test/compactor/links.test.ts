@@ -1,8 +1,9 @@
 /**
  * Sub-second reclaim: a compactor keeps a link open to the tablet server it works for; when the compactor
  * dies the kernel closes it, and the tablet server fences the compactor (deletes its node) after a short
- * grace, long before its ZooKeeper session (6 s here) expires. A paused compactor keeps its link: it is
- * not dead, and nothing happens before its session timeout.
+ * grace, long before its ZooKeeper session (6 s here) expires. A compactor that dies with no link to the
+ * server that has its tablet now (its old host died first) is found by that server asking its address.
+ * A paused compactor keeps its link: it is not dead, and nothing happens before its session timeout.
  */
 import { describe, expect, it } from 'vitest';
 import type { ClientEntry } from '../../src/client/client.js';
@@ -63,6 +64,39 @@ describe('compactor links', () => {
     expect(reclaimMs).toBeLessThan(SESSION_MS / 3);
     const outcome = parseOutcome((await s.meta.row(doneRow(ecid))).get('outcome') ?? '');
     expect(outcome).toMatchObject({ outcome: 'cancelled', reason: 'compactor-gone' });
+  });
+
+  it('kill -9 after its tablet server died - the new host of its tablet finds nothing at its address and fences it, long before its session expires', async () => {
+    // The compactor's session is long: without the new host asking, its work would wait for it.
+    const compactorSessionMs = 25_000;
+    const s = await cluster().startWithTable({ queue: 'q' });
+    const heir = await cluster().startTserver({ name: 'heir' });
+    const slow = await cluster().startCompactor('q', {
+      name: 'slow',
+      args: ['--throughput', '20000'],
+      env: { EXC_ZK_SESSION_TIMEOUT_MS: String(compactorSessionMs) },
+    });
+    await oneJob(s, 300);
+    const ecid = (await slow.waitForLog((l) => l.msg === 'compaction started')).ecid as string;
+    // The host dies first, then the compactor: its link to the dead host was gone already, and it never
+    // linked to the heir, so no closing connection tells anyone.
+    s.tserver.kill();
+    await new Promise((r) => setTimeout(r, 300));
+    const killedAt = Date.now();
+    slow.kill();
+    const loaded = await heir.waitForLog((l) => l.msg === 'tablet loaded', 3 * SESSION_MS);
+    expect(loaded.reservations).toBe(1);
+    const cancel = await heir.waitForLog(
+      (l) => l.msg === 'reservation cancelled' && l.ecid === ecid,
+      compactorSessionMs + 10_000,
+    );
+    const reclaimMs = Date.now() - killedAt;
+    expect(cancel).toMatchObject({ reason: 'compactor-gone', compactor: slow.compactor });
+    const fenced = heir.lines.find((l) => /fencing it/.test(l.msg ?? '') && l.compactor === slow.compactor);
+    expect(fenced?.why).toMatch(/nothing listens at its address/);
+    // The host's own session (6 s) has to end before the heir has the tablet at all; a generous bound
+    // for a loaded machine, well short of the compactor's session.
+    expect(reclaimMs).toBeLessThan(compactorSessionMs / 2);
   });
 
   it('paused within its session - the link stays open, nothing is cancelled, and the job commits', async () => {
