@@ -143,7 +143,10 @@ export class Generation {
       unlinked: () => this.links.unlinked(this.watch.watched),
       addressOf: (compactor) => this.watch.addressOf(compactor),
       ask: (status) => compactors.get(status).get('/status'),
-      fence: (compactor, why) => this.links.fence(compactor, why),
+      // An answer that comes after the generation ended is not this server's to act on any more.
+      fence: (compactor, why) => {
+        if (!this.ended) this.links.fence(compactor, why);
+      },
       everyMs: ctx.compactorProbeMs ?? PROBE_EVERY_MS,
       log,
     });
