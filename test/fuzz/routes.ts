@@ -310,6 +310,21 @@ function managerRoutes(k: Known): fc.Arbitrary<Case>[] {
           fields({
             startRow: fc.oneof(fc.constantFrom('a', 'm', 'z', ''), fc.string({ maxLength: 4 })),
             endRow: fc.oneof(fc.constantFrom('a', 'm', 'z', ''), fc.string({ maxLength: 4 })),
+            // The same bounds as hex bytes: mostly absent (both forms at once is refused).
+            startRowHex: fc.oneof(
+              { weight: 3, arbitrary: fc.constant(undefined) },
+              {
+                weight: 1,
+                arbitrary: fc.oneof(fc.constantFrom('61', '6D', '80ff', ''), fc.string({ maxLength: 4 })),
+              },
+            ),
+            endRowHex: fc.oneof(
+              { weight: 3, arbitrary: fc.constant(undefined) },
+              {
+                weight: 1,
+                arbitrary: fc.oneof(fc.constantFrom('7a', 'ff', '8001', ''), fc.string({ maxLength: 4 })),
+              },
+            ),
             filters: fc.oneof(fc.array(filterArb, { maxLength: 3 }), anyJson),
           }),
           requestIdQuery,

@@ -188,6 +188,13 @@ describe('filters - a fixed registry, data not code', () => {
       [{ name: 'dropRowPrefix', options: { prefixes: ['a\ud800'] } }],
       'prefixes.0: holds a lone UTF-16 surrogate',
     );
+    // Base64 that Node's decoder would read as other bytes than it spells: missing padding, bits past the
+    // last byte, characters that are not base64. Canonical base64 passes.
+    for (const base64 of ['YQ', 'YR==', 'Y Q==', 'YQ==YQ==', 'Y*Q='])
+      refused([{ name: 'dropRowPrefix', options: { prefixes: [{ base64 }] } }], 'expected base64');
+    expect(
+      validateFilters([{ name: 'dropRowPrefix', options: { prefixes: [{ base64: 'AP8=' }] } }]),
+    ).toHaveLength(1);
     refused('dropRowPrefix', 'filters');
     refused(
       Array.from({ length: 33 }, () => ({ name: 'keepRowRange' })),
