@@ -210,17 +210,31 @@ export interface OutcomeFindings {
  * The faults whose effect overlapped [at, at + ms] (the kill itself among them), each as `kind → target,
  * from ±s for s` relative to `at`.
  */
-export function faultsDuring(timeline: readonly FaultSpan[], at: number, ms: number): string[] {
+export function faultsDuring(
+  timeline: readonly FaultSpan[],
+  at: number,
+  ms: number,
+  sessionTimeoutMs = 0,
+): string[] {
   const s = (x: number) => `${(x / 1000).toFixed(1)} s`;
+  // A killed process's ZooKeeper session outlives it by up to a session timeout (its node, its
+  // tablets' location, its leadership), however soon it is restarted: its effects last that long.
+  const lasts = (f: FaultSpan) =>
+    SESSION_KILLS.has(f.fault) ? Math.max(f.forMs, sessionTimeoutMs) : f.forMs;
+  const lingers = (f: FaultSpan) => (lasts(f) > f.forMs ? ` (its session up to ${s(lasts(f))})` : '');
   // Signed after rounding to the tenth printed: a fault a millisecond before the kill is "+0.0 s".
   const offset = (x: number) => {
     const tenths = Math.round(x / 100);
     return `${tenths < 0 ? '-' : '+'}${s(Math.abs(tenths) * 100)}`;
   };
   return timeline
-    .filter((f) => f.at <= at + ms && f.at + f.forMs >= at)
-    .map((f) => `${f.fault} → ${f.target}, from ${offset(f.at - at)} for ${s(f.forMs)}`);
+    .filter((f) => f.at <= at + ms && f.at + lasts(f) >= at)
+    .sort((a, b) => a.at - b.at)
+    .map((f) => `${f.fault} → ${f.target}, from ${offset(f.at - at)} for ${s(f.forMs)}${lingers(f)}`);
 }
+
+/** Faults that kill a process holding a ZooKeeper session (a ZooKeeper server's kill ends none). */
+const SESSION_KILLS = new Set(['compactor-kill', 'tserver-kill', 'manager-kill']);
 
 /** Judges the outcomes against the logs and the faults, once every reservation had time to end. */
 export function judgeOutcomes(
@@ -273,7 +287,7 @@ export function judgeOutcomes(
       slowestReclaim = {
         ...last,
         compactor: k.compactor,
-        during: faultsDuring(faults.timeline ?? [], k.at, last.ms),
+        during: faultsDuring(faults.timeline ?? [], k.at, last.ms, nodes.sessionTimeoutMs),
       };
   }
   return {

@@ -104,6 +104,10 @@ describe('chaos checks - reclaim after kill -9', () => {
       // Counted a millisecond before the kill it overlaps: not "-0.0 s".
       { fault: 'zk-follower-kill', target: 'zk-2', at: 9_999, forMs: 1_500 },
       { fault: 'manager-kill', target: 'manager-1', at: 14_000, forMs: 1_000 }, // after the work was back
+      // Killed and restarted at once, 1.7 s before: its session (4 s) outlived it through the wait.
+      { fault: 'tserver-kill', target: 'tserver-1', at: 8_300, forMs: 0 },
+      // Its session had ended before the compactor's kill.
+      { fault: 'tserver-kill', target: 'tserver-3', at: 5_000, forMs: 0 },
     ];
     const judged = judgeOutcomes(
       new Map([cancelled('E1', 10_250), cancelled('E2', 13_600)]),
@@ -118,9 +122,10 @@ describe('chaos checks - reclaim after kill -9', () => {
       ecid: 'E2',
       ms: 3_600,
       during: [
+        'tserver-kill → tserver-1, from -1.7 s for 0.0 s (its session up to 4.0 s)',
         'tserver-zombie → tserver-2, from -0.8 s for 3.0 s',
-        'compactor-kill → compactor-small-1, from +0.0 s for 2.0 s',
         'zk-follower-kill → zk-2, from +0.0 s for 1.5 s',
+        'compactor-kill → compactor-small-1, from +0.0 s for 2.0 s (its session up to 4.0 s)',
       ],
     });
   });
