@@ -29,11 +29,17 @@ export interface CompactorLinksDeps {
   log: Logger;
 }
 
+/** After a failed delete of a compactor's node, the next try. */
+const FENCE_RETRY_MS = 500;
+
 export class CompactorLinks {
   /** Open links per compactor. */
   private readonly open = new Map<string, number>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** Compactors whose node this server is deleting now (or will again, after a failed try). */
+  private readonly fencing = new Set<string>();
   private readonly ending = new Set<() => void>();
+  private stopped = false;
   /** Compactors fenced because their link closed (for /status and the metrics). */
   fenced = 0;
   /** When each compactor's last link closed (not by this server), until it links again. */
@@ -49,8 +55,10 @@ export class CompactorLinks {
   hold(compactor: string, signal: AbortSignal): Promise<boolean> {
     this.open.set(compactor, (this.open.get(compactor) ?? 0) + 1);
     this.closedAt.delete(compactor);
+    // Linked again: alive after all, whatever was about to fence it (the grace, a failed delete's retry).
     clearTimeout(this.timers.get(compactor));
     this.timers.delete(compactor);
+    this.fencing.delete(compactor);
     return new Promise<boolean>((resolve) => {
       const end = (byServer: boolean): void => {
         signal.removeEventListener('abort', onAbort);
@@ -118,7 +126,9 @@ export class CompactorLinks {
    */
   unlinked(holders: string[]): string[] {
     if (this.deps.graceMs <= 0) return [];
-    return holders.filter((c) => !this.open.has(c) && !this.timers.has(c) && this.deps.holds(c));
+    return holders.filter(
+      (c) => !this.open.has(c) && !this.timers.has(c) && !this.fencing.has(c) && this.deps.holds(c),
+    );
   }
 
   /** Deletes the compactor's node: every server watching it cancels its reservations (`why`: logged). */
@@ -128,14 +138,44 @@ export class CompactorLinks {
       { compactor, why },
       'compactor gone by what this server sees: fencing it (deleting its node)',
     );
-    this.deps.deleteNode(compactor).catch((err: unknown) => {
-      if (isZkCode(err, 'ZK_NO_NODE')) return; // gone already: its session ended too
-      this.deps.log.warn({ compactor, err: describeError(err) }, 'could not fence a compactor');
-    });
+    this.deleteNode(compactor);
+  }
+
+  /**
+   * Deletes the node, and again every FENCE_RETRY_MS while it fails and the compactor still holds
+   * reservations here without a link: ZooKeeper without a quorum (its leader killed twice in a row) fails
+   * the delete, and the compactor's session then ends only a session timeout after a new leader is
+   * elected, for the leader restarts every session's count.
+   */
+  private deleteNode(compactor: string): void {
+    this.fencing.add(compactor);
+    this.deps.deleteNode(compactor).then(
+      () => this.fencing.delete(compactor),
+      (err: unknown) => {
+        this.fencing.delete(compactor);
+        if (isZkCode(err, 'ZK_NO_NODE')) return; // gone already: its session ended too
+        const again = !this.stopped && !this.open.has(compactor) && this.deps.holds(compactor);
+        this.deps.log.warn(
+          { compactor, err: describeError(err), again },
+          again ? 'could not fence a compactor; trying again' : 'could not fence a compactor',
+        );
+        if (!again) return;
+        this.fencing.add(compactor);
+        const timer = setTimeout(() => {
+          this.timers.delete(compactor);
+          this.fencing.delete(compactor);
+          if (!this.stopped && !this.open.has(compactor) && this.deps.holds(compactor))
+            this.deleteNode(compactor);
+        }, FENCE_RETRY_MS);
+        timer.unref();
+        this.timers.set(compactor, timer);
+      },
+    );
   }
 
   /** Ends every link (the server is stopping): compactors link again to wherever their tablets go. */
   close(): void {
+    this.stopped = true;
     for (const timer of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
     for (const stop of [...this.ending]) stop();

@@ -5,6 +5,7 @@
  * reservation is recorded.
  */
 import { describe, expect, it } from 'vitest';
+import { ExcError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { CompactorLinks } from '../../src/tserver/compactor-links.js';
 
@@ -61,6 +62,36 @@ describe('compactor links', () => {
     l.reserved('/c2');
     await settle();
     expect(fenced).toEqual([]);
+    l.close();
+  });
+
+  it('a fence ZooKeeper fails (no quorum) is tried again until it goes through, while the compactor holds work and stays unlinked', async () => {
+    const held = new Set(['/c1', '/c2']);
+    const tries: string[] = [];
+    const l = new CompactorLinks({
+      holds: (c) => held.has(c),
+      deleteNode: async (c) => {
+        tries.push(c);
+        // /c1's delete fails twice, as while ZooKeeper has no leader; /c2's always does.
+        if (c === '/c2' || tries.filter((t) => t === c).length <= 2)
+          throw new ExcError('ZK_TIMEOUT', `zookeeper delete ${c}: no answer within 4000 ms`);
+      },
+      graceMs: GRACE_MS,
+      log: silentLogger(),
+    });
+    l.fence('/c1', 'test');
+    l.fence('/c2', 'test');
+    // While a fence is pending, the probe leaves the compactor alone (it would only fence it again).
+    expect(l.unlinked(['/c1', '/c2'])).toEqual([]);
+    await new Promise((r) => setTimeout(r, 1_300));
+    expect(tries.filter((t) => t === '/c1')).toHaveLength(3);
+    // /c2 linked again (alive after all) between tries: no more tries.
+    void l.hold('/c2', new AbortController().signal);
+    const c2Tries = tries.filter((t) => t === '/c2').length;
+    await new Promise((r) => setTimeout(r, 700));
+    expect(tries.filter((t) => t === '/c2')).toHaveLength(c2Tries);
+    expect(tries.filter((t) => t === '/c1')).toHaveLength(3);
+    expect(l.fenced).toBe(2);
     l.close();
   });
 });
