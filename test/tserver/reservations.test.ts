@@ -213,6 +213,12 @@ describe('reservations', () => {
       if (order === 'cancel first') {
         cancelling = cancel();
         await cancelling;
+        // A closed session is done when ZooKeeper has deleted the node; the tablet server hears of it by a
+        // notification still in transit then (and a commit racing it may win, as in the races below).
+        // First means the tablet server has cancelled.
+        if (by === 'node gone') {
+          await s.tserver.waitForLog((l) => l.msg === 'reservation cancelled' && l.ecid === job.ecid, 5_000);
+        }
         committing = c.commit(job, result);
       } else if (order === 'commit first') {
         committing = c.commit(job, result);
