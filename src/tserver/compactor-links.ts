@@ -14,6 +14,12 @@
  * What this does not see: a host that dies or a network that drops packets closes no connection; a
  * paused process keeps its connections open. Those still wait for the session timeout, as a paused
  * process must (it is not dead; after a pause past its session its commits are refused).
+ *
+ * A fence outlives the session it was decided on: when this server's session ends with fences unfinished
+ * (ZooKeeper without a quorum fails the delete, and this server's own session may go with it), or with a
+ * closed link still in its grace, the next session's links take them over ({@link unfinished},
+ * {@link takeOver}) and finish them once it is up; otherwise the dead compactor's work would wait for its
+ * session to expire, a full session timeout after ZooKeeper has a leader again.
  */
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -31,6 +37,14 @@ export interface CompactorLinksDeps {
 
 /** After a failed delete of a compactor's node, the next try. */
 const FENCE_RETRY_MS = 500;
+/** How long a fence taken over from an earlier session is tried (its compactor holds nothing here yet). */
+const TAKEN_OVER_FOR_MS = 60_000;
+
+/** A fence this server's session did not finish: the compactor, and when its link closed (if it did). */
+export interface UnfinishedFence {
+  compactor: string;
+  linkClosedAt?: number;
+}
 
 export class CompactorLinks {
   /** Open links per compactor. */
@@ -44,6 +58,8 @@ export class CompactorLinks {
   fenced = 0;
   /** When each compactor's last link closed (not by this server), until it links again. */
   private readonly closedAt = new Map<string, number>();
+  /** Fences taken over from the session before, until when they are tried without a reservation here. */
+  private readonly takenOver = new Map<string, number>();
 
   constructor(private readonly deps: CompactorLinksDeps) {}
 
@@ -59,6 +75,7 @@ export class CompactorLinks {
     clearTimeout(this.timers.get(compactor));
     this.timers.delete(compactor);
     this.fencing.delete(compactor);
+    this.takenOver.delete(compactor);
     return new Promise<boolean>((resolve) => {
       const end = (byServer: boolean): void => {
         signal.removeEventListener('abort', onAbort);
@@ -103,18 +120,53 @@ export class CompactorLinks {
     this.closed(compactor);
   }
 
+  /**
+   * The fences not finished when this server stops or its session ends: the nodes being deleted (or to be
+   * tried again), and the compactors whose closed link was still in its grace. For the next session.
+   */
+  unfinished(): UnfinishedFence[] {
+    const compactors = new Set([...this.fencing, ...this.timers.keys()]);
+    return [...compactors].map((compactor) => {
+      const at = this.closedAt.get(compactor);
+      return at === undefined ? { compactor } : { compactor, linkClosedAt: at };
+    });
+  }
+
+  /**
+   * Takes over the fences an earlier session of this server left unfinished: each compactor is fenced
+   * after the grace unless it links here first (it was alive after all), and tried again while the delete
+   * fails, for up to a minute, although it holds nothing here until its tablets are loaded again.
+   */
+  takeOver(fences: readonly UnfinishedFence[]): void {
+    if (this.deps.graceMs <= 0) return;
+    for (const { compactor, linkClosedAt } of fences) {
+      if (this.open.has(compactor) || this.timers.has(compactor)) continue;
+      if (linkClosedAt !== undefined) this.closedAt.set(compactor, linkClosedAt);
+      this.takenOver.set(compactor, Date.now() + TAKEN_OVER_FOR_MS);
+      this.closed(compactor, "this server's session before could not finish fencing it");
+    }
+  }
+
+  /** Whether this server should still fence `compactor`: it holds work here, or its fence was taken over. */
+  private owed(compactor: string): boolean {
+    if (this.deps.holds(compactor)) return true;
+    const until = this.takenOver.get(compactor);
+    if (until !== undefined && until < Date.now()) this.takenOver.delete(compactor);
+    return (this.takenOver.get(compactor) ?? 0) >= Date.now();
+  }
+
   /** Whether `compactor` has a link open here. */
   linked(compactor: string): boolean {
     return this.open.has(compactor);
   }
 
-  private closed(compactor: string): void {
+  private closed(compactor: string, why = 'its link closed while it held reservations'): void {
     const { graceMs } = this.deps;
-    if (graceMs <= 0 || !this.deps.holds(compactor)) return;
+    if (graceMs <= 0 || !this.owed(compactor)) return;
     const timer = setTimeout(() => {
       this.timers.delete(compactor);
-      if (this.open.has(compactor) || !this.deps.holds(compactor)) return;
-      this.fence(compactor, 'its link closed while it held reservations');
+      if (this.open.has(compactor) || !this.owed(compactor)) return;
+      this.fence(compactor, why);
     }, graceMs);
     timer.unref();
     this.timers.set(compactor, timer);
@@ -150,11 +202,18 @@ export class CompactorLinks {
   private deleteNode(compactor: string): void {
     this.fencing.add(compactor);
     this.deps.deleteNode(compactor).then(
-      () => this.fencing.delete(compactor),
+      () => {
+        this.fencing.delete(compactor);
+        this.takenOver.delete(compactor);
+      },
       (err: unknown) => {
         this.fencing.delete(compactor);
-        if (isZkCode(err, 'ZK_NO_NODE')) return; // gone already: its session ended too
-        const again = !this.stopped && !this.open.has(compactor) && this.deps.holds(compactor);
+        if (isZkCode(err, 'ZK_NO_NODE')) {
+          this.takenOver.delete(compactor);
+          return; // gone already: its session ended too
+        }
+        // Unless the server stopped meanwhile: then the next session takes this fence over (`unfinished`).
+        const again = !this.stopped && !this.open.has(compactor) && this.owed(compactor);
         this.deps.log.warn(
           { compactor, err: describeError(err), again },
           again ? 'could not fence a compactor; trying again' : 'could not fence a compactor',
@@ -164,8 +223,7 @@ export class CompactorLinks {
         const timer = setTimeout(() => {
           this.timers.delete(compactor);
           this.fencing.delete(compactor);
-          if (!this.stopped && !this.open.has(compactor) && this.deps.holds(compactor))
-            this.deleteNode(compactor);
+          if (!this.stopped && !this.open.has(compactor) && this.owed(compactor)) this.deleteNode(compactor);
         }, FENCE_RETRY_MS);
         timer.unref();
         this.timers.set(compactor, timer);

@@ -14,7 +14,7 @@ import { PeerClients } from '../rpc/peers.js';
 import { abandonedUserJobs } from '../queue/selection.js';
 import { splitRows, type ObjectStore } from '../storage/index.js';
 import type { ZkLayout, ZkSession } from '../zk/index.js';
-import { CompactorLinks } from './compactor-links.js';
+import { CompactorLinks, type UnfinishedFence } from './compactor-links.js';
 import { CompactorProbe } from './compactor-probe.js';
 import { CompactorWatch } from './compactor-watch.js';
 import { DataPath } from './data.js';
@@ -47,6 +47,8 @@ export interface GenerationContext {
   onReclaimed?: (seconds: number) => void;
   /** The manager refused a mutation because this session is not the server's live one. */
   onFenced: (err: ExcError) => void;
+  /** Fences of compactors the server's session before left unfinished: this one finishes them. */
+  unfinishedFences?: readonly UnfinishedFence[];
 }
 
 /** Every half second: a crashed compactor's work is back about this long after this server took it over. */
@@ -66,6 +68,8 @@ export class Generation {
   readonly links: CompactorLinks;
   readonly probe: CompactorProbe;
   private ended = false;
+  /** The fences left unfinished when the generation ended, for the next one (set by `end`). */
+  unfinishedFences: UnfinishedFence[] = [];
 
   private constructor(readonly ctx: GenerationContext) {
     const { session, layout, log } = ctx;
@@ -176,6 +180,7 @@ export class Generation {
     reservations.start();
     g.reconciler.start();
     g.probe.start();
+    g.links.takeOver(ctx.unfinishedFences ?? []);
     return g;
   }
 
@@ -192,6 +197,7 @@ export class Generation {
   async end(reason: string): Promise<void> {
     if (this.ended) return;
     this.ended = true;
+    this.unfinishedFences = this.links.unfinished();
     this.links.close();
     this.probe.stop();
     this.hosting.dropAll(reason);

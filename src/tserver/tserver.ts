@@ -38,6 +38,7 @@ import type { ObjectStore } from '../storage/index.js';
 import { ZkLayout, ensureLayout, isZkCode, type ZkSession } from '../zk/index.js';
 import { registerTserverApi } from './api.js';
 import { DEFAULT_CHECKPOINT_PERSIST_BYTES, DEFAULT_CHECKPOINT_PERSIST_MS } from './reservations.js';
+import type { UnfinishedFence } from './compactor-links.js';
 import { Generation } from './generation.js';
 
 export type TserverState = 'connecting' | 'serving' | 'suspended' | 'expired' | 'rejoining';
@@ -75,6 +76,8 @@ export class TabletServer extends EventEmitter<Events> {
   private session: ZkSession | undefined;
   private generation: Generation | undefined;
   private rejoining: Promise<void> | undefined;
+  /** Fences the session before left unfinished, until a new generation takes them over. */
+  private unfinishedFences: UnfinishedFence[] = [];
   private readonly stopSignal = new AbortController();
   private address: { host: string; port: number } | undefined;
   private readonly registry = createRegistry('tserver');
@@ -202,6 +205,7 @@ export class TabletServer extends EventEmitter<Events> {
         },
         onReclaimed: (seconds) => this.reclaim.observe(seconds),
         onFenced: (err) => this.expire(session, `the manager fenced a mutation: ${err.message}`),
+        unfinishedFences: this.unfinishedFences,
       });
       try {
         await this.register(session);
@@ -211,6 +215,7 @@ export class TabletServer extends EventEmitter<Events> {
       }
       this.session = session;
       this.generation = generation;
+      this.unfinishedFences = [];
       session.on('suspended', () => {
         if (this.state === 'serving') this.stateCell.set('suspended', 'zookeeper connection lost');
       });
@@ -245,6 +250,13 @@ export class TabletServer extends EventEmitter<Events> {
         .catch((err: unknown) =>
           this.log.warn({ err: describeError(err) }, 'ending the old generation failed'),
         );
+      this.unfinishedFences = generation?.unfinishedFences ?? [];
+      if (this.unfinishedFences.length > 0) {
+        this.log.info(
+          { compactors: this.unfinishedFences.map((f) => f.compactor) },
+          'fences left unfinished: the next session finishes them',
+        );
+      }
       await session.close().catch(() => undefined);
       if (!this.stateCell.set('rejoining', 'opening a new session')) return;
       await retry(() => this.join(), {

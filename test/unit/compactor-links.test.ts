@@ -94,4 +94,48 @@ describe('compactor links', () => {
     expect(l.fenced).toBe(2);
     l.close();
   });
+
+  it("fences a session could not finish are the next session's: carried out there unless the compactor links first", async () => {
+    // The session before: /c1's delete fails (no quorum), /c2's link closed and is still in its grace,
+    // /c3 is linked; then the session ends.
+    const held = new Set(['/c1', '/c2', '/c3']);
+    const before = new CompactorLinks({
+      holds: (c) => held.has(c),
+      deleteNode: async (c) => {
+        throw new ExcError('ZK_SESSION_LOST', `zookeeper delete ${c}: session lost`);
+      },
+      graceMs: GRACE_MS,
+      log: silentLogger(),
+    });
+    const closeC1 = new AbortController();
+    void before.hold('/c1', closeC1.signal);
+    closeC1.abort();
+    await settle(); // /c1 fenced, and its delete failed
+    const closeC2 = new AbortController();
+    void before.hold('/c2', closeC2.signal);
+    closeC2.abort();
+    void before.hold('/c3', new AbortController().signal);
+    const unfinished = before.unfinished();
+    before.close();
+    expect(unfinished.map((f) => f.compactor).sort()).toEqual(['/c1', '/c2']);
+    for (const f of unfinished) expect(f.linkClosedAt).toBeGreaterThan(0);
+
+    // The next session holds nothing yet (its tablets are not loaded): it fences both, except that /c2
+    // links to it within the grace (alive after all), and reports /c1's death from its link's end.
+    const deleted: string[] = [];
+    const after = new CompactorLinks({
+      holds: () => false,
+      deleteNode: async (c) => {
+        deleted.push(c);
+      },
+      graceMs: GRACE_MS,
+      log: silentLogger(),
+    });
+    after.takeOver(unfinished);
+    void after.hold('/c2', new AbortController().signal);
+    await settle();
+    expect(deleted).toEqual(['/c1']);
+    expect(after.linkClosedAt('/c1')).toBe(unfinished.find((f) => f.compactor === '/c1')!.linkClosedAt);
+    after.close();
+  });
 });
