@@ -17,7 +17,7 @@ import { examples, parkedTable, printCompactors, runningTable, type JsonFlag } f
 import { withCluster, type Cluster } from './connect.js';
 import { sleep } from '../retry.js';
 import { action } from './exit.js';
-import { intOption } from './flags.js';
+import { intOption, nonEmpty } from './flags.js';
 import { age, bytes, printJson, printTable } from './format.js';
 
 interface ListFlags extends JsonFlag {
@@ -78,7 +78,7 @@ export function registerCompactors(admin: Command): void {
     .description('Live compactors.')
     .command('list')
     .description('List live compactors (from their ZooKeeper nodes).')
-    .option('--queue <name>', 'only this queue')
+    .option('--queue <name>', 'only this queue', nonEmpty('--queue'))
     .option('--json', 'print JSON')
     .addHelpText(
       'after',
@@ -104,7 +104,7 @@ export function registerCompactions(admin: Command): void {
   compactions
     .command('list')
     .description('List running compactions (reservations) and parked jobs.')
-    .option('--queue <name>', 'only this queue')
+    .option('--queue <name>', 'only this queue', nonEmpty('--queue'))
     .option('--table <name>', 'only this table')
     .option('--state <state>', 'running or parked')
     .option('--watch [ms]', 'list again every ms (default 2000) until Ctrl-C; a terminal redraws in place')
@@ -143,7 +143,7 @@ export function registerCompactions(admin: Command): void {
     )
     .option('--since <duration>', 'only those reserved this long ago or later (e.g. 30m, 12h, 7d)', '1h')
     .option('--table <name>', 'only this table')
-    .option('--queue <name>', 'only this queue')
+    .option('--queue <name>', 'only this queue', nonEmpty('--queue'))
     .option('--outcome <outcome>', 'committed or cancelled')
     .option('--limit <n>', 'at most this many (the counts cover all)', intOption('--limit', 1, 10_000), 20)
     .option('--json', 'print JSON')
@@ -233,7 +233,11 @@ export function registerCompactions(admin: Command): void {
       'Cancel a running compaction (its tablet requeues the work), a user compaction (on every tablet ' +
         'where it has not committed), or a parked user job (on its tablet).',
     )
-    .argument('<id>', 'an ECID (`compactions list`), a user compaction id, or a parked job id')
+    .argument(
+      '<id>',
+      'an ECID (`compactions list`), a user compaction id, or a parked job id',
+      nonEmpty('the id'),
+    )
     .addHelpText(
       'after',
       examples([
@@ -253,7 +257,7 @@ export function registerCompactions(admin: Command): void {
   compactions
     .command('status')
     .description('Where a user compaction (`admin table compact`) stands on each tablet, and how it ended.')
-    .argument('<id>', 'the id `admin table compact` printed')
+    .argument('<id>', 'the id `admin table compact` printed', nonEmpty('the id'))
     .option('--wait', 'show progress and return when every tablet is done (re-attaches to any compaction)')
     .option('--json', 'print JSON')
     .addHelpText(
@@ -273,8 +277,12 @@ export function registerCompactions(admin: Command): void {
   compactions
     .command('release')
     .description('Release parked jobs so they are tried again.')
-    .argument('[id]', 'a parked job (ID column of `compactions list --state parked`, or its last ECID)')
-    .option('--table <name>', 'release every parked job of a table')
+    .argument(
+      '[id]',
+      'a parked job (ID column of `compactions list --state parked`, or its last ECID)',
+      nonEmpty('the id'),
+    )
+    .option('--table <name>', 'release every parked job of a table', nonEmpty('--table'))
     .addHelpText(
       'after',
       examples([

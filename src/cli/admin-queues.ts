@@ -6,7 +6,7 @@ import type { QueueInfo } from '../queue/registry.js';
 import { examples, printCompactors, printParked, printRunning, type JsonFlag } from './admin-common.js';
 import { withCluster } from './connect.js';
 import { action } from './exit.js';
-import { intOption } from './flags.js';
+import { intOption, nonEmpty } from './flags.js';
 import { age, printJson, printTable } from './format.js';
 
 export function registerQueues(admin: Command): void {
@@ -15,7 +15,11 @@ export function registerQueues(admin: Command): void {
   queue
     .command('create')
     .description('Create a queue: compactors started with `compactor <name>` work for it.')
-    .argument('<name>', 'queue name: letters, digits, _ . - (starting with a letter)')
+    .argument(
+      '<name>',
+      'queue name: letters, digits, _ . - (starting with a letter)',
+      nonEmpty('the queue name'),
+    )
     .option(
       '--bins <n>',
       'number of bins (spreads compactors over the queue)',
@@ -67,7 +71,7 @@ export function registerQueues(admin: Command): void {
   queue
     .command('info')
     .description('Show a queue in depth: queued entries, running reservations, parked jobs, compactors.')
-    .argument('<name>')
+    .argument('<name>', 'queue name', nonEmpty('the queue name'))
     .option('--json', 'print JSON')
     .addHelpText('after', examples(['excompact admin queue info small']))
     .action(
@@ -102,7 +106,7 @@ export function registerQueues(admin: Command): void {
   queue
     .command('delete')
     .description('Delete a queue: its compactors exit, its entries go, its reservations are cancelled.')
-    .argument('<name>')
+    .argument('<name>', 'queue name', nonEmpty('the queue name'))
     .option('--force', 'delete even while tables route compactions to it (their jobs for it are not queued)')
     .addHelpText(
       'after',

@@ -9,6 +9,7 @@ import { parseRow } from '../row-text.js';
 import { collect, examples, type JsonFlag } from './admin-common.js';
 import { withCluster } from './connect.js';
 import { action } from './exit.js';
+import { nonEmpty } from './flags.js';
 import { age, bytes, printJson, printTable, progressBar, rowText } from './format.js';
 
 export function registerTables(admin: Command): void {
@@ -19,7 +20,7 @@ export function registerTables(admin: Command): void {
   table
     .command('create')
     .description('Create a table, optionally pre-split and configured.')
-    .argument('<name>')
+    .argument('<name>', 'table name', nonEmpty('the table name'))
     .option('--split <row>', 'a split point (repeat for more; text, or 0x and its bytes in hex)', collect)
     .option('--splits <rows>', 'split points, comma-separated (text, or 0x and hex bytes, each)')
     .option('--config <key=value>', 'a table setting (repeat; see `table config --help`)', collect)
@@ -95,7 +96,7 @@ export function registerTables(admin: Command): void {
   table
     .command('info')
     .description('Show a table: its settings and tablets with hosts, files and bytes.')
-    .argument('<name>')
+    .argument('<name>', 'table name', nonEmpty('the table name'))
     .option('--json', 'print JSON')
     .addHelpText(
       'after',
@@ -132,7 +133,7 @@ export function registerTables(admin: Command): void {
   table
     .command('config')
     .description('Change table settings.')
-    .argument('<name>')
+    .argument('<name>', 'table name', nonEmpty('the table name'))
     .argument('<settings...>', 'key=value pairs')
     .option('--json', 'print JSON')
     .addHelpText(
@@ -166,7 +167,7 @@ ${examples(['excompact admin table config events queues=small:64M,large ratio=2'
   table
     .command('delete')
     .description('Delete a table: its tablets are unloaded, its files collected, its compactions cancelled.')
-    .argument('<name>')
+    .argument('<name>', 'table name', nonEmpty('the table name'))
     .addHelpText('after', examples(['excompact admin table delete events']))
     .action(
       action(async (name: string, _opts: unknown, cmd: Command) => {
@@ -178,7 +179,7 @@ ${examples(['excompact admin table config events queues=small:64M,large ratio=2'
   table
     .command('compact')
     .description('Compact all files of the table (or of a row range), optionally through filters.')
-    .argument('<name>')
+    .argument('<name>', 'table name', nonEmpty('the table name'))
     .option('--start <row>', 'first row (inclusive; text, or 0x and its bytes in hex)')
     .option('--end <row>', 'last row (inclusive; text, or 0x and its bytes in hex)')
     .option('--filter <name:json>', 'a built-in filter with JSON options (repeat for more)', collect)

@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 import { ExcError } from '../errors.js';
 import { EXIT_QUEUE_DELETED } from '../compactor/exit-codes.js';
 import { action } from './exit.js';
-import { intOption, serverOptions, type ServerFlags } from './flags.js';
+import { intOption, nonEmpty, serverOptions, type ServerFlags } from './flags.js';
 
 interface CompactorFlags extends ServerFlags {
   concurrency: number;
@@ -20,7 +20,11 @@ export function registerCompactor(program: Command): void {
     program
       .command('compactor')
       .description('Run a compactor for one queue: find work, reserve it, compact, commit.')
-      .argument('<queue>', 'the queue to work for (see `excompact admin queue list`)')
+      .argument(
+        '<queue>',
+        'the queue to work for (see `excompact admin queue list`)',
+        nonEmpty('the queue name'),
+      )
       .option(
         '--concurrency <n>',
         'compactions at once (more than 1: each on a thread of a pool started with the compactor)',

@@ -10,7 +10,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { IngestFlags } from './data-run.js';
 import { action } from './exit.js';
-import { intOption } from './flags.js';
+import { intOption, nonEmpty } from './flags.js';
 
 /** A batch id names the batches of an ingest (`<id>.<n>`); tablets accept 1-100 of [0-9A-Za-z._-]. */
 function batchIdOption(value: string): string {
@@ -23,7 +23,7 @@ export function registerData(program: Command): void {
   program
     .command('ingest')
     .description('Write NDJSON entries (from a file or stdin) into a table.')
-    .argument('<table>')
+    .argument('<table>', 'table name', nonEmpty('the table name'))
     .argument('[file]', 'NDJSON file (default: stdin)')
     .option(
       '--batch-id <id>',
@@ -63,7 +63,7 @@ Examples:
   program
     .command('scan')
     .description('Read a table (or a row range) as NDJSON, with deletes and versions applied.')
-    .argument('<table>')
+    .argument('<table>', 'table name', nonEmpty('the table name'))
     .option('--start <row>', 'first row (inclusive; text, or 0x and its bytes in hex)')
     .option('--end <row>', 'last row (inclusive; text, or 0x and its bytes in hex)')
     .option('--limit <n>', 'at most this many entries', intOption('--limit', 1))

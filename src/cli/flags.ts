@@ -23,6 +23,18 @@ export function intOption(name: string, min: number, max?: number): (value: stri
   };
 }
 
+/**
+ * The parser of a name or id (an argument or a flag's value) that must not be empty: an empty one would
+ * leave its segment out of the request's path and ask for something else (`table info ""` asked for the
+ * list of tables).
+ */
+export function nonEmpty(what: string): (value: string) => string {
+  return (value) => {
+    if (value === '') throw new InvalidArgumentError(`${what} must not be empty`);
+    return value;
+  };
+}
+
 /** Flags shared by every server process; each overrides its environment variable. */
 export interface ServerFlags {
   port?: string;

@@ -38,6 +38,26 @@ describe('cli usage errors', () => {
     expect(both.stderr.trim()).toBe('excompact: BAD_REQUEST: give a parked job id or --table, not both');
   });
 
+  it('an empty table, queue or id is named before connecting (found by the fuzz suite: `table info ""` crashed)', async () => {
+    const cases: [string[], RegExp][] = [
+      [['admin', 'table', 'info', ''], /the table name must not be empty/],
+      [['admin', 'table', 'delete', ''], /the table name must not be empty/],
+      [['admin', 'table', 'compact', ''], /the table name must not be empty/],
+      [['admin', 'queue', 'info', ''], /the queue name must not be empty/],
+      [['admin', 'queue', 'delete', ''], /the queue name must not be empty/],
+      [['admin', 'compactions', 'status', ''], /the id must not be empty/],
+      [['admin', 'compactors', 'list', '--queue', ''], /--queue must not be empty/],
+      [['scan', ''], /the table name must not be empty/],
+    ];
+    await Promise.all(
+      cases.map(async ([args, message]) => {
+        const r = await runCli(args, { env, timeoutMs: 20_000 });
+        expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(1);
+        expect(r.stderr, args.join(' ')).toMatch(message);
+      }),
+    );
+  });
+
   it('health - a --port that is not a port is a usage error (exit 1), not an unhealthy process', async () => {
     for (const port of ['abc', '0', '65536', '1.5']) {
       const r = await runCli(['health', '--port', port], { env, timeoutMs: 20_000 });
