@@ -80,7 +80,8 @@ export class RpcClient {
   ): Promise<T> {
     const timeoutMs = options.timeoutMs ?? this.options.timeoutMs ?? 10_000;
     // Signed for this server: a captured request cannot be replayed to another (auth.ts).
-    const host = new URL(this.baseUrl).host;
+    const base = new URL(this.baseUrl);
+    const host = base.host;
     const headers: Record<string, string> = {
       host,
       ...signRequest(this.key, { method, host, path, body: payload }),
@@ -91,7 +92,9 @@ export class RpcClient {
       : AbortSignal.timeout(timeoutMs);
     let response: HttpResponse;
     try {
-      response = await exchange(`${this.baseUrl}${path}`, { method, headers, body: payload, signal });
+      // The path as signed, after any the base URL has: not normalized on its way (see exchange).
+      const sent = `${base.pathname.replace(/\/+$/, '')}${path}`;
+      response = await exchange(this.baseUrl, { method, headers, body: payload, signal, path: sent });
     } catch (err) {
       throw transportError(err, method, `${this.baseUrl}${path}`, timeoutMs, options.signal);
     }

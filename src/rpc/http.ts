@@ -38,7 +38,17 @@ export function httpPool(): Agent {
 
 export function exchange(
   url: string,
-  init: { method: string; headers?: Record<string, string>; body?: Buffer | undefined; signal: AbortSignal },
+  init: {
+    method: string;
+    headers?: Record<string, string>;
+    body?: Buffer | undefined;
+    signal: AbortSignal;
+    /**
+     * The request's path exactly as given, in place of the url's: a URL drops `.` and `..` segments
+     * (`/v1/tables/.` would ask for the list of tables, under a signature made for another path).
+     */
+    path?: string;
+  },
 ): Promise<HttpResponse> {
   return new Promise((resolve, reject) => {
     let connected = false;
@@ -46,7 +56,13 @@ export function exchange(
     const headers = { ...init.headers, 'content-length': String(init.body?.length ?? 0) };
     const req = request(
       url,
-      { method: init.method, headers, agent: httpPool(), signal: init.signal },
+      {
+        method: init.method,
+        headers,
+        agent: httpPool(),
+        signal: init.signal,
+        ...(init.path === undefined ? {} : { path: init.path }),
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));

@@ -12,8 +12,8 @@
  * The same seed gives the same requests against the same starting state.
  */
 import fc from 'fast-check';
-import { request } from 'undici';
 import { rpcKey, signRequest } from '../../src/rpc/auth.js';
+import { exchange } from '../../src/rpc/http.js';
 import { cliCaseArb, type CliCase } from './cli-cases.js';
 import type { Known } from './inputs.js';
 import { caseArb, type Case, type EffectContext, type Target } from './routes.js';
@@ -120,14 +120,16 @@ export async function runFuzz(
     if (bytes) headers['content-type'] = 'application/json';
     const timeoutMs = c.holds ? 1_500 : (options.timeoutMs ?? 15_000);
     try {
-      // undici's request, not fetch: it sends what it is given (a GET with a body among others).
-      const res = await request(`${target.urls[c.target]}${c.path}`, {
+      // Node's http, as the project's client sends: what it is given (a GET with a body among others),
+      // at exactly the path signed (a URL would drop `.` and `..` segments).
+      const res = await exchange(target.urls[c.target], {
         method: c.method,
         headers,
         body: bytes,
         signal: AbortSignal.timeout(timeoutMs),
+        path: c.path,
       });
-      const text = await res.body.text();
+      const text = res.text;
       let json: unknown;
       try {
         json = text === '' ? undefined : JSON.parse(text);
@@ -159,6 +161,10 @@ export async function runFuzz(
     }
     if (r.status >= 500)
       return { rejected: false, finding: { kind: '5xx', detail: `${r.status} ${r.text.slice(0, 500)}` } };
+    // Every request is signed with the instance's secret: one refused as unauthenticated was not
+    // understood as sent.
+    if (r.status === 401)
+      return { rejected: true, finding: { kind: 'bad error', detail: `401 ${r.text.slice(0, 300)}` } };
     if (r.status >= 400) {
       const error = (r.json as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
       if (typeof error?.code !== 'string' || typeof error.message !== 'string' || error.message.length < 5) {
@@ -188,7 +194,8 @@ export async function runFuzz(
     }
     if (r.code === 1) {
       const first = r.stderr.trim().split('\n')[0] ?? '';
-      if (stackTrace || first.length < 10)
+      // The CLI holds the instance's secret: UNAUTHENTICATED means it sent another request than it signed.
+      if (stackTrace || first.length < 10 || /UNAUTHENTICATED/.test(r.stderr))
         return { rejected: true, finding: { kind: 'bad error', detail: r.stderr.slice(0, 500) } };
       return { rejected: true };
     }

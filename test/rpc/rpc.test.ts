@@ -47,6 +47,8 @@ describe('rpc', () => {
       calls.boom++;
       throw new TypeError('a bug');
     });
+    server.route('GET', '/things/:name', {}, ({ params }) => ({ name: params.name }));
+    server.route('GET', '/things', {}, () => ({ list: true }));
     const { port } = await server.listen('127.0.0.1', 0);
     base = `http://127.0.0.1:${port}`;
   });
@@ -237,6 +239,13 @@ describe('rpc', () => {
     const client = new RpcClient({ baseUrl: base, secret: SECRET });
     await expect(client.post('/v1/nope', {})).rejects.toMatchObject({ code: 'NOT_FOUND' });
     expect((await raw('/v1/nope', '{}', {})).status).toBe(401);
+  });
+
+  it('client - a path segment of . or .. reaches the server as given and signed (a URL would drop it)', async () => {
+    const client = new RpcClient({ baseUrl: base, secret: SECRET });
+    await expect(client.get('/v1/things/.')).resolves.toEqual({ name: '.' });
+    await expect(client.get('/v1/things/..')).resolves.toEqual({ name: '..' });
+    await expect(client.get('/v1/things/a')).resolves.toEqual({ name: 'a' });
   });
 
   it('health - /healthz answers without a signature', async () => {
