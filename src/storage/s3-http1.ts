@@ -110,6 +110,8 @@ export interface ParsedHead {
   reason: string;
   headers: Record<string, string>;
   keepAlive: boolean;
+  /** How long the server keeps the connection open while idle, when it says (`Keep-Alive: timeout=N`). */
+  idleTimeoutMs?: number;
 }
 
 /** An HTTP/1.x response head: status line and header lines (names lower-cased, repeats joined). */
@@ -128,7 +130,14 @@ export function parseHead(text: string): ParsedHead {
   }
   const connection = (headers.connection ?? '').toLowerCase();
   const keepAlive = status[1] === '1' ? !connection.includes('close') : connection.includes('keep-alive');
-  return { statusCode: Number(status[2]), reason: status[3] ?? '', headers, keepAlive };
+  const timeout = /(?:^|[,;\s])timeout\s*=\s*(\d+)/i.exec(headers['keep-alive'] ?? '');
+  return {
+    statusCode: Number(status[2]),
+    reason: status[3] ?? '',
+    headers,
+    keepAlive,
+    ...(timeout ? { idleTimeoutMs: Number(timeout[1]) * 1000 } : {}),
+  };
 }
 
 export function framingOf(head: ParsedHead): BodyFraming {

@@ -45,8 +45,13 @@ const READ_BYTES = 256 * 1024;
 const OWN_BYTES = 16 * 1024;
 /** A response head longer than this is not an S3 server's. */
 const HEAD_LIMIT = 64 * 1024;
-/** An idle connection is closed after this long (servers close theirs after 5 s or more). */
+/**
+ * An idle connection is closed after this long (servers close theirs after 5 s or more), or this margin
+ * before the server said it closes it (`Keep-Alive: timeout=N`): a request sent as the server closes
+ * the connection meets the close and must go again.
+ */
 const IDLE_MS = 4_000;
+const IDLE_MARGIN_MS = 1_000;
 
 export class Connection {
   private socket!: Socket;
@@ -68,6 +73,8 @@ export class Connection {
   private current: Buffer | null = null;
   private filled = 0;
   private keepAlive = false;
+  /** How long this connection may wait idle for its next request (see IDLE_MS). */
+  private idleMs = IDLE_MS;
   /** The body's consumer has enough: stop reading until it asks. */
   private full = false;
   private paused = false;
@@ -190,7 +197,9 @@ export class Connection {
     // answer is not to be trusted on the same connection.
     const ambiguous =
       head.headers['transfer-encoding'] !== undefined && head.headers['content-length'] !== undefined;
-    this.keepAlive = head.keepAlive && this.framing.kind !== 'close' && !ambiguous;
+    this.idleMs =
+      head.idleTimeoutMs === undefined ? IDLE_MS : Math.min(IDLE_MS, head.idleTimeoutMs - IDLE_MARGIN_MS);
+    this.keepAlive = head.keepAlive && this.framing.kind !== 'close' && !ambiguous && this.idleMs > 0;
     this.phase = 'body';
     const body: Readable = new Readable({
       // One chunk per push, never merged into a new buffer by read().
@@ -288,7 +297,7 @@ export class Connection {
       this.close();
       return;
     }
-    this.socket.setTimeout(IDLE_MS);
+    this.socket.setTimeout(this.idleMs);
     this.socket.unref();
     // Reading while idle, so that a server closing the connection is seen at once.
     this.resume();

@@ -384,6 +384,26 @@ describe('s3 reads into caller memory, the handler against scripted servers', ()
     expect(s.connections()).toBe(3);
   });
 
+  it("an idle connection is closed a second before the server's Keep-Alive timeout says it will be", async () => {
+    const data = randomBytes(10_000);
+    // timeout=2: kept for a second; timeout=1: not kept at all. The server itself never closes.
+    const s = await server((socket, _head, n) =>
+      socket.write(ok(data, `keep-alive: timeout=${n < 2 ? 2 : 1}\r\n`)),
+    );
+    const h = handler();
+    const { alloc } = memory();
+    const read = async () =>
+      expect(Buffer.concat((await fetchBody(h, get(s.port), alloc)).chunks).equals(data)).toBe(true);
+    await read();
+    await read(); // at once: the same connection
+    expect(s.connections()).toBe(1);
+    await new Promise((r) => setTimeout(r, 1_300));
+    await read(); // past timeout - 1 s: a new connection, which says timeout=1
+    expect(s.connections()).toBe(2);
+    await read(); // at once, but that one was not kept
+    expect(s.connections()).toBe(3);
+  });
+
   it('a 408 on a connection used before goes again on a new one; on a fresh connection it is the answer', async () => {
     const data = randomBytes(20_000);
     const timedOut = 'HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n';
