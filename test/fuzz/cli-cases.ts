@@ -1,6 +1,7 @@
 /**
- * Every `excompact admin` command with generated arguments: names that exist, fresh ones and bad ones,
- * plausible and broken option values, unknown options. (No NUL: no process can be given one in argv.)
+ * Every `excompact admin` command, and `scan`, with generated arguments: names that exist, fresh ones and
+ * bad ones, plausible and broken option values, unknown options. (No NUL: no process can be given one in
+ * argv.)
  */
 import fc from 'fast-check';
 import { nameArb, type Known } from './inputs.js';
@@ -92,7 +93,9 @@ export function cliCaseArb(k: Known): fc.Arbitrary<CliCase> {
       fc.string({ maxLength: 20 }),
     )
     .map(noNul);
+  const row = fc.oneof(value, fc.constantFrom('0x', '0xzz', '0x0', '0x00ff', '0xFF', 'a', 'zzz', '\u00e9'));
   return fc.oneof(
+    c('scan', [one(table), opt('--start', row), opt('--end', row), opt('--limit', value)]),
     c('admin queue create', [one(queue), opt('--bins', value), fc.constantFrom([], ['--if-not-exists'])]),
     c('admin queue list', [fc.constantFrom([], ['--json'])]),
     c('admin queue info', [one(queue)]),
