@@ -1,7 +1,8 @@
 /**
- * Every `excompact admin` command, and `scan`, with generated arguments: names that exist, fresh ones and
- * bad ones, plausible and broken option values, unknown options. (No NUL: no process can be given one in
- * argv.)
+ * Every `excompact admin` command, `scan` and `ingest`, with generated arguments: names that exist, fresh
+ * ones and bad ones, plausible and broken option values, unknown options; `ingest` reads generated NDJSON,
+ * good lines and bad ones (its input is validated whole first, so a refusal writes nothing). (No NUL in
+ * argv: no process can be given one there.)
  */
 import fc from 'fast-check';
 import { nameArb, type Known } from './inputs.js';
@@ -10,6 +11,8 @@ export interface CliCase {
   /** `admin queue create`: the command, for the figures. */
   command: string;
   args: string[];
+  /** What the command reads on its standard input (`ingest`). */
+  input?: string;
 }
 
 const noNul = (s: string): string => s.split(String.fromCharCode(0)).join('0');
@@ -70,6 +73,41 @@ const setting = fc
   )
   .map(noNul);
 
+/** An NDJSON line for `ingest`: entries it takes, and every way of getting one wrong. */
+const ndjsonLine = fc.oneof(
+  fc
+    .record(
+      {
+        row: fc.string({ maxLength: 8 }),
+        cf: fc.string({ maxLength: 4 }),
+        value: fc.string({ maxLength: 8 }),
+        ts: fc.oneof(fc.nat(), fc.integer(), fc.double()),
+        delete: fc.boolean(),
+      },
+      { requiredKeys: ['row'] },
+    )
+    .map((e) => JSON.stringify(e)),
+  fc.constantFrom(
+    '{"row":"a","value":"1"}',
+    '{"row":"b","delete":true}',
+    '{"row":"","value":"x"}',
+    '{"row":"YQ==","value":"YR==","encoding":"base64"}',
+    '{"row":"YQ","encoding":"base64"}',
+    '{"row":"a","encoding":"hex"}',
+    '{"row":"a","ts":1e30}',
+    '{"row":"\\ud800"}',
+    '{"value":"no row"}',
+    '{"row":"a","extra":1}',
+    '{"row":"a","__proto__":{"row":"b"}}',
+    '{"row":["a"]}',
+    'not json',
+    '[]',
+    'null',
+    '',
+    `{"row":"a","cq":"${'q'.repeat(70_000)}"}`,
+  ),
+);
+
 const opt = (flag: string, v: fc.Arbitrary<string>): fc.Arbitrary<string[]> =>
   fc.option(v, { nil: undefined }).map((x) => (x === undefined ? [] : [flag, x]));
 
@@ -96,6 +134,12 @@ export function cliCaseArb(k: Known): fc.Arbitrary<CliCase> {
   const row = fc.oneof(value, fc.constantFrom('0x', '0xzz', '0x0', '0x00ff', '0xFF', 'a', 'zzz', '\u00e9'));
   return fc.oneof(
     c('scan', [one(table), opt('--start', row), opt('--end', row), opt('--limit', value)]),
+    fc
+      .tuple(
+        c('ingest', [one(table), opt('--batch-id', value), opt('--skip-batches', value)]),
+        fc.array(ndjsonLine, { maxLength: 5 }),
+      )
+      .map(([cmd, lines]) => ({ ...cmd, input: lines.map((l) => `${l}\n`).join('') })),
     c('admin queue create', [one(queue), opt('--bins', value), fc.constantFrom([], ['--if-not-exists'])]),
     c('admin queue list', [fc.constantFrom([], ['--json'])]),
     c('admin queue info', [one(queue)]),

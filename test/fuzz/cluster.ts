@@ -134,7 +134,7 @@ export async function startFuzzCluster(options: {
       return true;
     },
     dead: () => procs.filter((p) => !p.running).map((p) => p.name),
-    cli: (args) => runCli(args, { env, timeoutMs: 60_000 }),
+    cli: (args, input) => runCli(args, { env, timeoutMs: 60_000, ...(input === undefined ? {} : { input }) }),
     async close(): Promise<void> {
       await options.procs.stopAll();
       await session.close();

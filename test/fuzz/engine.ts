@@ -33,7 +33,8 @@ export interface FuzzTarget {
   quiet(snapshot: Map<string, string>): boolean;
   /** Names of the cluster's processes that are no longer running. */
   dead(): string[];
-  cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }>;
+  /** Runs `excompact <args>`, with `input` on its standard input. */
+  cli(args: string[], input?: string): Promise<{ code: number | null; stdout: string; stderr: string }>;
 }
 
 export interface FuzzOptions {
@@ -185,7 +186,7 @@ export async function runFuzz(
   };
 
   const judgeCli = async (c: CliCase): Promise<Verdict> => {
-    const r = await target.cli(c.args);
+    const r = await target.cli(c.args, c.input);
     const stackTrace = /\n\s+at .+\(.*:\d+:\d+\)/.test(r.stderr);
     if (r.code === 0 || (r.code === 5 && c.command === 'admin check')) {
       return stackTrace
@@ -219,6 +220,7 @@ export async function runFuzz(
     if (isCli) {
       const [c] = fc.sample(cliCaseArb(known), { seed, numRuns: 1 });
       what = `excompact ${c!.args.map((a) => JSON.stringify(a)).join(' ')}`;
+      if (c!.input !== undefined) what += ` < ${JSON.stringify(c!.input.slice(0, 300))}`;
       routesSeen.add(c!.command);
       verdict = await judgeCli(c!);
       f.commands++;
