@@ -116,8 +116,9 @@ async function main(): Promise<void> {
   // A fresh clone has the native merge only once `npm run setup` (or npm test, npm start) has built
   // it; built here when missing, so that the figures are those of the merge compactions run.
   progress('the native merge: building it if it is missing (scripts/setup.mjs --native)');
+  // Its output (npm's, when it installs) goes to stderr: stdout is the figures (`--json`: one object).
   const setup = spawnSync(process.execPath, [fileURLToPath(SETUP), '--native', '--quiet'], {
-    stdio: 'inherit',
+    stdio: ['ignore', 2, 2],
   });
   if (setup.status !== 0) throw new Error('scripts/setup.mjs --native failed (above)');
   if (nativeMerge() === null)
