@@ -2,11 +2,13 @@
  * The merge benchmark's figures that need more than this process: S3 → S3 through s3rver (in its own
  * process), and two compactions at once on two worker threads against one.
  */
-import { availableParallelism } from 'node:os';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statfsSync, statSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { CompactionThreads } from '../src/compactor/compaction-thread.js';
-import { openObjectStore, type Compression, type LocalObjectStore } from '../src/storage/index.js';
+import { LocalObjectStore, openObjectStore, type Compression } from '../src/storage/index.js';
 import { best, least, MB, NOT_RUN, timed, type Timed } from './merge-measure.js';
 import { compactOnce, copyThrough, SETTINGS } from './merge-runs.js';
 import { startS3 } from './merge-s3.js';
@@ -91,11 +93,89 @@ export interface ParallelFigures {
    */
   pairRatio: number;
   /**
+   * Cores of the machine idle while a task waited for the disk (`iowait`), and taken by the hypervisor
+   * (`steal`), over the two threads' timed stretches: what two compactions lose to the storage under
+   * them and to the host (/proc/stat; null where it cannot be read).
+   */
+  twoIowaitCores: number | null;
+  twoStealCores: number | null;
+  /**
    * The same ratio for a plain CPU loop (integer arithmetic in registers, no memory, no allocation) on one
    * thread against two at once, in the same rounds: what two threads of this machine reach at all, at the
    * moment of the run (a virtual machine's cores may share a physical core, or the host).
    */
   machineRatio: number;
+}
+
+/** (f) with the data set in memory and on the disk. */
+export interface ParallelReport {
+  /**
+   * The store in a memory file system (/dev/shm): what the cores do, the figure of the target. The
+   * machine's disk is no part of what `--concurrency` is to show, and on a virtual disk it costs two
+   * jobs more than one (bench/README.md, "Two jobs on the disk and in memory"). Null where there is no
+   * such file system with room (`memoryAbsent` says why).
+   */
+  memory: ParallelFigures | null;
+  memoryAbsent: string | null;
+  /** The store in the system's temporary directory (`diskDir`), on whatever storage is under it. */
+  disk: ParallelFigures;
+  diskDir: string;
+}
+
+/** f_type of a tmpfs (statfs(2)). */
+const TMPFS_MAGIC = 0x01021994;
+/** Room for the inputs and the outputs (one per thread, and one more ending untimed), and to spare. */
+const MEMORY_ROOM = 5;
+
+/**
+ * (f) twice: the data set copied into memory first, then where the other figures have it. Each run
+ * has its own warm threads and rounds; the machine's moments differ between the two, by minutes.
+ */
+export async function parallelInMemoryAndOnDisk(
+  store: LocalObjectStore,
+  inputs: string[],
+  codec: Compression,
+  logicalBytes: number,
+  progress: (line: string) => void,
+  rounds: number,
+): Promise<ParallelReport> {
+  const bytes = inputs.reduce((n, name) => n + statSync(store.pathOf(name)).size, 0);
+  const where = memoryDirectory(MEMORY_ROOM * bytes);
+  let memory: ParallelFigures | null = null;
+  if ('dir' in where) {
+    try {
+      progress(`two compaction threads against one, the data set in memory (${where.dir})`);
+      const inMemory = new LocalObjectStore(where.dir);
+      for (const name of inputs) {
+        mkdirSync(dirname(inMemory.pathOf(name)), { recursive: true });
+        copyFileSync(store.pathOf(name), inMemory.pathOf(name));
+      }
+      memory = await parallelFigures(inMemory, inputs, codec, logicalBytes, progress, rounds);
+    } finally {
+      rmSync(where.dir, { recursive: true, force: true });
+    }
+  } else {
+    progress(`two compaction threads against one: not in memory, ${where.absent}`);
+  }
+  progress(`two compaction threads against one, the data set on the disk (${tmpdir()})`);
+  const disk = await parallelFigures(store, inputs, codec, logicalBytes, progress, rounds);
+  return { memory, memoryAbsent: 'absent' in where ? where.absent : null, disk, diskDir: tmpdir() };
+}
+
+/** A new directory in /dev/shm where it is a tmpfs with `bytes` free; else why not. */
+function memoryDirectory(bytes: number): { dir: string } | { absent: string } {
+  const shm = '/dev/shm';
+  let fs;
+  try {
+    fs = statfsSync(shm);
+  } catch {
+    return { absent: `there is no ${shm}` };
+  }
+  if (fs.type !== TMPFS_MAGIC) return { absent: `${shm} is not a tmpfs` };
+  const free = fs.bavail * fs.bsize;
+  if (free < bytes)
+    return { absent: `${shm} has ${(free / MB).toFixed(0)} MB free, ${(bytes / MB).toFixed(0)} MB needed` };
+  return { dir: mkdtempSync(join(shm, 'exc-merge-bench-')) };
 }
 
 /** A worker thread that spins an integer loop for about `iterations` steps, then ends. */
@@ -132,17 +212,26 @@ export async function parallelFigures(
   const threads = new CompactionThreads({ store: pathToFileURL(store.root).href }, 2);
   threads.warm();
   let nextOutput = 0;
-  const run = () => {
+  const outputs: string[] = [];
+  const run = async (): Promise<void> => {
     const output = `output/p${nextOutput++}.rf`;
-    return threads
-      .compact({ store, inputs, output, settings: SETTINGS, compression: codec })
-      .then(() => store.delete(output));
+    outputs.push(output);
+    await threads.compact({ store, inputs, output, settings: SETTINGS, compression: codec });
   };
+  // Outputs are deleted between measurements, untimed: a compactor's slot commits its output and takes
+  // the next job; nothing in it deletes 137 MB (60–190 ms on an ext4 with `discard`, the slot waiting).
+  const sweep = async (): Promise<void> => {
+    for (const output of outputs.splice(0)) await store.delete(output);
+  };
+  let iowait = 0;
+  let steal = 0;
+  let machineMs = 0;
   /** Time until `jobs` have ended on `slots` threads that are never idle; CPU over that time. */
   const throughput = async (slots: number, jobs: number): Promise<Timed> => {
     let ended = 0;
     let stop: (t: Timed) => void;
     const done = new Promise<Timed>((resolve) => (stop = resolve));
+    const machine0 = slots === 2 ? machineTimes() : null;
     const t0 = performance.now();
     const cpu0 = process.cpuUsage();
     const slot = async (): Promise<void> => {
@@ -158,12 +247,20 @@ export async function parallelFigures(
     // A slot whose last job ends after the count is reached is waited for (untimed) before returning.
     const all = Promise.all(Array.from({ length: slots }, slot));
     const t = await done;
+    const machine1 = machine0 && machineTimes();
+    if (machine0 && machine1) {
+      iowait += machine1.iowaitMs - machine0.iowaitMs;
+      steal += machine1.stealMs - machine0.stealMs;
+      machineMs += t.ms;
+    }
     await all;
+    await sweep();
     return t;
   };
   try {
     // Warms the page cache and both threads' code.
     await Promise.all([run(), run()]);
+    await sweep();
     const ones: Timed[] = [];
     const twos: Timed[] = [];
     const ratios: number[] = [];
@@ -185,7 +282,9 @@ export async function parallelFigures(
       ratios.push((2 * (o1.ms + o2.ms)) / (t1.ms + t2.ms));
       progress('one compaction, then two started together and both ended');
       pairOne = Math.min(pairOne, await best(1, run));
+      await sweep();
       pairTwo = Math.min(pairTwo, await best(1, () => Promise.all([run(), run()])));
+      await sweep();
       progress('a plain CPU loop on one thread, and on two at once');
       if (iterations === 0) {
         const s0 = performance.now();
@@ -209,11 +308,25 @@ export async function parallelFigures(
       oneCores,
       twoCores: sum(twos, 'cpuMs') / sum(twos, 'ms'),
       ceiling: availableParallelism() / oneCores,
+      twoIowaitCores: machineMs > 0 ? iowait / machineMs : null,
+      twoStealCores: machineMs > 0 ? steal / machineMs : null,
       pairRatio: (2 * pairOne) / pairTwo,
       machineRatio: (2 * spinOne) / spinTwo,
     };
   } finally {
     await threads.close();
+  }
+}
+
+/** The machine's time waiting for I/O and stolen by the hypervisor, over all cores (Linux); else null. */
+function machineTimes(): { iowaitMs: number; stealMs: number } | null {
+  try {
+    // "cpu  user nice system idle iowait irq softirq steal …", in clock ticks of 10 ms (USER_HZ 100).
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/);
+    if (fields[0] !== 'cpu' || fields.length < 9) return null;
+    return { iowaitMs: Number(fields[5]) * 10, stealMs: Number(fields[8]) * 10 };
+  } catch {
+    return null;
   }
 }
 

@@ -5,7 +5,7 @@
 import type { Compression } from '../src/storage/index.js';
 import { fmt, table } from './lib.js';
 import { fmtRatio, MB } from './merge-measure.js';
-import type { ParallelFigures, S3Figures } from './merge-more.js';
+import type { ParallelFigures, ParallelReport, S3Figures } from './merge-more.js';
 import type { ChildResult } from './merge-runs.js';
 
 export const TARGETS = {
@@ -16,7 +16,7 @@ export const TARGETS = {
   s3MbPerCpuS: 120,
   /** Output size with the default codec against none. */
   outputVsNone: 0.6,
-  /** Two compactions at once against one. */
+  /** Two compactions at once against one (the data set in memory where it can be: ParallelReport). */
   twoJobs: 1.7,
   largePeakRssBytes: 300 * 1024 * 1024,
 };
@@ -81,7 +81,7 @@ export interface Report {
   codecs: Record<Compression, CodecFigures>;
   defaultCodec: Compression;
   s3: S3Figures | null;
-  parallel: ParallelFigures | null;
+  parallel: ParallelReport | null;
   memory: (ChildResult & { entriesPerFile: number })[];
   large: (ChildResult & { files: number; entriesPerFile: number; inputBytes: number }) | null;
   thisProcessPeakRss: number | null;
@@ -102,7 +102,7 @@ export function targets(
     localMbPerCpuS: at(r.dataSet.codec === r.defaultCodec ? d.mbPerCpuS : null, TARGETS.localMbPerCpuS),
     s3MbPerCpuS: at(r.s3?.codec === r.defaultCodec ? r.s3.mbPerCpuS : null, TARGETS.s3MbPerCpuS),
     outputVsNone: at(d.outputVsNone, TARGETS.outputVsNone, true),
-    twoJobs: at(r.parallel?.ratio, TARGETS.twoJobs),
+    twoJobs: at((r.parallel?.memory ?? r.parallel?.disk)?.ratio, TARGETS.twoJobs),
     largePeakRss: at(r.large?.peakRss, TARGETS.largePeakRssBytes, true),
   };
 }
@@ -192,13 +192,10 @@ export function printReport(r: Report, json: boolean): void {
     );
   }
   if (r.parallel) {
-    out(
-      `(f) two compaction threads, each taking the next job when free: ${fmt(r.parallel.twoMbPerS, 1)} MB/s against ${fmt(r.parallel.oneMbPerS, 1)} MB/s for one (${fmtRatio(r.parallel.ratio)}, ` +
-        `the median of rounds ${r.parallel.roundRatios.map((x) => fmtRatio(x)).join(' ')}); ` +
-        `one keeps ${fmt(r.parallel.oneCores, 2)} cores busy, two ${fmt(r.parallel.twoCores, 2)}: at most ${fmtRatio(r.parallel.ceiling)} on ${r.machine.cpus} cores; ` +
-        `two jobs started together and both ended: ${fmtRatio(r.parallel.pairRatio)} of one; ` +
-        `a plain CPU loop on two threads reaches ${fmtRatio(r.parallel.machineRatio)} of one in the same rounds`,
-    );
+    const p = r.parallel;
+    if (p.memory) out(parallelLine('in memory (/dev/shm)', p.memory, r.machine.cpus));
+    else out(`(f) two compaction threads, the data set in memory: not measured, ${p.memoryAbsent}`);
+    out(parallelLine(`on the disk (${p.diskDir})`, p.disk, r.machine.cpus));
   }
   const mb = (b: number | null): string => (b === null ? '?' : `${fmt(b / MB, 1)} MB`);
   out(
@@ -224,4 +221,18 @@ export function printReport(r: Report, json: boolean): void {
     const figure = t.figure === null ? 'not measured' : show(t.figure);
     out(`  ${name}: ${figure} (target ${show(t.target)}) ${t.met === null ? '' : t.met ? 'met' : 'NOT met'}`);
   }
+}
+
+function parallelLine(where: string, f: ParallelFigures, cpus: number): string {
+  const lost =
+    f.twoIowaitCores === null || f.twoStealCores === null
+      ? ''
+      : `; while two ran, ${fmt(f.twoIowaitCores, 2)} cores waited for the disk and the hypervisor took ${fmt(f.twoStealCores, 2)}`;
+  return (
+    `(f) two compaction threads, the data set ${where}, each taking the next job when free: ${fmt(f.twoMbPerS, 1)} MB/s against ${fmt(f.oneMbPerS, 1)} MB/s for one (${fmtRatio(f.ratio)}, ` +
+    `the median of rounds ${f.roundRatios.map((x) => fmtRatio(x)).join(' ')}); ` +
+    `one keeps ${fmt(f.oneCores, 2)} cores busy, two ${fmt(f.twoCores, 2)}: at most ${fmtRatio(f.ceiling)} on ${cpus} cores${lost}; ` +
+    `two jobs started together and both ended: ${fmtRatio(f.pairRatio)} of one; ` +
+    `a plain CPU loop on two threads reaches ${fmtRatio(f.machineRatio)} of one in the same rounds`
+  );
 }
