@@ -107,19 +107,21 @@ export interface ParallelFigures {
   machineRatio: number;
 }
 
-/** (f) with the data set in memory and on the disk. */
+/** (f) with the data set on the disk and in memory. */
 export interface ParallelReport {
   /**
-   * The store in a memory file system (/dev/shm): what the cores do, the figure of the target. The
-   * machine's disk is no part of what `--concurrency` is to show, and on a virtual disk it costs two
-   * jobs more than one (bench/README.md, "Two jobs on the disk and in memory"). Null where there is no
-   * such file system with room (`memoryAbsent` says why).
+   * The store in the system's temporary directory (`diskDir`), where the other figures have it: the
+   * figure of the target.
+   */
+  disk: ParallelFigures;
+  diskDir: string;
+  /**
+   * The store in a memory file system (/dev/shm): the same system calls and page cache with no disk
+   * under them, so what the cores alone allow (bench/README.md, "Two jobs on the disk and in memory").
+   * Null where there is no such file system with room (`memoryAbsent` says why).
    */
   memory: ParallelFigures | null;
   memoryAbsent: string | null;
-  /** The store in the system's temporary directory (`diskDir`), on whatever storage is under it. */
-  disk: ParallelFigures;
-  diskDir: string;
 }
 
 /** f_type of a tmpfs (statfs(2)). */
@@ -128,10 +130,10 @@ const TMPFS_MAGIC = 0x01021994;
 const MEMORY_ROOM = 5;
 
 /**
- * (f) twice: the data set copied into memory first, then where the other figures have it. Each run
- * has its own warm threads and rounds; the machine's moments differ between the two, by minutes.
+ * (f) twice: where the other figures have the data set, then with it copied into memory. Each run has
+ * its own warm threads and rounds; the machine's moments differ between the two, by a minute or two.
  */
-export async function parallelInMemoryAndOnDisk(
+export async function parallelOnDiskAndInMemory(
   store: LocalObjectStore,
   inputs: string[],
   codec: Compression,
@@ -139,27 +141,26 @@ export async function parallelInMemoryAndOnDisk(
   progress: (line: string) => void,
   rounds: number,
 ): Promise<ParallelReport> {
-  const bytes = inputs.reduce((n, name) => n + statSync(store.pathOf(name)).size, 0);
-  const where = memoryDirectory(MEMORY_ROOM * bytes);
-  let memory: ParallelFigures | null = null;
-  if ('dir' in where) {
-    try {
-      progress(`two compaction threads against one, the data set in memory (${where.dir})`);
-      const inMemory = new LocalObjectStore(where.dir);
-      for (const name of inputs) {
-        mkdirSync(dirname(inMemory.pathOf(name)), { recursive: true });
-        copyFileSync(store.pathOf(name), inMemory.pathOf(name));
-      }
-      memory = await parallelFigures(inMemory, inputs, codec, logicalBytes, progress, rounds);
-    } finally {
-      rmSync(where.dir, { recursive: true, force: true });
-    }
-  } else {
-    progress(`two compaction threads against one: not in memory, ${where.absent}`);
-  }
   progress(`two compaction threads against one, the data set on the disk (${tmpdir()})`);
   const disk = await parallelFigures(store, inputs, codec, logicalBytes, progress, rounds);
-  return { memory, memoryAbsent: 'absent' in where ? where.absent : null, disk, diskDir: tmpdir() };
+  const bytes = inputs.reduce((n, name) => n + statSync(store.pathOf(name)).size, 0);
+  const where = memoryDirectory(MEMORY_ROOM * bytes);
+  if ('absent' in where) {
+    progress(`two compaction threads against one: not in memory, ${where.absent}`);
+    return { disk, diskDir: tmpdir(), memory: null, memoryAbsent: where.absent };
+  }
+  try {
+    progress(`two compaction threads against one, the data set in memory (${where.dir})`);
+    const inMemory = new LocalObjectStore(where.dir);
+    for (const name of inputs) {
+      mkdirSync(dirname(inMemory.pathOf(name)), { recursive: true });
+      copyFileSync(store.pathOf(name), inMemory.pathOf(name));
+    }
+    const memory = await parallelFigures(inMemory, inputs, codec, logicalBytes, progress, rounds);
+    return { disk, diskDir: tmpdir(), memory, memoryAbsent: null };
+  } finally {
+    rmSync(where.dir, { recursive: true, force: true });
+  }
 }
 
 /** A new directory in /dev/shm where it is a tmpfs with `bytes` free; else why not. */

@@ -16,7 +16,7 @@ export const TARGETS = {
   s3MbPerCpuS: 120,
   /** Output size with the default codec against none. */
   outputVsNone: 0.6,
-  /** Two compactions at once against one (the data set in memory where it can be: ParallelReport). */
+  /** Two compactions at once against one (the data set on the disk: ParallelReport). */
   twoJobs: 1.7,
   largePeakRssBytes: 300 * 1024 * 1024,
 };
@@ -102,7 +102,7 @@ export function targets(
     localMbPerCpuS: at(r.dataSet.codec === r.defaultCodec ? d.mbPerCpuS : null, TARGETS.localMbPerCpuS),
     s3MbPerCpuS: at(r.s3?.codec === r.defaultCodec ? r.s3.mbPerCpuS : null, TARGETS.s3MbPerCpuS),
     outputVsNone: at(d.outputVsNone, TARGETS.outputVsNone, true),
-    twoJobs: at((r.parallel?.memory ?? r.parallel?.disk)?.ratio, TARGETS.twoJobs),
+    twoJobs: at(r.parallel?.disk.ratio, TARGETS.twoJobs),
     largePeakRss: at(r.large?.peakRss, TARGETS.largePeakRssBytes, true),
   };
 }
@@ -193,9 +193,9 @@ export function printReport(r: Report, json: boolean): void {
   }
   if (r.parallel) {
     const p = r.parallel;
+    out(parallelLine(`on the disk (${p.diskDir})`, p.disk, r.machine.cpus));
     if (p.memory) out(parallelLine('in memory (/dev/shm)', p.memory, r.machine.cpus));
     else out(`(f) two compaction threads, the data set in memory: not measured, ${p.memoryAbsent}`);
-    out(parallelLine(`on the disk (${p.diskDir})`, p.disk, r.machine.cpus));
   }
   const mb = (b: number | null): string => (b === null ? '?' : `${fmt(b / MB, 1)} MB`);
   out(

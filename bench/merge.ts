@@ -46,7 +46,7 @@ import {
   mergeOnly,
   scanOnce,
 } from './merge-runs.js';
-import { parallelInMemoryAndOnDisk, s3Figures } from './merge-more.js';
+import { parallelOnDiskAndInMemory, s3Figures } from './merge-more.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -96,7 +96,7 @@ const MERGE_ROUNDS = 10;
  * moves by a fifth between rounds seconds apart on a shared machine. A compaction takes about a second.
  */
 const CODEC_ROUNDS = 8;
-/** Rounds of (f) at least, in memory and on disk each (one thread, two, a pair, the loop: seconds each). */
+/** Rounds of (f) at least, on disk and in memory each (one thread, two, a pair, the loop: seconds each). */
 const PARALLEL_ROUNDS = 7;
 const inputs = Array.from({ length: base.files }, (_, f) => fileName(f));
 const totalEntries = base.files * base.entries;
@@ -250,7 +250,7 @@ async function main(): Promise<void> {
     ? await s3Figures(stores.get(codec)!, inputs, codec, totalEntries, logical, rounds, progress)
     : null;
   const parallel = withParallel
-    ? await parallelInMemoryAndOnDisk(
+    ? await parallelOnDiskAndInMemory(
         stores.get(codec)!,
         inputs,
         codec,
