@@ -21,6 +21,7 @@ import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { MetaClient } from '../meta/client.js';
 import { COL_OUTCOME, doneRow, parseOutcome } from '../meta/outcomes.js';
+import { ALL_ROWS, intersectRows } from '../meta/rows.js';
 import { ecompCol, fileCol, parseTablet } from '../meta/tablet.js';
 import type { PeerClients } from '../rpc/peers.js';
 import { backoffDelay, sleep } from '../retry.js';
@@ -204,7 +205,7 @@ async function runLinked(
       progressEveryMs: Math.min(1_000, deps.progressEveryMs),
       ...(checkpointing ? { checkpoints: checkpointing } : {}),
       ...(job.checkpoint ? { resume: job.checkpoint } : {}),
-      ...(job.range ? { range: job.range } : {}),
+      ...readRows(job),
       nativeMerge: deps.nativeMerge ?? true,
     });
   } catch (err) {
@@ -394,6 +395,15 @@ async function committedInStore(
   if (cols.has(ecompCol(job.ecid))) return false;
   if (job.inputs.some((i) => cols.has(fileCol(i.name)))) return false;
   return output === null || cols.has(fileCol(job.output));
+}
+
+/**
+ * The rows the compaction reads: a sub-job's range within the rows the job was reserved for (its inputs
+ * may hold rows of a tablet they are shared with).
+ */
+function readRows(job: ReservedJob): Pick<CompactFilesArgs, 'range'> {
+  if (!job.range && !job.clip) return {};
+  return { range: intersectRows(job.range ?? ALL_ROWS, job.clip ?? ALL_ROWS) };
 }
 
 async function currentHost(meta: MetaClient, tablet: string): Promise<string | undefined> {

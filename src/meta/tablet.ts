@@ -4,7 +4,8 @@
  *   prev            JSON hex of the previous tablet's end row, or null for a table's first tablet
  *   loc             JSON { server, session }: the hosting tablet server and its ZooKeeper session
  *   future          JSON { server, session }: assigned by the manager, not yet loaded
- *   file:<name>     JSON { size, entries, group? }: a file of the tablet (group: the split job that wrote it)
+ *   file:<name>     JSON { size, entries, group? }: a file of the tablet (group: the split job that wrote it);
+ *                   size and entries are the tablet's share of it, estimated when a split shared it
  *   ecomp:<ecid>    JSON reservation: an external compaction in progress
  *   compact:<id>    JSON user compaction request
  *   selected        JSON {@link Selection}: the files the tablet's next user compaction will rewrite and
@@ -13,6 +14,8 @@
  *                   requeued job (key: {@link failureKey} of its inputs) for the next attempt to go on from
  *   split:<id>      JSON {@link SplitJob}: a large job split by row range into sub-jobs that different
  *                   compactors run; the outputs of those done so far, until the last one commits them all
+ *   hold:<ecid>     JSON {@link Hold}: this tablet's share in a compaction reserved on its sibling before
+ *                   they split (holds.ts)
  *   progress:<ecid> JSON progress of a reservation, as last reported by its compactor (throttled)
  *   failed:<key>    JSON { inputs, attempts, lastError, parked }: failures of a job over a set of files
  *   queued:<qid>    the ~cq row this tablet currently has in queue <qid> (to move or delete it atomically)
@@ -29,7 +32,11 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { COMPRESSIONS } from '../compressions.js';
+import { HOLD_PREFIX, holdSchema, type Hold } from './holds.js';
+import { INGEST_PREFIX, parseIngestRecord, type IngestRecord } from './ingest-ids.js';
+export { INGEST_PREFIX } from './ingest-ids.js';
 import { parseTabletRow, type EndRow } from './keys.js';
+import { hexRangeSchema, tabletRows, type HexRange } from './rows.js';
 
 export const COL_PREV = 'prev';
 export const COL_LOC = 'loc';
@@ -43,7 +50,6 @@ export const COMPACT_PREFIX = 'compact:';
 export const FAILED_PREFIX = 'failed:';
 export const PROGRESS_PREFIX = 'progress:';
 export const QUEUED_PREFIX = 'queued:';
-export const INGEST_PREFIX = 'ingest:';
 export const RESUME_PREFIX = 'resume:';
 export const SPLIT_PREFIX = 'split:';
 
@@ -65,6 +71,7 @@ export type Location = z.infer<typeof locationSchema>;
 export type Fence = Location;
 
 export const fileMetaSchema = z.object({
+  /** Bytes and entries of the file in this tablet's rows (the whole file's, unless a split shared it). */
   size: z.number().int().nonnegative(),
   entries: z.number().int().nonnegative(),
   /**
@@ -102,6 +109,11 @@ export const reservationSchema = z.object({
   reservedAt: z.number(),
   /** True when the inputs are all of the tablet's files: delete markers may be dropped. */
   allFiles: z.boolean(),
+  /**
+   * The rows the job reads and its output covers: the tablet's when reserved (rows.ts). Absent in a
+   * reservation made before tablets split: every row (its tablet's files held no other).
+   */
+  clip: hexRangeSchema.optional(),
   /** The first user compaction a user job satisfies (kept for reservations made before coalescing). */
   userCompactionId: z.string().optional(),
   /** Every user compaction a user job satisfies (coalesced requests). */
@@ -165,6 +177,7 @@ export const splitJobSchema = reservationSchema
     inputs: true,
     kind: true,
     allFiles: true,
+    clip: true,
     compression: true,
     blockSize: true,
     settings: true,
@@ -196,6 +209,7 @@ export const resumeSchema = reservationSchema
     inputs: true,
     kind: true,
     allFiles: true,
+    clip: true,
     compression: true,
     blockSize: true,
     settings: true,
@@ -211,8 +225,12 @@ export type Resume = z.infer<typeof resumeSchema>;
  * Every object a tablet's checkpoints and split jobs name beside its files and reservations: parts the
  * collector must keep, and the outputs of sub-jobs that wait for the rest of their split.
  */
-export function checkpointParts(meta: Pick<TabletMeta, 'reservations' | 'resumes' | 'splits'>): string[] {
+export function checkpointParts(
+  meta: Pick<TabletMeta, 'reservations' | 'resumes' | 'splits' | 'holds'>,
+): string[] {
   const out: string[] = [];
+  // A held output: installed here once its reservation commits, however long it is referenced elsewhere.
+  for (const h of meta.holds.values()) out.push(h.output);
   for (const r of meta.reservations.values()) for (const p of r.checkpoint?.parts ?? []) out.push(p.name);
   for (const r of meta.resumes.values()) for (const p of r.checkpoint.parts) out.push(p.name);
   for (const s of meta.splits.values()) for (const d of s.done) if (d?.output) out.push(d.output);
@@ -307,11 +325,13 @@ export interface TabletMeta {
   resumes: Map<string, Resume>;
   /** Split jobs under way, by id. */
   splits: Map<string, SplitJob>;
+  /** Shares in compactions reserved on a sibling before a split, by their ecid (holds.ts). */
+  holds: Map<string, Hold>;
   progress: Map<string, Progress>;
   /** queue id → the ~cq row this tablet has in that queue. */
   queued: Map<string, string>;
-  /** Ingest request id → when it was applied, oldest first (see ingest-ids.ts, expiredIngests). */
-  ingests: Map<string, number>;
+  /** Ingest request id → when it was applied and which rows of it, oldest first (ingest-ids.ts). */
+  ingests: Map<string, IngestRecord>;
   /** The tablet's clock (`time`; 0: never set): see {@link tabletTime}. */
   time: number;
   /** Changes made by hosting tablet servers so far (0: none). */
@@ -350,6 +370,7 @@ export function parseTablet(row: string, cols: ReadonlyMap<string, string>): Tab
     failures: new Map(),
     resumes: new Map(),
     splits: new Map(),
+    holds: new Map(),
     progress: new Map(),
     queued: new Map(),
     ingests: new Map(),
@@ -378,15 +399,23 @@ export function parseTablet(row: string, cols: ReadonlyMap<string, string>): Tab
       tablet.resumes.set(col.slice(RESUME_PREFIX.length), json(resumeSchema, value, what));
     else if (col.startsWith(SPLIT_PREFIX))
       tablet.splits.set(col.slice(SPLIT_PREFIX.length), json(splitJobSchema, value, what));
+    else if (col.startsWith(HOLD_PREFIX))
+      tablet.holds.set(col.slice(HOLD_PREFIX.length), json(holdSchema, value, what));
     else if (col.startsWith(PROGRESS_PREFIX))
       tablet.progress.set(col.slice(PROGRESS_PREFIX.length), json(progressSchema, value, what));
     else if (col.startsWith(QUEUED_PREFIX)) tablet.queued.set(col.slice(QUEUED_PREFIX.length), value);
     else if (col.startsWith(INGEST_PREFIX))
-      tablet.ingests.set(col.slice(INGEST_PREFIX.length), Number(value));
+      tablet.ingests.set(col.slice(INGEST_PREFIX.length), parseIngestRecord(value));
   }
   // Columns come in id order; the tablet server adds ids as they are applied, so keep them by time.
-  if (tablet.ingests.size > 1) tablet.ingests = new Map([...tablet.ingests].sort((a, b) => a[1] - b[1]));
+  if (tablet.ingests.size > 1)
+    tablet.ingests = new Map([...tablet.ingests].sort((a, b) => a[1].at - b[1].at));
   return tablet;
+}
+
+/** The rows a tablet holds, (prevEndRow, endRow], as a {@link HexRange}: what its reads are clipped to. */
+export function rowsOf(meta: Pick<TabletMeta, 'prevEndRow' | 'endRow'>): HexRange {
+  return tabletRows(meta.prevEndRow, meta.endRow);
 }
 
 export function prevValue(prev: EndRow): string {

@@ -31,6 +31,11 @@ export interface ReservedJob {
   keepDeletes: boolean;
   /** A sub-job of a split job: compact only the rows in [start, end) (hex; absent: unbounded). */
   range?: { start?: string; end?: string };
+  /**
+   * The rows the job was reserved for, [start, end) (hex; meta/rows.ts): its inputs may hold others (files
+   * a tablet shares with its sibling after a split), which it must not read. Absent: every row.
+   */
+  clip?: { start?: string; end?: string };
   /** Go on from this checkpoint of an earlier attempt (DESIGN.md, "Resume"). */
   checkpoint?: { parts: { name: string; size: number }[]; bytes: number; state: string };
 }

@@ -165,6 +165,10 @@ function canJoin(meta: TabletMeta, selection: Selection, filters: Selection['fil
   for (const s of meta.splits.values()) {
     if (s.kind === 'user' || s.inputs.some((f) => !selected.has(f))) return false;
   }
+  // So does a sibling's reservation holding files here (meta/holds.ts): its output may take their place.
+  for (const h of meta.holds.values()) {
+    if (h.kind === 'user' || h.inputs.some((f) => !selected.has(f))) return false;
+  }
   return true;
 }
 

@@ -158,11 +158,15 @@ function planUnits(meta: TabletMeta, states: readonly ReadonlySet<string>[]) {
   };
 }
 
-/** Files in running reservations and in split jobs (held from their first sub-job to their last). */
+/**
+ * Files in running reservations, in split jobs (held from their first sub-job to their last), and held
+ * for a sibling's reservation (meta/holds.ts).
+ */
 function reservedFiles(meta: TabletMeta): Set<string> {
   const out = new Set<string>();
   for (const r of meta.reservations.values()) for (const f of r.inputs) out.add(f);
   for (const s of meta.splits.values()) for (const f of s.inputs) out.add(f);
+  for (const h of meta.holds.values()) for (const f of h.inputs) out.add(f);
   return out;
 }
 

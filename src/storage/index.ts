@@ -36,7 +36,7 @@ export {
   type Compression,
 } from './rfile/compression.js';
 export { RFileReader, type ScanOptions } from './rfile/reader.js';
-export { splitRows } from './split-rows.js';
+export { boundsAt, fileProfile, splitRows, type FileProfile } from './split-rows.js';
 export {
   DEFAULT_CHECKPOINT_BYTES,
   DEFAULT_CHECKPOINT_MS,

@@ -6,6 +6,7 @@
  */
 import { compareBytes } from './key.js';
 import type { ObjectStore } from './object-store.js';
+import { rowInRange, type RowRange } from './range.js';
 import { RFileReader } from './rfile/reader.js';
 
 /** Indexes read at once. */
@@ -13,13 +14,16 @@ const READ_AT_ONCE = 8;
 
 /**
  * At most `parts - 1` rows, ascending, hex, that split `inputs` into `parts` shares of about equal bytes.
- * Fewer when the inputs have too few blocks (empty: the job cannot be split).
+ * Fewer when the inputs have too few blocks (empty: the job cannot be split). With `rows`, only the blocks
+ * whose last row is in them count (the inputs may hold rows of a tablet they are shared with), and every
+ * bound is inside them.
  */
 export async function splitRows(
   store: ObjectStore,
   inputs: readonly string[],
   parts: number,
   signal?: AbortSignal,
+  rows?: RowRange,
 ): Promise<string[]> {
   // The inputs' indexes are read READ_AT_ONCE at a time: on an object store each is a few round trips,
   // and the reservation that asked for the bounds waits for them (a user job may have every file).
@@ -38,7 +42,36 @@ export async function splitRows(
     }
   };
   await Promise.all(Array.from({ length: Math.min(READ_AT_ONCE, inputs.length) }, worker));
-  return boundsAt(perInput.flat(), parts).map((row) => row.toString('hex'));
+  const marks = perInput.flat().filter((m) => rows === undefined || rowInRange(m.row, rows));
+  return boundsAt(marks, parts).map((row) => row.toString('hex'));
+}
+
+/** What a tablet split reads of a file: its first and last rows, and each data block's last row and bytes. */
+export interface FileProfile {
+  firstRow: Buffer | null;
+  lastRow: Buffer | null;
+  blocks: { row: Buffer; bytes: number }[];
+}
+
+/** A file's profile, from its footer and index alone (about a thousandth of the file). */
+export async function fileProfile(
+  store: ObjectStore,
+  name: string,
+  signal?: AbortSignal,
+): Promise<FileProfile> {
+  const reader = await RFileReader.open(store, name, { signal });
+  let previous = 0;
+  const blocks = (await reader.blockEnds({ signal })).map(({ row, end }) => {
+    const block = { row, bytes: end - previous };
+    previous = end;
+    return block;
+  });
+  const { firstKey, lastKey } = reader.summary;
+  return {
+    firstRow: firstKey ? Buffer.from(firstKey.row) : null,
+    lastRow: lastKey ? Buffer.from(lastKey.row) : null,
+    blocks,
+  };
 }
 
 /** The bounds for `parts` shares of the blocks `marks` (pure: exported for its tests). */

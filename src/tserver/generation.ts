@@ -8,6 +8,7 @@
 import { ExcError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { MetaClient } from '../meta/client.js';
+import { toRowRange } from '../meta/rows.js';
 import type { Location } from '../meta/tablet.js';
 import { QueueResolver } from '../queue/resolver.js';
 import { PeerClients } from '../rpc/peers.js';
@@ -20,7 +21,9 @@ import { CompactorWatch } from './compactor-watch.js';
 import { DataPath } from './data.js';
 import { Hosting } from './hosting.js';
 import { Reconciler } from './reconciler.js';
+import { HoldResolver } from './hold-resolver.js';
 import { Reservations } from './reservations.js';
+import { TabletSplits } from './tablet-splits.js';
 import type { CheckpointPersist } from './resume-rules.js';
 import { TableConfigs } from './table-configs.js';
 
@@ -65,6 +68,8 @@ export class Generation {
   readonly reservations: Reservations;
   readonly data: DataPath;
   readonly reconciler: Reconciler;
+  readonly splits: TabletSplits;
+  readonly holds: HoldResolver;
   readonly links: CompactorLinks;
   readonly probe: CompactorProbe;
   private ended = false;
@@ -103,12 +108,24 @@ export class Generation {
       watch: this.watch,
       log,
       onFenced: ctx.onFenced,
-      // A user job whose requests were all cancelled (the manager deleted them) stops here.
+      // A user job whose requests were all cancelled (the manager deleted them) stops here; holds whose
+      // reservation ended while no one hosted the tablet are settled.
       onRefreshed: (t) => {
         for (const ecid of abandonedUserJobs(t.meta))
           void this.reservations.cancel(t.row, ecid, 'admin').catch(() => undefined);
+        if (t.meta.holds.size > 0) void this.holds.resolve(t, [...t.meta.holds.keys()]);
       },
+      // A tablet whose data passed its table's split threshold splits (soon, outside the change).
+      onChanged: (t) => this.splits.maybeSplit(t),
     });
+    this.splits = new TabletSplits({
+      hosting: this.hosting,
+      configs: this.configs,
+      store: ctx.store,
+      me: this.me,
+      log,
+    });
+    this.holds = new HoldResolver(this.hosting, this.meta, log);
     this.reservations = new Reservations({
       hosting: this.hosting,
       watch: this.watch,
@@ -117,12 +134,13 @@ export class Generation {
       queueIdOf: (name) => this.queues.byQueueName(name)?.id,
       queueExists: async (queueId) => (await session.exists(layout.queueNode(queueId))) !== null,
       outputSize: async (name) => (await ctx.store.stat(name))?.size ?? null,
-      splitRows: (inputs, parts) => splitRows(ctx.store, inputs, parts),
+      splitRows: (inputs, parts, rows) => splitRows(ctx.store, inputs, parts, undefined, toRowRange(rows)),
       log,
       stallTimeoutMs: ctx.stallTimeoutMs,
       checkpointPersist: ctx.checkpointPersist,
       // A compactor that died while its reservation was being made: its link closed holding nothing.
       onReserved: (compactor) => this.links.reserved(compactor),
+      onEnded: (ecid) => this.holds.ended(ecid),
       ...(ctx.onReclaimed ? { onReclaimed: ctx.onReclaimed } : {}),
     });
     // Reads are refused while the session is in doubt: another server may already host these tablets.
@@ -134,7 +152,10 @@ export class Generation {
         );
       }
     });
-    this.reconciler = new Reconciler(this.hosting, this.watch, log, { everyMs: ctx.compactorSweepMs });
+    this.reconciler = new Reconciler(this.hosting, this.watch, log, {
+      everyMs: ctx.compactorSweepMs,
+      eachRound: () => this.holds.sweep(),
+    });
     this.links = new CompactorLinks({
       holds: (compactor) => this.watch.holds(compactor),
       deleteNode: (compactor) => session.delete(compactor),

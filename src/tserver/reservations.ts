@@ -19,7 +19,9 @@ import { ExcError, describeError } from '../errors.js';
 import { ulid } from '../ids.js';
 import type { Logger } from '../log.js';
 import { newFileName } from '../meta/paths.js';
+import type { HexRange } from '../meta/rows.js';
 import { tableConfigSchema } from '../meta/table-config.js';
+import { rowsOf } from '../meta/tablet.js';
 import type { CommitRequest, ReserveRequest, ReservedJob } from '../queue/protocol.js';
 import type { ZkLayout } from '../zk/index.js';
 import type { CompactorWatch, ReservationRef } from './compactor-watch.js';
@@ -56,7 +58,7 @@ export interface ReservationsDeps {
    * Rows (hex) that split these inputs into `parts` shares of about equal bytes (storage/split-rows.ts);
    * without it, no job is split.
    */
-  splitRows?: (inputs: readonly string[], parts: number) => Promise<string[]>;
+  splitRows?: (inputs: readonly string[], parts: number, rows: HexRange) => Promise<string[]>;
   log: Logger;
   /** Persist progress at most this often per reservation (default 5 s). */
   progressPersistMs?: number;
@@ -68,6 +70,8 @@ export interface ReservationsDeps {
   onReclaimed?: (seconds: number) => void;
   /** Told each reservation recorded, by its compactor (its link may have closed meanwhile). */
   onReserved?: (compactor: string) => void;
+  /** Told each reservation that ended here (committed or cancelled): tablets holding it act on it. */
+  onEnded?: (ecid: string) => void;
 }
 
 /** Used when the table's settings cannot be read to decide whether a failed job is parked. */
@@ -146,7 +150,7 @@ export class Reservations {
         // the job is still the one planned). Unreadable or unsplittable inputs run as one job.
         const { job, parts } = decision;
         const choose = this.deps.splitRows ?? (() => Promise.resolve([]));
-        const bounds = await choose(job.files, parts).catch((err: unknown) => {
+        const bounds = await choose(job.files, parts, rowsOf(tablet.meta)).catch((err: unknown) => {
           this.deps.log.warn(
             { tablet: tablet.row, err: describeError(err) },
             'could not choose where to split a job: it runs whole',
@@ -262,6 +266,7 @@ export class Reservations {
     }
     watch.remove(r.compactor, req.ecid);
     tablet.forgetProgress(req.ecid);
+    this.deps.onEnded?.(req.ecid);
     this.stats.committed++;
     this.stats.committedByQueue[r.queueId] = (this.stats.committedByQueue[r.queueId] ?? 0) + 1;
     this.deps.log.info(
@@ -342,6 +347,7 @@ export class Reservations {
     if (!applied) return false;
     this.deps.watch.remove(r.compactor, ecid);
     tablet.forgetProgress(ecid);
+    this.deps.onEnded?.(ecid);
     this.stats.cancelled++;
     this.deps.log.info(
       {

@@ -11,6 +11,7 @@ import {
   ecompCol,
   failureKey,
   resumeCol,
+  rowsOf,
   splitCol,
   type Reservation,
   type Selection,
@@ -110,6 +111,8 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
     ...(req.requestId ? { requestId: req.requestId } : {}),
     ...(resume
       ? {
+          // The rows the first attempt was writing (absent: every row, from before tablets split).
+          ...(resume.clip ? { clip: resume.clip } : {}),
           ...(resume.compression ? { compression: resume.compression } : {}),
           ...(resume.blockSize ? { blockSize: resume.blockSize } : {}),
           settings: resume.settings,
@@ -117,6 +120,7 @@ export function decideReserve(meta: TabletMeta, req: ReserveRequest, ctx: Reserv
           resumedBytes: resume.checkpoint.bytes,
         }
       : {
+          clip: rowsOf(meta),
           compression: ctx.config.compression,
           blockSize: ctx.config.blockSize,
           settings: iteratorSettings(ctx.config, filters, dropDeletes, tabletTime(meta, ctx.now)),
@@ -236,6 +240,7 @@ export function reservedJob(meta: TabletMeta, ecid: string, r: Reservation): Res
     ...(r.compression ? { compression: r.compression } : {}),
     ...(r.blockSize ? { blockSize: r.blockSize } : {}),
     keepDeletes: !r.settings.dropDeletes,
+    ...(r.clip ? { clip: r.clip } : {}),
     ...(r.split
       ? {
           range: {

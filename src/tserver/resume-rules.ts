@@ -119,6 +119,7 @@ export function keptResume(
       inputs: r.inputs,
       kind: r.kind,
       allFiles: r.allFiles,
+      ...(r.clip ? { clip: r.clip } : {}),
       ...(r.compression ? { compression: r.compression } : {}),
       ...(r.blockSize ? { blockSize: r.blockSize } : {}),
       settings: r.settings,
@@ -166,6 +167,7 @@ export function keptJob(meta: TabletMeta, queueId: string, maxAttempts: number):
   const busy = new Set([...meta.reservations.values()].flatMap((r) => r.inputs));
   for (const f of meta.selection?.files ?? []) busy.add(f);
   for (const s of meta.splits.values()) for (const f of s.inputs) busy.add(f);
+  for (const h of meta.holds.values()) for (const f of h.inputs) busy.add(f);
   for (const f of parkedFiles(meta, maxAttempts)) busy.add(f);
   for (const kept of meta.resumes.values()) {
     if (kept.queueId !== queueId || kept.kind !== 'system') continue;

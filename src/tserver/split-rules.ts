@@ -28,6 +28,7 @@ import type { WholeSplit } from '../meta/outcomes.js';
 import type { TableConfig } from '../meta/table-config.js';
 import {
   failureKey,
+  rowsOf,
   splitCol,
   splitRange,
   type Reservation,
@@ -83,6 +84,7 @@ export function newSplit(
     inputs: job.files,
     kind: job.kind,
     allFiles: job.allFiles,
+    clip: rowsOf(meta),
     compression: ctx.config.compression,
     blockSize: ctx.config.blockSize,
     settings: iteratorSettings(
@@ -127,6 +129,7 @@ export function subJobReservation(
     allFiles: split.allFiles,
     ...(userIds.length > 0 ? { userCompactionId: userIds[0], userCompactionIds: userIds } : {}),
     ...(req.requestId ? { requestId: req.requestId } : {}),
+    ...(split.clip ? { clip: split.clip } : {}),
     ...(split.compression ? { compression: split.compression } : {}),
     ...(split.blockSize ? { blockSize: split.blockSize } : {}),
     settings: split.settings,

@@ -125,6 +125,7 @@ export function cloneMeta(meta: TabletMeta): TabletMeta {
     failures: new Map(meta.failures),
     resumes: new Map(meta.resumes),
     splits: new Map(meta.splits),
+    holds: new Map(meta.holds),
     progress: new Map(meta.progress),
     queued: new Map(meta.queued),
     ingests: new Map(),

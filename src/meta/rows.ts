@@ -1,0 +1,86 @@
+/**
+ * Row ranges as the metadata rows carry them (DESIGN.md, "Tablet splits and merges").
+ *
+ * A tablet holds the rows in (prevEndRow, endRow]. A file it references may hold rows outside that range
+ * (a file shared with its sibling after a split): every read of the tablet is clipped to it, and so is
+ * every compaction reserved on it. Reservations, split jobs and kept checkpoints record the rows they
+ * were reserved for — the tablet's range then — as a {@link HexRange}, so that what they write covers
+ * exactly those rows whatever the tablet becomes meanwhile.
+ *
+ *   HexRange  { start?, end? }   lower-case hex rows, [start, end): start inclusive, end exclusive;
+ *                                an absent end is unbounded
+ *
+ * (prev, end] is [prev 00, end 00): the smallest row after `prev` is `prev` with a zero byte appended,
+ * and likewise after `end`. A range never cuts a row, so every cell, with its versions and delete
+ * markers, is decided wholly inside or wholly outside it.
+ */
+import { z } from 'zod';
+import type { RowRange } from '../storage/range.js';
+import type { EndRow } from './keys.js';
+
+const hexRow = z.string().regex(/^(?:[0-9a-f]{2})*$/);
+
+export const hexRangeSchema = z.object({ start: hexRow.optional(), end: hexRow.optional() });
+export type HexRange = z.infer<typeof hexRangeSchema>;
+
+/** Every row. */
+export const ALL_ROWS: HexRange = {};
+
+/** The rows of a tablet (prevEndRow, endRow] as a {@link HexRange}. */
+export function tabletRows(prevEndRow: EndRow, endRow: EndRow): HexRange {
+  return {
+    ...(prevEndRow === null ? {} : { start: `${prevEndRow.toString('hex')}00` }),
+    ...(endRow === null ? {} : { end: `${endRow.toString('hex')}00` }),
+  };
+}
+
+// Buffer.compare, not the storage layer's: the CLI reads tablets (meta/tablet.ts imports this) and must
+// not load the storage stack for it (test/cli/lazy-load.test.ts).
+const compareBytes = (a: Uint8Array, b: Uint8Array): number => Buffer.compare(a, b);
+const bytes = (h: string): Buffer => Buffer.from(h, 'hex');
+const cmpStart = (a: string | undefined, b: string | undefined): number =>
+  a === undefined ? (b === undefined ? 0 : -1) : b === undefined ? 1 : compareBytes(bytes(a), bytes(b));
+const cmpEnd = (a: string | undefined, b: string | undefined): number =>
+  a === undefined ? (b === undefined ? 0 : 1) : b === undefined ? -1 : compareBytes(bytes(a), bytes(b));
+
+/** The rows in both (possibly empty: {@link isEmptyRange}). */
+export function intersectRows(a: HexRange, b: HexRange): HexRange {
+  const start = cmpStart(a.start, b.start) >= 0 ? a.start : b.start;
+  const end = cmpEnd(a.end, b.end) <= 0 ? a.end : b.end;
+  return { ...(start === undefined ? {} : { start }), ...(end === undefined ? {} : { end }) };
+}
+
+/** Whether no row is in `r`. */
+export function isEmptyRange(r: HexRange): boolean {
+  return r.start !== undefined && r.end !== undefined && compareBytes(bytes(r.start), bytes(r.end)) >= 0;
+}
+
+/** Whether every row of `inner` is in `outer` (an empty `inner` is in everything). */
+export function coversRows(outer: HexRange, inner: HexRange): boolean {
+  if (isEmptyRange(inner)) return true;
+  return cmpStart(outer.start, inner.start) <= 0 && cmpEnd(outer.end, inner.end) >= 0;
+}
+
+export function sameRows(a: HexRange, b: HexRange): boolean {
+  return cmpStart(a.start, b.start) === 0 && cmpEnd(a.end, b.end) === 0;
+}
+
+/** Whether `row` is in `r`. */
+export function rowInRows(row: Uint8Array, r: HexRange): boolean {
+  if (r.start !== undefined && compareBytes(row, bytes(r.start)) < 0) return false;
+  return r.end === undefined || compareBytes(row, bytes(r.end)) < 0;
+}
+
+/** `r` as the storage layer reads it; undefined for every row (nothing to clip). */
+export function toRowRange(r: HexRange): RowRange | undefined {
+  if (r.start === undefined && r.end === undefined) return undefined;
+  return {
+    ...(r.start === undefined ? {} : { startRow: bytes(r.start), startInclusive: true }),
+    ...(r.end === undefined ? {} : { endRow: bytes(r.end), endInclusive: false }),
+  };
+}
+
+/** The rows of `r` for people: `[61, 6200)`, `(-∞, 63)`. */
+export function describeRows(r: HexRange): string {
+  return `[${r.start ?? '-∞'}, ${r.end ?? '+∞'})`;
+}
