@@ -66,6 +66,11 @@ export const ERROR_CODES = {
 
   // Tablet servers, queues and reservations.
   NOT_SERVING: { status: 409, retriable: false },
+  /**
+   * The tablet a request named does not hold the rows it was sent for any more (it split or merged): the
+   * caller looks the table's tablets up again and sends each row where it is now.
+   */
+  TABLET_CHANGED: { status: 409, retriable: false },
   UNKNOWN_QUEUE: { status: 404, retriable: false },
   NO_WORK: { status: 404, retriable: false },
   RESERVATION_GONE: { status: 409, retriable: false },

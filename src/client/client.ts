@@ -4,12 +4,16 @@
  * It asks the manager for the table's tablets and their locations, sends each batch to the tablet server
  * hosting the tablet its rows fall into, and follows tablets that move: on NOT_SERVING (or a server that
  * is gone) it refreshes the locations and tries again, waiting for a tablet to be hosted again for up to
- * `moveTimeoutMs`.
+ * `moveTimeoutMs`. A tablet that split or merged (TABLET_CHANGED, or its row gone) is looked up again:
+ * a batch is cut by the tablets there are now and each piece sent under the batch's name with the rows it
+ * was cut to, so that every entry is applied once (meta/ingest-ids.ts); a scan goes on from the last row
+ * it returned, in whichever tablet holds the next one.
  */
 import { ExcError } from '../errors.js';
 import { ulid } from '../ids.js';
 import type { Logger } from '../log.js';
 import type { MetaClient } from '../meta/client.js';
+import { ALL_ROWS, intersectRows, isEmptyRange, rowInRows, tabletRows, type HexRange } from '../meta/rows.js';
 import type { TableInfo, TabletView } from '../meta/views.js';
 import { PeerClients } from '../rpc/peers.js';
 import { backoffDelay, sleep } from '../retry.js';
@@ -102,15 +106,18 @@ export class ExcClient {
   /**
    * Writes entries (puts and deletes). Resolves with the number written.
    *
-   * Each batch sent to a tablet is named `<requestId>.<n>` (n counts the batches of this call, in the
-   * order they are sent, one at a time), and a tablet applies a name once, so a batch whose answer was
-   * lost is simply sent again. A tablet remembers a name for INGEST_DEDUPE_MS (15 minutes) after applying
-   * it; so calling `ingest` again with the same entries and the same `requestId` after a failure is safe
-   * when `skipBatches` is the number of batches the failed call had acknowledged (`onBatch` heard of):
-   * those are not sent again, however long ago they were applied, and the ones after them, applied at
-   * most moments before the failure, are recognised if the call comes within those 15 minutes. Without
-   * `skipBatches`, a call that ran longer than that would write its first batches twice. `onBatch` hears of
-   * each batch a tablet acknowledged, and whether that tablet had applied it before (`duplicate`).
+   * The entries are cut, in the order given, into batches of `batchSize` entries (or `batchBytes`), each
+   * named `<requestId>.<n>`; a batch is sent, in a piece per tablet its rows fall in (at once, to their
+   * tablets), before the next. A tablet applies each entry of a name once — its record of the name says
+   * which rows of it were applied, and survives splits and merges (meta/ingest-ids.ts) — so a batch whose
+   * answer was lost is simply sent again. A batch is what the entries make, whatever the tablets are, so
+   * calling `ingest` again with the same entries and the same `requestId` after a failure is safe too,
+   * within INGEST_DEDUPE_MS (15 minutes, how long a tablet remembers a name), when `skipBatches` is the
+   * number of batches the failed call had acknowledged (`onBatch` heard of): those are not sent again,
+   * however long ago they were applied, and the ones after them, applied at most moments before the
+   * failure, are recognised. Without `skipBatches`, a call that ran longer than that would write its first
+   * batches twice. `onBatch` hears of each batch once every piece was acknowledged, and whether every
+   * entry had been applied before (`duplicate`).
    */
   async ingest(
     table: string,
@@ -124,87 +131,158 @@ export class ExcClient {
     const skip = options.skipBatches ?? 0;
     if (skip > 0 && options.requestId === undefined)
       throw new ExcError('BAD_REQUEST', 'skipBatches repeats an earlier call: give its requestId');
-    const tabletOf = router(this.tabletCache.get(table) ?? (await this.tablets(table)));
     const maxEntries = this.options.batchSize ?? 5_000;
     const maxBytes = this.options.batchBytes ?? 4 << 20;
     const requestId = options.requestId ?? ulid();
-    const pending = new Map<string, { entries: WireEntry[]; bytes: number }>();
+    let batch: PieceEntry[] = [];
+    let bytes = 0;
     let written = 0;
     let batches = 0;
-    const flush = async (tablet: string): Promise<void> => {
-      const batch = pending.get(tablet)?.entries;
-      if (!batch || batch.length === 0) return;
-      pending.delete(tablet);
+    const flush = async (): Promise<void> => {
+      if (batch.length === 0) return;
+      const sending = batch;
+      batch = [];
+      bytes = 0;
       const n = batches++;
       if (n < skip) return; // acknowledged to an earlier call (the same entries make the same batches)
-      const body = { tablet, requestId: `${requestId}.${n}`, entries: batch };
-      const answer = await this.onTablet(table, tablet, (server) =>
-        this.peers.get(server).post<{ duplicate?: boolean }>('/v1/ingest', body, { idempotent: true }),
-      );
-      written += batch.length;
-      options.onBatch?.({
-        name: body.requestId,
-        entries: batch.length,
-        duplicate: answer.duplicate === true,
-      });
+      const name = `${requestId}.${n}`;
+      const duplicate = await this.sendBatch(table, name, sending);
+      written += sending.length;
+      options.onBatch?.({ name, entries: sending.length, duplicate });
     };
     let index = 0;
     for await (const e of entries) {
       const where = `entry ${index++}`;
       const row = toBuffer(e.row, `${where}: row`);
-      const tablet = tabletOf(row);
       const wire = wireEntry({ ...e, row }, where);
-      const batch = pending.get(tablet) ?? { entries: [], bytes: 0 };
-      batch.entries.push(wire);
-      batch.bytes += encodedSize(wire);
-      pending.set(tablet, batch);
-      if (batch.entries.length >= maxEntries || batch.bytes >= maxBytes) await flush(tablet);
+      batch.push({ wire, row });
+      bytes += encodedSize(wire);
+      if (batch.length >= maxEntries || bytes >= maxBytes) await flush();
     }
-    for (const tablet of [...pending.keys()]) await flush(tablet);
+    await flush();
     return written;
   }
 
-  /** Entries of the table in key order, with deletes and versions applied. */
+  /**
+   * Sends batch `name`: a piece to each tablet its rows fall in, as the client knows them (the cached
+   * view), each with that tablet's rows; resolves whether every entry had been applied before.
+   */
+  private async sendBatch(table: string, name: string, entries: PieceEntry[]): Promise<boolean> {
+    const tablets = this.tabletCache.get(table) ?? (await this.tablets(table));
+    const tabletOf = router(tablets);
+    const pieces = new Map<string, PieceEntry[]>();
+    for (const e of entries) {
+      const tablet = tabletOf(e.row);
+      const piece = pieces.get(tablet);
+      if (piece) piece.push(e);
+      else pieces.set(tablet, [e]);
+    }
+    const views = new Map(tablets.map((t) => [t.tablet, t]));
+    const answers = await Promise.all(
+      [...pieces].map(([tablet, part]) =>
+        this.sendPiece(table, name, tablet, part, rowsOfView(views.get(tablet)!), 0),
+      ),
+    );
+    return answers.every(Boolean);
+  }
+
+  /**
+   * Sends `entries` of batch `name` (a piece cut to `rows`, or the whole batch) to `tablet`. When the tablet
+   * no longer holds their rows (it split or merged), the piece is cut by the table's tablets as they are
+   * now and each part sent likewise, under the same name. Resolves whether every entry had been applied
+   * before (a repeat).
+   */
+  private async sendPiece(
+    table: string,
+    name: string,
+    tablet: string,
+    entries: PieceEntry[],
+    rows: HexRange | undefined,
+    depth: number,
+  ): Promise<boolean> {
+    try {
+      const body = {
+        tablet,
+        requestId: name,
+        ...(rows ? { rows } : {}),
+        entries: entries.map((e) => e.wire),
+      };
+      const answer = await this.onTablet(table, tablet, (server) =>
+        this.peers.get(server).post<{ duplicate?: boolean }>('/v1/ingest', body, { idempotent: true }),
+      );
+      return answer.duplicate === true;
+    } catch (err) {
+      if (!(err instanceof ExcError && err.code === 'TABLET_CHANGED') || depth >= MAX_RECUTS) throw err;
+    }
+    let duplicate = true;
+    for (const t of await this.tablets(table)) {
+      const theirs = intersectRows(rows ?? ALL_ROWS, rowsOfView(t));
+      if (isEmptyRange(theirs)) continue;
+      const part = entries.filter((e) => rowInRows(e.row, theirs));
+      if (part.length === 0) continue;
+      if (!(await this.sendPiece(table, name, t.tablet, part, theirs, depth + 1))) duplicate = false;
+    }
+    return duplicate;
+  }
+
+  /**
+   * Entries of the table in key order, with deletes and versions applied. It reads tablet by tablet from
+   * the last row returned, so a tablet that splits or merges meanwhile changes nothing it returns: the
+   * tablet is found again, and no row is skipped or returned twice.
+   */
   async *scan(table: string, range: ScanRange = {}): AsyncGenerator<ScannedEntry> {
-    const tablets = await this.tablets(table);
     const start = range.start === undefined ? undefined : toBuffer(range.start, 'start');
     const end = range.end === undefined ? undefined : toBuffer(range.end, 'end');
     let remaining = range.limit ?? Infinity;
-    for (const t of tablets) {
-      const tEnd = t.endRowHex === null ? null : Buffer.from(t.endRowHex, 'hex');
-      const tPrev = t.prevEndRowHex === null ? null : Buffer.from(t.prevEndRowHex, 'hex');
-      if (start && tEnd && Buffer.compare(tEnd, start) < 0) continue; // tablet entirely before the range
-      if (end && tPrev && Buffer.compare(tPrev, end) >= 0) break; // this and later tablets after it
-      let afterRow: string | undefined;
-      for (;;) {
-        const page = await this.onTablet(table, t.tablet, (server) =>
-          this.peers.get(server).post<{ entries: WireEntry[]; nextRow: string | null }>(
+    // Where the scan is: before the first row, or after `after` (the last row returned, or a tablet's end).
+    let after: Buffer | undefined;
+    let tablets = await this.tablets(table);
+    for (let changes = 0; remaining > 0;) {
+      const t = tabletFor(tablets, after, start);
+      if (!t) return;
+      const prev = t.prevEndRowHex === null ? null : Buffer.from(t.prevEndRowHex, 'hex');
+      if (end && prev && Buffer.compare(prev, end) >= 0) return; // this and later tablets after it
+      let page: { entries: WireEntry[]; nextRow: string | null; endRowHex?: string | null };
+      try {
+        page = await this.onTablet(table, t.tablet, (server) =>
+          this.peers.get(server).post<typeof page>(
             '/v1/scan',
             {
               tablet: t.tablet,
+              prevEndRowHex: t.prevEndRowHex,
+              ...(after ? { afterRow: after.toString('base64') } : {}),
               ...(start ? { startRow: start.toString('base64') } : {}),
               ...(end ? { endRow: end.toString('base64'), endInclusive: true } : {}),
-              ...(afterRow ? { afterRow } : {}),
               limit: Math.min(5_000, Number.isFinite(remaining) ? remaining : 5_000),
             },
             { idempotent: true },
           ),
         );
-        for (const w of page.entries) {
-          if (remaining <= 0) return;
-          remaining--;
-          yield {
-            row: Buffer.from(w.row, 'base64'),
-            cf: Buffer.from(w.cf ?? '', 'base64'),
-            cq: Buffer.from(w.cq ?? '', 'base64'),
-            ts: w.ts ?? 0,
-            value: Buffer.from(w.value ?? '', 'base64'),
-          };
-        }
-        if (!page.nextRow || remaining <= 0) break;
-        afterRow = page.nextRow;
+      } catch (err) {
+        if (!(err instanceof ExcError && err.code === 'TABLET_CHANGED') || ++changes > MAX_RECUTS) throw err;
+        tablets = await this.tablets(table);
+        continue;
       }
-      if (remaining <= 0) return;
+      for (const w of page.entries) {
+        if (remaining <= 0) return;
+        remaining--;
+        yield {
+          row: Buffer.from(w.row, 'base64'),
+          cf: Buffer.from(w.cf ?? '', 'base64'),
+          cq: Buffer.from(w.cq ?? '', 'base64'),
+          ts: w.ts ?? 0,
+          value: Buffer.from(w.value ?? '', 'base64'),
+        };
+      }
+      if (page.nextRow) {
+        after = Buffer.from(page.nextRow, 'base64');
+        continue;
+      }
+      // The tablet is done: go on after its end, as the server says it is now.
+      const endHex = page.endRowHex === undefined ? t.endRowHex : page.endRowHex;
+      if (endHex === null) return;
+      after = Buffer.from(endHex, 'hex');
+      if (end && Buffer.compare(after, end) >= 0) return;
     }
   }
 
@@ -218,7 +296,11 @@ export class ExcClient {
     let tablets = this.tabletCache.get(table) ?? (await this.tablets(table));
     for (let attempt = 0; ; attempt++) {
       const view = tablets.find((t) => t.tablet === tablet);
-      if (!view) throw new ExcError('NOT_FOUND', `tablet ${tablet} no longer exists in table ${table}`);
+      if (!view) {
+        throw new ExcError('TABLET_CHANGED', `tablet ${tablet} of ${table} no longer exists (it merged)`, {
+          details: { tablet },
+        });
+      }
       if (view.loc) {
         try {
           return await call(view.loc.server);
@@ -261,6 +343,37 @@ function wireEntry(e: ClientEntry, where: string): WireEntry {
 /** About how many bytes `e` adds to a request body: its base64 fields and the JSON around them. */
 function encodedSize(e: WireEntry): number {
   return e.row.length + (e.cf?.length ?? 0) + (e.cq?.length ?? 0) + (e.value?.length ?? 0) + 80;
+}
+
+/** How often a batch or a scan follows tablets that split or merged before it gives up. */
+const MAX_RECUTS = 50;
+
+/** An entry of a batch being sent: as the RPC carries it, and its row. */
+interface PieceEntry {
+  wire: WireEntry;
+  row: Buffer;
+}
+
+function rowsOfView(t: TabletView): HexRange {
+  const bytes = (h: string | null) => (h === null ? null : Buffer.from(h, 'hex'));
+  return tabletRows(bytes(t.prevEndRowHex), bytes(t.endRowHex));
+}
+
+/**
+ * The tablet holding the first row of a scan: the first row after `after` (exclusive), or else `start`
+ * (inclusive), or else the table's first row.
+ */
+function tabletFor(
+  tablets: readonly TabletView[],
+  after: Buffer | undefined,
+  start: Buffer | undefined,
+): TabletView | undefined {
+  return tablets.find((t) => {
+    if (t.endRowHex === null) return true;
+    const endRow = Buffer.from(t.endRowHex, 'hex');
+    if (after) return Buffer.compare(endRow, after) > 0;
+    return !start || Buffer.compare(endRow, start) >= 0;
+  });
 }
 
 /** Which tablet holds a row: the first whose range (prev, end] does. End rows are decoded once. */

@@ -85,5 +85,6 @@ describe('ingest --batch-id', () => {
     const alone = await runCli(['ingest', 't', input, '--skip-batches', '2'], { env: c.env() });
     expect(alone.code).toBe(1);
     expect(alone.stderr).toContain('--skip-batches finishes an earlier ingest: give its --batch-id too');
-  });
+    // Four ingests and a scan of 60,000 entries through the CLI: about a minute alone on two cores.
+  }, 180_000);
 });

@@ -295,7 +295,7 @@ describe('tablet server - lost answers', () => {
           puts: [file('x'), { row: ingestRow(row), col: 'X.0', value: String(Date.now()) }],
           apply: (m) => {
             m.files.set('x', { size: 10, entries: 1 });
-            m.ingests.set('X.0', Date.now());
+            m.ingests.set('X.0', { at: Date.now() });
           },
           replan: true,
         });
