@@ -7,6 +7,7 @@ import type { TableInfo, TabletView } from '../meta/views.js';
 import { sleep } from '../retry.js';
 import { parseRow } from '../row-text.js';
 import { collect, examples, type JsonFlag } from './admin-common.js';
+import { registerTabletCommands } from './admin-tablets.js';
 import { withCluster } from './connect.js';
 import { action } from './exit.js';
 import { nonEmpty } from './flags.js';
@@ -151,6 +152,8 @@ Settings:
   blockSize=64K            uncompressed size of a data block in new files
   splitAbove=1G            split a larger system job by row range across compactors
   maxSplits=8              at most this many sub-jobs per split job (1: never split)
+  splitThreshold=1G        a tablet holding more than this splits in two, near the middle of its data
+  mergeBelow=64M           neighbouring tablets holding less than this together merge (empty: never)
 ${examples(['excompact admin table config events queues=small:64M,large ratio=2', 'excompact admin table config logs ttl=30d versions=3'])}`,
     )
     .action(
@@ -163,6 +166,8 @@ ${examples(['excompact admin table config events queues=small:64M,large ratio=2'
         process.stdout.write(`table ${updated.name}: ${JSON.stringify(updated.config)}\n`);
       }),
     );
+
+  registerTabletCommands(table);
 
   table
     .command('delete')

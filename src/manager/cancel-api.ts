@@ -69,6 +69,9 @@ export function registerCancelApi(server: RpcServer, parts: () => CancelParts): 
   });
 }
 
+/** Rounds of a user compaction's cancel, each for the tablets that split from those of the round before. */
+const CANCEL_ROUNDS = 5;
+
 /** Asks the hosting tablet server to end reservation `ecid`. */
 async function cancelRunning(p: CancelParts, t: TabletMeta, ecid: string): Promise<CancelAnswer> {
   if (!t.loc) throw new ExcError('UNAVAILABLE', `tablet ${t.row} is not hosted right now; try again`);
@@ -97,19 +100,25 @@ async function cancelUserCompaction(
     userCompaction: { id, table, tablets: rows },
   });
   const now = Date.now();
-  const mutations: Mutation[] = holding.map((t) => ({
-    conditions: [
-      ...(requestId ? [unanswered(requestId)] : []),
-      { op: 'present' as const, row: t.row, col: compactCol(id) },
-    ],
-    deletes: [{ row: t.row, col: compactCol(id) }],
-    puts: [cancelledCell(id, t.row, now), ...(requestId ? [partCell(requestId, t.row, t.row)] : [])],
-  }));
-  const results = mutations.length === 0 ? [] : await p.commits.submit({ mutations });
+  const cancelledRows: string[] = [];
+  // A tablet that split while this ran copied the request to its daughters (a split copies only requests
+  // its tablet still holds, tserver/tablet-split-rules.ts): those are cancelled in a further round.
+  for (let round = 0, left = holding; left.length > 0 && round < CANCEL_ROUNDS; round++) {
+    const mutations: Mutation[] = left.map((t) => ({
+      conditions: [
+        ...(requestId ? [unanswered(requestId)] : []),
+        { op: 'present' as const, row: t.row, col: compactCol(id) },
+      ],
+      deletes: [{ row: t.row, col: compactCol(id) }],
+      puts: [cancelledCell(id, t.row, now), ...(requestId ? [partCell(requestId, t.row, t.row)] : [])],
+    }));
+    const results = await p.commits.submit({ mutations });
+    cancelledRows.push(...left.filter((_, i) => results[i]?.applied).map((t) => t.row));
+    const done = new Set(left.map((t) => t.row));
+    left = (await allTablets(p)).filter((t) => t.userCompactions.has(id) && !done.has(t.row));
+  }
   // With a request id, the tablets recorded under it (a repeat after a lost answer adds to the first).
-  const rows = requestId
-    ? await partsOf<string>(p.store, requestId)
-    : holding.filter((_, i) => results[i]?.applied).map((t) => t.row);
+  const rows = requestId ? await partsOf<string>(p.store, requestId) : cancelledRows;
   if (requestId) {
     const [written] = await p.commits.submit({
       mutations: [{ conditions: [unanswered(requestId)], puts: [answerCell(requestId, await answer(rows))] }],

@@ -6,6 +6,8 @@
  *
  * Problems, most serious first:
  *   missingFiles               a file some tablet references is not in the object store: data loss
+ *   tabletCoverage             a table's tablets do not cover its rows exactly once: a gap (rows no tablet
+ *                              holds) or an overlap (rows two tablets hold), by their previous end rows
  *   sharedInputs               a file in two live reservations of a tablet (other than sub-jobs of one split)
  *                              or in a reservation and a split job it is not a sub-job of, or an input of
  *                              a reservation or split job that is not the tablet's file (invariant 3)
@@ -25,9 +27,10 @@
  *   malformedRows              a metadata row that does not parse
  *   badDeletionMarks           a `~del` row the collector cannot act on (a name no store accepts, a file
  *                              outside `tables/`, a mangled time): it skips it, so it is never collected
- *   referencedDeletionMarks    a `~del` row naming a file a tablet still references: the collector keeps
- *                              the file, but a mark must never outlive the last reference (invariant 4)
  * and, not failures, what a healthy busy cluster also has:
+ *   referencedDeletionMarks    a `~del` row naming a file a tablet still references: a file shared after a
+ *                              split that one daughter compacted away; the collector keeps it until no
+ *                              tablet references it (invariant 4)
  *   unreferencedPendingGc      unreferenced objects with a `~del` row: the collector will delete them
  *   unreferencedYoung          unreferenced objects younger than the grace: maybe a write in flight
  *   awaitingSweep              unreferenced objects past the grace, within the wait for the next sweep
@@ -37,7 +40,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { parseQueueRow, queueEntryTablet } from '../meta/keys.js';
 import type { CheckReport as GenericCheckReport, ProblemList, Severity } from '../meta/check-view.js';
-import type { Reservation } from '../meta/tablet.js';
+import type { Reservation, TabletMeta } from '../meta/tablet.js';
 import { satisfiedBy } from '../queue/selection.js';
 import { tabletDemand } from '../queue/tablet-plan.js';
 import { checkFiles, checkMarks, checkTemporaries, referencedFiles } from './check-files.js';
@@ -50,6 +53,7 @@ export const MAX_ITEMS = 100;
 
 export const PROBLEMS = {
   missingFiles: ['referenced files missing from the object store', 'critical'],
+  tabletCoverage: ['tables whose tablets do not cover their rows exactly once', 'critical'],
   deadCompactorReservations: ['reservations naming dead compactors', 'error'],
   sharedInputs: ["files in two jobs at once, or jobs' inputs the tablet does not have", 'critical'],
   selectionConflicts: [
@@ -62,7 +66,10 @@ export const PROBLEMS = {
   staleTemporaries: ['temporaries of unfinished writes older than the GC grace', 'error'],
   malformedRows: ['metadata rows that do not parse', 'error'],
   badDeletionMarks: ['deletion marks the garbage collector cannot act on (skipped)', 'error'],
-  referencedDeletionMarks: ['deletion marks naming a file a tablet still references', 'error'],
+  referencedDeletionMarks: [
+    'deletion marks naming a file a tablet still references (shared: kept until none does)',
+    'info',
+  ],
   unreferencedPendingGc: ['unreferenced files marked for deletion (pending GC)', 'info'],
   unreferencedYoung: ['unreferenced files younger than the GC grace (maybe in flight)', 'info'],
   awaitingSweep: ["unreferenced files past the GC grace, awaiting the collector's next sweep", 'info'],
@@ -81,6 +88,7 @@ type Found = Record<ProblemName, Items>;
 
 export function checkCluster(input: CheckInput): CheckReport {
   const found: Found = {
+    ...checkCoverage(input),
     ...checkReservations(input),
     ...checkSelections(input),
     ...checkQueues(input),
@@ -131,6 +139,7 @@ function checkReservations(input: CheckInput): Pick<Found, 'deadCompactorReserva
       jobs.set(file, [...(jobs.get(file) ?? []), job]);
     };
     for (const [id, split] of t.splits) for (const file of split.inputs) take(file, `split:${id}`);
+    for (const [ecid, hold] of t.holds) for (const file of hold.inputs) take(file, `hold:${ecid}`);
     for (const [ecid, r] of t.reservations) {
       if (r.split) {
         if (!t.splits.has(r.split.id))
@@ -153,6 +162,45 @@ function checkReservations(input: CheckInput): Pick<Found, 'deadCompactorReserva
     }
   }
   return { deadCompactorReservations: dead, sharedInputs: shared };
+}
+
+/**
+ * Every table's tablets, in row order, must chain: the first starts at the table's first row (no previous
+ * end row), each starts where the one before ends, and the last is unbounded. A split or merge changes
+ * them in one mutation, so a snapshot never shows one half done.
+ */
+function checkCoverage(input: CheckInput): Pick<Found, 'tabletCoverage'> {
+  const out: Record<string, unknown>[] = [];
+  const byTable = new Map<string, TabletMeta[]>();
+  for (const t of input.tablets) byTable.set(t.tableId, [...(byTable.get(t.tableId) ?? []), t]);
+  const hex = (row: Buffer | null) => (row === null ? null : row.toString('hex'));
+  for (const [tableId, tablets] of byTable) {
+    // Rows sort like the tablets' end rows, the unbounded last one after all others (meta/keys.ts).
+    const sorted = [...tablets].sort((a, b) => (a.row < b.row ? -1 : a.row > b.row ? 1 : 0));
+    let expected: string | null = null;
+    for (const t of sorted) {
+      const prev = hex(t.prevEndRow);
+      if (prev !== expected) {
+        const gap = expected === null || (prev !== null && prev > expected);
+        out.push({
+          table: tableId,
+          tablet: t.row,
+          prevEndRowHex: prev,
+          expectedHex: expected,
+          problem: gap ? 'rows before it are in no tablet' : 'its rows overlap the tablet before it',
+        });
+      }
+      expected = hex(t.endRow);
+    }
+    if (sorted.at(-1)?.endRow !== null) {
+      out.push({
+        table: tableId,
+        tablet: sorted.at(-1)?.row ?? null,
+        problem: 'no tablet holds the last rows',
+      });
+    }
+  }
+  return { tabletCoverage: out };
 }
 
 /** What the selection check needs of a job: a reservation's, or a split job's (its sub-jobs' together). */

@@ -39,6 +39,7 @@ import { retry } from '../retry.js';
 import type { RpcServer } from '../rpc/server.js';
 import { ZkLayout, ensureLayout, type ZkSession } from '../zk/index.js';
 import { registerAdminApi } from './admin-api.js';
+import { registerTabletAdminApi } from './tablet-admin.js';
 import { registerHistoryApi } from './history-api.js';
 import { registerManagerMetrics } from './manager-metrics.js';
 import { pickupMetric } from './queue-metrics.js';
@@ -150,6 +151,7 @@ export class Manager extends EventEmitter<Events> {
       layout: this.layout,
       log: this.log,
     }));
+    registerTabletAdminApi(this.server, () => ({ ...this.parts(), peers: this.peers, log: this.log }));
     registerAdminApi(this.server, () => ({
       ...this.parts(),
       session: this.session!,

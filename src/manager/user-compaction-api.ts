@@ -58,7 +58,11 @@ export async function userCompactionStatus(p: ViewSources, id: string): Promise<
   let table: string;
   let info: TableInfo | undefined;
   if (record) {
-    rows = record.tablets;
+    // The tablets it was asked of, and those that split from them since and still hold it.
+    const daughters = (await p.tables.tablets(record.tableId))
+      .filter((t) => t.userCompactions.has(id) && !record.tablets.includes(t.row))
+      .map((t) => t.row);
+    rows = [...record.tablets, ...daughters];
     info = await p.tables.getById(record.tableId);
     table = info?.name ?? record.table;
   } else {

@@ -53,6 +53,20 @@ export const tableConfigSchema = z
       .default(1024 ** 3),
     /** At most this many sub-jobs per split job (1: never split). */
     maxSplits: z.number().int().min(1).max(64).default(8),
+    /**
+     * A tablet whose files hold more than this many bytes of its rows splits in two, near the middle of
+     * its data (DESIGN.md, "Tablet splits and merges").
+     */
+    splitThreshold: z
+      .number()
+      .int()
+      .min(1024)
+      .default(1024 ** 3),
+    /**
+     * Neighbouring tablets that together hold fewer bytes than this merge into one (absent: never by
+     * themselves; `admin table merge` still merges on request). Must be well below `splitThreshold`.
+     */
+    mergeBelow: z.number().int().min(1).optional(),
   })
   .strict()
   .superRefine((config, ctx) => {
@@ -74,6 +88,14 @@ export const tableConfigSchema = z
         });
       }
     });
+    if (config.mergeBelow !== undefined && config.mergeBelow * 2 > config.splitThreshold) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['mergeBelow'],
+        message:
+          'mergeBelow must be at most half of splitThreshold (a merged tablet would split again at once)',
+      });
+    }
     const names = routes.map((r) => r.queue);
     if (new Set(names).size !== names.length) {
       ctx.addIssue({ code: 'custom', path: ['queues'], message: 'a queue may appear only once' });
@@ -89,6 +111,7 @@ export const DEFAULT_TABLE_CONFIG: TableConfig = tableConfigSchema.parse({});
  * Parses `key=value` settings as typed on the command line into a partial config:
  *   queues=small:64M,large   ratio=3   maxFiles=10   fileLimit=30   versions=3   ttl=7d   maxAttempts=5
  *   compression=zstd (none, deflate, lz4, zstd)   blockSize=64K   splitAbove=1G   maxSplits=8
+ *   splitThreshold=1G   mergeBelow=64M (mergeBelow= turns it off)
  */
 export function parseConfigAssignments(assignments: string[]): TableConfigInput {
   const out: TableConfigInput & Record<string, unknown> = {};
@@ -117,7 +140,11 @@ export function parseConfigAssignments(assignments: string[]): TableConfigInput 
         break;
       case 'splitAbove':
       case 'blockSize':
+      case 'splitThreshold':
         out[key] = parseSize(value);
+        break;
+      case 'mergeBelow':
+        out.mergeBelow = value === '' ? undefined : parseSize(value);
         break;
       case 'compression':
         if (!isCompression(value)) {
@@ -131,7 +158,7 @@ export function parseConfigAssignments(assignments: string[]): TableConfigInput 
       default:
         throw new ExcError(
           'BAD_REQUEST',
-          `unknown table setting ${JSON.stringify(key)} (known: queues, ratio, maxFiles, fileLimit, versions, ttl, maxAttempts, compression, blockSize, splitAbove, maxSplits)`,
+          `unknown table setting ${JSON.stringify(key)} (known: queues, ratio, maxFiles, fileLimit, versions, ttl, maxAttempts, compression, blockSize, splitAbove, maxSplits, splitThreshold, mergeBelow)`,
         );
     }
   }

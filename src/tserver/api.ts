@@ -4,6 +4,7 @@
  *   POST /v1/tablets/load     { tablet, session }        from the manager
  *   POST /v1/tablets/unload   { tablet }                 from the manager
  *   POST /v1/tablets/refresh  { tablet? , tableId? }     from the manager (user compaction, config, release)
+ *   POST /v1/tablets/split    { tablet, rowsHex }        from the manager (admin table split)
  *   POST /v1/ingest           { tablet, entries }
  *   POST /v1/scan             { tablet, startRow?, endRow?, afterRow?, limit?, filters? }
  *   POST /v1/reserve          { tablet, queueId, compactor }          → { job } or { job: null } (no work)
@@ -75,6 +76,26 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
       if (body.tablet) await g.hosting.refresh(body.tablet);
       return { refreshed: true };
     },
+  );
+
+  server.route(
+    'POST',
+    '/tablets/split',
+    {
+      body: z.object({
+        tablet,
+        rowsHex: z
+          .array(z.string().regex(/^(?:[0-9a-f]{2})+$/, 'expected a non-empty lower-case hex byte string'))
+          .min(1)
+          .max(1_000),
+      }),
+    },
+    async ({ body }) =>
+      current().splits.split(
+        body.tablet,
+        body.rowsHex.map((h) => Buffer.from(h, 'hex')),
+        'admin',
+      ),
   );
 
   server.route('POST', '/ingest', {}, ({ body }) => current().data.ingest(body));

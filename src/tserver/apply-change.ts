@@ -37,6 +37,8 @@ export interface ApplyDeps {
   drop(tablet: HostedTablet, reason: string): void;
   /** The jobs the tablet, in the given state, wants; throws when its table's settings cannot be read. */
   planFor(tablet: HostedTablet, meta: TabletMeta): Promise<PlannedJob[]>;
+  /** Told after a change was applied to the tablet (its copy updated). */
+  changed?(tablet: HostedTablet): void;
 }
 
 /**
@@ -117,6 +119,7 @@ export async function applyChange(
     tablet.meta.queued = built.queued;
     tablet.replanNeeded = false;
   }
+  deps.changed?.(tablet);
   return true;
 }
 

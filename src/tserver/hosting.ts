@@ -46,6 +46,8 @@ export interface HostingDeps {
   resyncForMs?: number;
   /** Called after a tablet was loaded, or refreshed from its row (outside its mutex). */
   onRefreshed?: (tablet: HostedTablet) => void;
+  /** Called after a change was applied to a tablet (inside its mutex: do not wait on it there). */
+  onChanged?: (tablet: HostedTablet) => void;
 }
 
 export class Hosting {
@@ -68,6 +70,7 @@ export class Hosting {
       resync: (tablet) => this.resync(tablet),
       drop: (tablet, reason) => this.drop(tablet, reason),
       planFor: (tablet, meta) => this.planFor(tablet, meta),
+      changed: (tablet) => deps.onChanged?.(tablet),
     };
   }
 
@@ -183,6 +186,35 @@ export class Hosting {
     if (tablet.state === 'hosted') this.deps.onRefreshed?.(tablet);
   }
 
+  /**
+   * Rows about to be created here (a split's new daughters): until `done` settles, a request for one waits
+   * for it, as for a tablet being loaded, instead of hearing NOT_SERVING.
+   */
+  expect(rows: readonly string[], done: Promise<void>): void {
+    for (const row of rows) {
+      const pending = done.finally(() => {
+        if (this.loading.get(row) === pending) this.loading.delete(row);
+      });
+      this.loading.set(row, pending);
+    }
+  }
+
+  /**
+   * Hosts a tablet this server has just created with its own mutation (a daughter of a split): its row
+   * names this server already. Its queue entries are planned by the caller's next change.
+   */
+  adopt(meta: TabletMeta): HostedTablet {
+    const existing = this.tablets.get(meta.row);
+    if (existing) return existing;
+    const tablet = new HostedTablet(meta, this.deps.me);
+    this.tablets.set(meta.row, tablet);
+    this.deps.log.info(
+      { tablet: meta.row, files: meta.files.size, holds: meta.holds.size },
+      'tablet created by a split',
+    );
+    return tablet;
+  }
+
   /** Loads again the rows of {@link unsettled}: until one is hosted, or found assigned elsewhere (CONFLICT). */
   async retryUnsettledLoads(): Promise<void> {
     for (const row of [...this.unsettled]) {
@@ -194,16 +226,27 @@ export class Hosting {
     }
   }
 
-  /** Stops hosting a tablet and gives up its location (when it is still ours). */
+  /**
+   * Stops hosting a tablet and gives up its location (when it is still ours): the manager moving it to
+   * another server, or taking it away. In its mutex, so no change of it is in flight: its `loc` is deleted
+   * first — conditional on naming this server — and only then is it dropped here, so it is never left
+   * named here and hosted nowhere. When the store cannot be told (the manager is away), the tablet stays
+   * hosted and the error is thrown: the manager asks again. An unknown outcome is read back.
+   */
   async unload(row: string, reason: string): Promise<void> {
     const tablet = this.tablets.get(row);
     if (!tablet) return;
     await tablet.mutex.run(async () => {
       if (tablet.state === 'gone') return;
+      try {
+        await this.mutate([{ conditions: [tablet.locCondition()], deletes: [{ row, col: COL_LOC }] }]);
+      } catch (err) {
+        if (certainlyNotApplied(err)) throw err;
+        const fresh = parseTablet(row, await this.readRow(row));
+        if (fresh.loc && locationValue(fresh.loc) === locationValue(this.deps.me)) throw err;
+      }
+      // Deleted now, or not ours any more (its condition failed): either way not served here.
       this.drop(tablet, reason);
-      await this.mutate([{ conditions: [tablet.locCondition()], deletes: [{ row, col: COL_LOC }] }]).catch(
-        () => undefined,
-      );
     });
   }
 

@@ -5,7 +5,8 @@
  *   - a tablet whose queue entries could not be planned is planned again;
  *   - every few rounds the tablet is refreshed from its row, for what the manager writes there (user
  *     compactions, released jobs) in case its notification was lost;
- * and every reservation of the hosted tablets is swept: a dead compactor's reservations are cancelled,
+ * then the round's further work (the holds whose reservations ended elsewhere); and every reservation
+ * of the hosted tablets is swept: a dead compactor's reservations are cancelled,
  * again every round until that succeeds. The sweep also runs on its own every interval: a round can wait
  * long on one tablet (its mutex, a call to the manager riding a failover), and the sweep is what bounds
  * the reclaim of a death the watches missed.
@@ -21,6 +22,8 @@ export interface ReconcilerOptions {
   everyMs?: number;
   /** Refresh every tablet from its row every this many rounds (default 6). */
   refreshEvery?: number;
+  /** More work for every round, after the tablets (the holds still waiting: hold-resolver.ts). */
+  eachRound?: () => Promise<void>;
 }
 
 export class Reconciler {
@@ -89,6 +92,8 @@ export class Reconciler {
         );
       }
     }
+    if (this.stopped) return;
+    await this.options.eachRound?.();
     if (this.stopped) return;
     await this.runSweep();
   }

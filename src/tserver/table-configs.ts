@@ -39,6 +39,11 @@ export class TableConfigs {
     }
   }
 
+  /** The settings last read, however old (undefined: never read); for checks that must not wait. */
+  cached(tableId: string): TableSettings | undefined {
+    return this.cache.get(tableId)?.settings;
+  }
+
   async reload(tableId: string): Promise<TableSettings> {
     const cols = await this.meta.row(tableRow(tableId));
     if (cols.size === 0) {

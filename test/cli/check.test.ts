@@ -151,12 +151,14 @@ describe('admin check', () => {
     await fill(s); // three files, no compactor: nothing runs
     const row = s.tablets[0]!.tablet;
     await cliOk(c, ['admin', 'table', 'compact', s.table]);
-    const selection = (await readTablet(s.meta, row)).selection;
-    expect(selection?.files).toHaveLength(3);
-    await s.client.ingest(s.table, [{ row: 'b', cf: 'f', cq: 'q', ts: 20, value: 'later' }]);
-    const later = [...(await readTablet(s.meta, row)).files.keys()].find(
-      (f) => !selection!.files.includes(f),
+    // The tablet server selects once the manager's notification reaches it (the command does not wait).
+    const selection = await waitFor(
+      async () => (await readTablet(s.meta, row)).selection,
+      'the user compaction to be selected',
     );
+    expect(selection.files).toHaveLength(3);
+    await s.client.ingest(s.table, [{ row: 'b', cf: 'f', cq: 'q', ts: 20, value: 'later' }]);
+    const later = [...(await readTablet(s.meta, row)).files.keys()].find((f) => !selection.files.includes(f));
     expect(later).toBeDefined();
     // A user compaction waiting for a compactor, beside a file ingested after its selection: all fine.
     expect(found((await check(c)).report)).toEqual({});
@@ -166,7 +168,7 @@ describe('admin check', () => {
     const forged = {
       compactor: `${c.layout.queueNode(s.queue.id)}/c-9999999999`,
       queueId: s.queue.id,
-      inputs: [selection!.files[0]!, later!],
+      inputs: [selection.files[0]!, later!],
       output: `tables/${s.tablets[0]!.tableId}/Cforged.rf`,
       kind: 'system',
       attempt: 0,
@@ -185,7 +187,7 @@ describe('admin check', () => {
         {
           tablet: row,
           job: 'EFORGED',
-          files: [selection!.files[0]],
+          files: [selection.files[0]],
           problem: 'system job over selected and unselected files',
         },
       ],
@@ -193,7 +195,7 @@ describe('admin check', () => {
     const human = await c.cli(['admin', 'check']);
     expect(human.stdout).toContain(
       `  CRITICAL 1  user compactions' selections shared with system jobs, or unlike their user jobs: ` +
-        `EFORGED on ${row}: system job over selected and unselected files (${selection!.files[0]})\n`,
+        `EFORGED on ${row}: system job over selected and unselected files (${selection.files[0]})\n`,
     );
   });
 

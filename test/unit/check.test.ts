@@ -24,9 +24,10 @@ interface TabletSpec {
   reservations?: Record<string, { compactor: string; inputs: string[]; output: string }>;
 }
 
-/** A tablet as its row would hold it, through the real row parser. */
+/** A tablet as its row would hold it, through the real row parser: T1 holds (-∞, m], T2 (m, +∞). */
 function tablet(row: string, spec: TabletSpec): TabletMeta {
-  const cols = new Map<string, string>([['prev', 'null']]);
+  const prev = row === T2 ? JSON.stringify(Buffer.from('m').toString('hex')) : 'null';
+  const cols = new Map<string, string>([['prev', prev]]);
   for (const [name, size] of Object.entries(spec.files ?? {}))
     cols.set(`file:${name}`, JSON.stringify({ size, entries: 1 }));
   if (spec.hosted !== false)
