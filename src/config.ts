@@ -183,6 +183,12 @@ export const SETTINGS = {
     undefined,
     "Exit code of a compactor whose queue is deleted, or does not exist when it starts (default: 4 when deleted, 1 when missing at start). 0 under a restart policy that restarts only failures (docker compose's on-failure): the pool stops instead of restarting forever.",
   ),
+  tserverHandoverMs: setting(
+    'EXC_TSERVER_HANDOVER_MS',
+    int(0, 600_000),
+    15_000,
+    'A tablet server stopped with SIGTERM first asks the manager to move its tablets to the other tablet servers, and waits up to this long for them to go (compactions running on them go on there); 0: it just stops, and the manager reassigns its tablets once its session is gone.',
+  ),
   stallTimeoutMs: setting(
     'EXC_STALL_TIMEOUT_MS',
     int(0, 86_400_000),

@@ -1,5 +1,5 @@
 /**
- * `excompact admin …`: queues, compactors, compactions, tables, the object store and the consistency
+ * `excompact admin …`: queues, compactors, compactions, tables, tablet servers, the object store and the consistency
  * check — what operators type every day. Each group lives in its own module; every listing takes --json,
  * human tables otherwise.
  */
@@ -8,6 +8,7 @@ import { registerCheck } from './admin-check.js';
 import { registerCompactions, registerCompactors } from './admin-compactions.js';
 import { registerQueues } from './admin-queues.js';
 import { registerTables } from './admin-tables.js';
+import { registerTservers } from './admin-tservers.js';
 import { registerStore } from './store.js';
 
 export function registerAdmin(program: Command): void {
@@ -18,6 +19,7 @@ export function registerAdmin(program: Command): void {
   registerCompactors(admin);
   registerCompactions(admin);
   registerTables(admin);
+  registerTservers(admin);
   registerStore(admin);
   registerCheck(admin);
 }

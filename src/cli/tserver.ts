@@ -31,7 +31,8 @@ Examples:
         const { config, secret, logger } = serverSetup(cmd, flags, 'tserver');
         const store = openObjectStore(config, logger);
         const tserver = new TabletServer({ ...config, secret, store, logger });
-        closeOnSignals(logger, tserver);
+        // Its grace: the time it gives the manager to move its tablets off (EXC_TSERVER_HANDOVER_MS).
+        closeOnSignals(logger, tserver, config.tserverHandoverMs);
         await tserver.start();
       }),
     );

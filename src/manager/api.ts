@@ -20,6 +20,7 @@ import { parseInput } from '../validate.js';
 import type { CommitQueue } from './commit-queue.js';
 import type { GarbageCollector } from './gc.js';
 import type { LiveTservers } from './live-tservers.js';
+import { COL_DRAIN, drainCell, drains, readDrains, tserverRow } from './drains.js';
 import { createTableSchema, readTablets, type Tables } from './tables.js';
 import { requestIdOf } from './requests.js';
 import type { WorkFinder } from './work-finder.js';
@@ -40,6 +41,14 @@ export interface ActiveParts {
 }
 
 const tableNameParam = z.object({ name: nameSchema('table') });
+/** A tablet server's name, `host:port` (its node under /excompact/tservers). */
+const serverParam = z.object({
+  server: z
+    .string()
+    .min(3)
+    .max(300)
+    .regex(/^[A-Za-z0-9._[\]:-]+:\d{1,5}$/, 'expected a tablet server as host:port'),
+});
 
 export function registerManagerApi(
   server: RpcServer,
@@ -129,18 +138,61 @@ export function registerManagerApi(
 
   server.route('GET', '/tservers', {}, async () => {
     const p = parts();
-    const counts = new Map<string, number>();
+    const counts = new Map<string, { tablets: number; bytes: number }>();
     for (const t of await readTablets(p.store, ALL_TABLETS.start, ALL_TABLETS.end)) {
-      if (t.loc) counts.set(t.loc.server, (counts.get(t.loc.server) ?? 0) + 1);
+      if (!t.loc) continue;
+      const c = counts.get(t.loc.server) ?? { tablets: 0, bytes: 0 };
+      c.tablets++;
+      for (const f of t.files.values()) c.bytes += f.size;
+      counts.set(t.loc.server, c);
     }
+    const drained = await readDrains(p.store);
     return {
       tservers: [...p.live.all].map(([server, session]) => ({
         server,
         session,
-        tablets: counts.get(server) ?? 0,
+        tablets: counts.get(server)?.tablets ?? 0,
+        bytes: counts.get(server)?.bytes ?? 0,
+        draining: drains(drained.get(server), session),
       })),
     };
   });
+
+  // Idempotent: draining a drained server (or undoing a drain that is not there) changes nothing.
+  server.route(
+    'POST',
+    '/tservers/:server/drain',
+    {
+      body: z.object({
+        /** Undo an admin's drain: the server takes tablets again. */
+        undo: z.boolean().default(false),
+        /** A server draining itself as it stops: only while this session is its own. */
+        session: z
+          .string()
+          .regex(/^[0-9a-f]{16}$/)
+          .optional(),
+        reason: z.string().max(200).optional(),
+      }),
+    },
+    async ({ params, body }) => {
+      const { server } = parseInput(serverParam, params, 'path');
+      const p = parts();
+      const mutation = body.undo
+        ? { deletes: [{ row: tserverRow(server), col: COL_DRAIN }] }
+        : {
+            puts: [
+              drainCell(server, {
+                at: Date.now(),
+                ...(body.session ? { session: body.session } : {}),
+                ...(body.reason ? { reason: body.reason } : {}),
+              }),
+            ],
+          };
+      await p.commits.submit({ mutations: [mutation] });
+      p.kickAssignment();
+      return { server, draining: !body.undo, live: p.live.all.has(server) };
+    },
+  );
 
   // Idempotent: a repeat runs another cycle, which deletes only what is garbage by then. A cycle run on
   // request also sweeps the store for leftovers.

@@ -1,16 +1,23 @@
 /**
- * Tablet assignment: every tablet of an online table is hosted by exactly one live tablet server.
+ * Tablet assignment and balancing: every tablet of an online table is hosted by exactly one live tablet
+ * server, and the tablets are spread over them (balance.ts).
  *
  * A pass reads every tablet and
  *   - clears `loc` and `future` that name a server (or a session) that is no longer live, each with a
  *     mutation conditional on the value it read, so a tablet server that lost its session can never get
  *     its tablets back by accident;
- *   - gives each unhosted tablet to the live server with the fewest tablets: it writes `future`
- *     (conditional on the tablet having neither `loc` nor `future`) and asks that server to load it. The
- *     server takes the tablet with its own conditional mutation, `future` → `loc`, naming its session.
+ *   - gives each unhosted tablet to the eligible server (live, not drained: drains.ts) with the fewest
+ *     tablets: it writes `future` (conditional on the tablet having neither `loc` nor `future`) and asks
+ *     that server to load it. The server takes the tablet with its own conditional mutation, `future` →
+ *     `loc`, naming its session;
+ *   - moves hosted tablets, a few at a time (balance.ts): it writes `future` beside `loc` (conditional on
+ *     both), asks the old host to unload the tablet — in the tablet's mutex it deletes its `loc`, then
+ *     stops serving it — and then asks the new one to load it. The new host loads the tablet with its
+ *     reservations and watches their compactors, which follow the tablet there: a move cancels nothing.
+ *     A move whose old host does not let go is asked again, and given up after `moveTimeoutMs`.
  *
- * Passes run when the set of live servers changes, when asked (table created), and periodically; a load
- * request that got lost is sent again on a later pass.
+ * Passes run when the set of live servers changes, when asked (table created, a server drained), and
+ * periodically; a load or unload request that got lost is sent again on a later pass.
  */
 import { Coalesced } from '../coalesce.js';
 import { describeError } from '../errors.js';
@@ -20,15 +27,28 @@ import type { MetaBackend } from '../meta/backend.js';
 import { COL_FUTURE, COL_LOC, locationValue, type Location, type TabletMeta } from '../meta/tablet.js';
 import type { Mutation } from '../meta/types.js';
 import type { PeerClients } from '../rpc/peers.js';
+import { planMoves, type PlacedTablet } from './balance.js';
 import type { CommitQueue } from './commit-queue.js';
+import { drains, readDrains } from './drains.js';
 import type { LiveTservers } from './live-tservers.js';
 import { readTablets } from './tables.js';
 
 export interface AssignerOptions {
   /** Periodic pass (default 2 s). */
   intervalMs?: number;
-  /** Resend a load that has not taken effect after this long (default 3 s). */
+  /** Resend a load or unload that has not taken effect after this long (default 3 s). */
   resendAfterMs?: number;
+  /** Moves under way at once (default 8; 0: no balancing). */
+  maxMoves?: number;
+  /** Give a move up when its old host has not let go after this long (default 30 s). */
+  moveTimeoutMs?: number;
+}
+
+interface Placement {
+  tablet: string;
+  loc: Location;
+  mutation: Mutation;
+  from?: Location;
 }
 
 export class Assigner {
@@ -38,8 +58,10 @@ export class Assigner {
     (err) => this.log.warn({ err: describeError(err) }, 'assignment pass failed'),
   );
   private readonly sentAt = new Map<string, number>();
+  /** Moves under way: tablet row → when the move was written. */
+  private readonly movingSince = new Map<string, number>();
   /** Statistics for /status and tests. */
-  readonly stats = { passes: 0, assigned: 0, cleared: 0 };
+  readonly stats = { passes: 0, assigned: 0, cleared: 0, moved: 0, movesGivenUp: 0 };
 
   constructor(
     private readonly store: MetaBackend,
@@ -74,43 +96,68 @@ export class Assigner {
 
   private async pass(): Promise<void> {
     this.stats.passes++;
-    const [tablets, online] = await Promise.all([
+    const [tablets, online, drained] = await Promise.all([
       readTablets(this.store, ALL_TABLETS.start, ALL_TABLETS.end),
       this.onlineTables(),
+      readDrains(this.store),
     ]);
-    const load = new Map<string, number>([...this.live.all.keys()].map((s) => [s, 0]));
+    const liveNow = [...this.live.all];
+    const eligible = liveNow.filter(([s, session]) => !drains(drained.get(s), session)).map(([s]) => s);
+    const leaving = new Set(
+      liveNow.filter(([s, session]) => drains(drained.get(s), session)).map(([s]) => s),
+    );
+    // With every live server drained, they still host: a tablet is never left with no host at all.
+    const targets = eligible.length > 0 ? eligible : liveNow.map(([s]) => s);
+    const load = new Map<string, number>(targets.map((s) => [s, 0]));
     const unhosted: TabletMeta[] = [];
     const cleanups: { tablet: string; mutation: Mutation }[] = [];
+    const placed: PlacedTablet[] = [];
+    const moving: (Pick<PlacedTablet, 'tableId' | 'bytes'> & { to: string })[] = [];
+    const giveUp: Mutation[] = [];
 
     for (const tablet of tablets) {
       const cleanup: Mutation = { conditions: [], deletes: [] };
-      let hosted = false;
-      for (const [col, loc] of [
-        [COL_LOC, tablet.loc],
-        [COL_FUTURE, tablet.future],
+      const liveLoc = tablet.loc && this.live.isLive(tablet.loc.server, tablet.loc.session);
+      const liveFuture = tablet.future && this.live.isLive(tablet.future.server, tablet.future.session);
+      for (const [col, loc, live] of [
+        [COL_LOC, tablet.loc, liveLoc],
+        [COL_FUTURE, tablet.future, liveFuture],
       ] as const) {
-        if (!loc) continue;
-        if (this.live.isLive(loc.server, loc.session)) {
-          hosted = true;
-          load.set(loc.server, (load.get(loc.server) ?? 0) + 1);
-          if (col === COL_FUTURE) this.maybeResend(tablet.row, loc);
-          else this.sentAt.delete(tablet.row);
-        } else {
-          cleanup.conditions!.push({ op: 'equals', row: tablet.row, col, value: locationValue(loc) });
-          cleanup.deletes!.push({ row: tablet.row, col });
-        }
+        if (!loc || live) continue;
+        cleanup.conditions!.push({ op: 'equals', row: tablet.row, col, value: locationValue(loc) });
+        cleanup.deletes!.push({ row: tablet.row, col });
       }
       if (cleanup.deletes!.length > 0) cleanups.push({ tablet: tablet.row, mutation: cleanup });
-      if (!hosted && online.has(tablet.tableId)) unhosted.push(tablet);
+      const bytes = [...tablet.files.values()].reduce((n, f) => n + f.size, 0);
+      const dest = liveFuture ? tablet.future! : liveLoc ? tablet.loc! : undefined;
+      if (dest && load.has(dest.server)) load.set(dest.server, load.get(dest.server)! + 1);
+      if (liveLoc && liveFuture) {
+        // A move under way: the old host is asked (again) to let go, or the move is given up.
+        moving.push({ tableId: tablet.tableId, bytes, to: tablet.future!.server });
+        this.continueMove(tablet, giveUp);
+      } else if (liveFuture) {
+        this.movingSince.delete(tablet.row);
+        this.maybeResend(tablet.row, tablet.future!);
+      } else if (liveLoc) {
+        this.movingSince.delete(tablet.row);
+        this.sentAt.delete(tablet.row);
+        placed.push({
+          row: tablet.row,
+          tableId: tablet.tableId,
+          server: tablet.loc!.server,
+          bytes,
+          reservations: tablet.reservations.size,
+        });
+      } else if (online.has(tablet.tableId)) unhosted.push(tablet);
     }
 
-    const assignments: { tablet: string; loc: Location; mutation: Mutation }[] = [];
+    const placements: Placement[] = [];
     for (const tablet of unhosted) {
       const server = leastLoaded(load);
       if (!server) break; // no live tablet server: nothing can be assigned now
       const loc: Location = { server, session: this.live.sessionOf(server)! };
       load.set(server, (load.get(server) ?? 0) + 1);
-      assignments.push({
+      placements.push({
         tablet: tablet.row,
         loc,
         mutation: {
@@ -122,12 +169,33 @@ export class Assigner {
         },
       });
     }
-    if (cleanups.length === 0 && assignments.length === 0) return;
+    const byRow = new Map(tablets.map((t) => [t.row, t]));
+    const maxMoves = Math.max(0, (this.options.maxMoves ?? 8) - moving.length);
+    const hosted = placed.filter((t) => online.has(t.tableId));
+    for (const m of planMoves({ tablets: hosted, moving, eligible, drained: leaving, maxMoves })) {
+      const tablet = byRow.get(m.tablet)!;
+      const loc: Location = { server: m.to, session: this.live.sessionOf(m.to)! };
+      placements.push({
+        tablet: m.tablet,
+        loc,
+        from: tablet.loc!,
+        mutation: {
+          conditions: [
+            { op: 'equals', row: m.tablet, col: COL_LOC, value: locationValue(tablet.loc!) },
+            { op: 'absent', row: m.tablet, col: COL_FUTURE },
+          ],
+          puts: [{ row: m.tablet, col: COL_FUTURE, value: locationValue(loc) }],
+        },
+      });
+    }
+    if (cleanups.length === 0 && placements.length === 0 && giveUp.length === 0) return;
 
     // One submission, one fsync, however many tablets a dead server left behind. Mutations apply in
     // order, so a tablet whose dead location is cleared here is assigned in the same transaction.
     const results = await this.commits.submit({
-      mutations: [...cleanups, ...assignments].map((c) => c.mutation),
+      mutations: [...cleanups, ...placements, ...giveUp.map((mutation) => ({ mutation }))].map(
+        (c) => c.mutation,
+      ),
     });
     cleanups.forEach(({ tablet, mutation }, i) => {
       if (!results[i]?.applied) return;
@@ -137,12 +205,63 @@ export class Assigner {
         'cleared location of a dead tablet server',
       );
     });
-    assignments.forEach(({ tablet, loc }, i) => {
+    placements.forEach(({ tablet, loc, from }, i) => {
       if (!results[cleanups.length + i]?.applied) return; // changed under us: the next pass looks again
+      if (from) {
+        this.stats.moved++;
+        this.movingSince.set(tablet, Date.now());
+        this.log.info({ tablet, from: from.server, to: loc.server }, 'tablet moving');
+        this.handOver(tablet, from, loc);
+        return;
+      }
       this.stats.assigned++;
       this.log.info({ tablet, server: loc.server }, 'tablet assigned');
       this.sendLoad(tablet, loc);
     });
+  }
+
+  /** A move under way: ask the old host again to let go, or give the move up when it will not. */
+  private continueMove(tablet: TabletMeta, giveUp: Mutation[]): void {
+    const since = this.movingSince.get(tablet.row);
+    const now = Date.now();
+    if (since === undefined) {
+      // Found in the store (written by a manager before a failover): this one takes it from here.
+      this.movingSince.set(tablet.row, now);
+      this.handOver(tablet.row, tablet.loc!, tablet.future!);
+      return;
+    }
+    if (now - since > (this.options.moveTimeoutMs ?? 30_000)) {
+      this.stats.movesGivenUp++;
+      this.movingSince.delete(tablet.row);
+      this.log.warn(
+        { tablet: tablet.row, from: tablet.loc!.server, to: tablet.future!.server },
+        'move given up: the old host did not let the tablet go',
+      );
+      giveUp.push({
+        conditions: [
+          { op: 'equals', row: tablet.row, col: COL_LOC, value: locationValue(tablet.loc!) },
+          { op: 'equals', row: tablet.row, col: COL_FUTURE, value: locationValue(tablet.future!) },
+        ],
+        deletes: [{ row: tablet.row, col: COL_FUTURE }],
+      });
+      return;
+    }
+    const sent = this.sentAt.get(tablet.row);
+    if (sent === undefined || now - sent > (this.options.resendAfterMs ?? 3_000))
+      this.handOver(tablet.row, tablet.loc!, tablet.future!);
+  }
+
+  /** The old host unloads the tablet (its `loc` deleted in its mutex), then the new one loads it. */
+  private handOver(tablet: string, from: Location, to: Location): void {
+    this.sentAt.set(tablet, Date.now());
+    this.peers
+      .get(from.server)
+      .post('/v1/tablets/unload', { tablet }, { idempotent: true, attempts: 2, timeoutMs: 10_000 })
+      .then(
+        () => this.sendLoad(tablet, to),
+        (err: unknown) =>
+          this.log.warn({ tablet, server: from.server, err: describeError(err) }, 'unload for a move failed'),
+      );
   }
 
   private maybeResend(tablet: string, loc: Location): void {
@@ -160,8 +279,13 @@ export class Assigner {
         { tablet, session: loc.session },
         { idempotent: true, attempts: 2, timeoutMs: 5_000 },
       )
-      .catch((err: unknown) =>
-        this.log.warn({ tablet, server: loc.server, err: describeError(err) }, 'load request failed'),
+      // Loaded: the next moves need not wait for the periodic pass.
+      .then(
+        () => {
+          if (this.movingSince.delete(tablet)) void this.kick();
+        },
+        (err: unknown) =>
+          this.log.warn({ tablet, server: loc.server, err: describeError(err) }, 'load request failed'),
       );
   }
 }

@@ -33,7 +33,7 @@ import {
   type ServerOptions,
 } from '../process.js';
 import type { RpcServer } from '../rpc/server.js';
-import { retry, sleep } from '../retry.js';
+import { retry, sleep, withTimeout } from '../retry.js';
 import type { ObjectStore } from '../storage/index.js';
 import { ZkLayout, ensureLayout, isZkCode, type ZkSession } from '../zk/index.js';
 import { registerTserverApi } from './api.js';
@@ -62,6 +62,8 @@ export interface TserverOptions extends ServerOptions {
   /** Record a compaction's checkpoint at most every this many bytes of output or ms (default 64 MB, 30 s). */
   checkpointBytes?: number;
   checkpointMs?: number;
+  /** On close, wait up to this long for the manager to move the tablets elsewhere (default 0: do not). */
+  tserverHandoverMs?: number;
 }
 
 interface Events {
@@ -126,6 +128,16 @@ export class TabletServer extends EventEmitter<Events> {
       () => g()?.data.stats.ingestedEntries,
     );
     counterOf(r, 'excompact_tserver_scans_total', 'Scans served', () => g()?.data.stats.scans);
+    counterOf(r, 'excompact_tserver_splits_total', 'Tablets split here', () => g()?.splits.stats.splits);
+    counterOf(
+      r,
+      'excompact_tserver_held_compactions_total',
+      "Holds on a sibling's compaction settled: installed (its output put in place here) or released",
+      () => {
+        const s = g()?.holds.stats;
+        return s && { installed: s.installed, released: s.released };
+      },
+    );
     counterOf(
       r,
       'excompact_tserver_fenced_compactors_total',
@@ -301,6 +313,43 @@ export class TabletServer extends EventEmitter<Events> {
     }
   }
 
+  /** Asks the manager to move every tablet off this server, and waits for them to go (see `close`). */
+  private async handOver(): Promise<void> {
+    const g = this.generation;
+    const session = this.session;
+    const limit = this.options.tserverHandoverMs ?? 0;
+    if (!g || !session || limit <= 0 || g.hosting.count === 0) return;
+    const deadline = Date.now() + limit;
+    const name = this.name;
+    const ask = async (): Promise<boolean> => {
+      const { tservers } = await g.meta.call<{ tservers: { server: string; draining: boolean }[] }>(
+        'GET',
+        '/v1/tservers',
+        undefined,
+        { idempotent: true },
+      );
+      // Nowhere to go: the tablets stay until this server's session ends.
+      if (!tservers.some((t) => t.server !== name && !t.draining)) return false;
+      await g.meta.call(
+        'POST',
+        `/v1/tservers/${encodeURIComponent(name)}/drain`,
+        { session: session.sessionId, reason: 'stopping' },
+        { idempotent: true },
+      );
+      return true;
+    };
+    const asked = await withTimeout(
+      ask(),
+      limit,
+      () => new ExcError('TIMEOUT', 'the manager did not answer'),
+    );
+    if (!asked) return;
+    const tablets = g.hosting.count;
+    this.log.info({ tablets, waitMs: limit }, 'handing the tablets over before stopping');
+    while (g.hosting.count > 0 && Date.now() < deadline) await sleep(100);
+    this.log.info({ handedOver: tablets - g.hosting.count, left: g.hosting.count }, 'tablets handed over');
+  }
+
   private status(): Record<string, unknown> {
     const g = this.generation;
     return {
@@ -315,14 +364,24 @@ export class TabletServer extends EventEmitter<Events> {
       })),
       reservations: g?.reservations.stats,
       data: g?.data.stats,
+      splits: g?.splits.stats,
+      holds: g?.holds.stats,
       watchedCompactors: g?.watch.watched.length ?? 0,
       fencedCompactors: g?.links.fenced ?? 0,
     };
   }
 
-  /** Clean shutdown; safe to call twice. Closing the session removes our node, so the manager reassigns at once. */
+  /**
+   * Clean shutdown; safe to call twice. The tablets are handed over first (while the server still serves
+   * them: the manager moves them one by one, compactions running on them go on at their new hosts), for
+   * up to `tserverHandoverMs` and only when another tablet server can take them. Closing the session then
+   * removes our node, so the manager reassigns at once whatever is left.
+   */
   close(): Promise<void> {
     return this.stateCell.stopOnce(async () => {
+      await this.handOver().catch((err: unknown) =>
+        this.log.warn({ err: describeError(err) }, 'handing the tablets over failed: stopping anyway'),
+      );
       this.stopSignal.abort(new ExcError('SHUTTING_DOWN', 'tablet server is stopping'));
       const g = this.generation;
       const steps: ShutdownStep[] = [
