@@ -166,6 +166,7 @@ export class CompactionThreads {
       compression: args.compression,
       ...(args.resume ? { resume: args.resume } : {}),
       ...(args.range ? { range: args.range } : {}),
+      ...(args.fences ? { fences: args.fences } : {}),
       ...(args.nativeMerge === undefined ? {} : { nativeMerge: args.nativeMerge }),
       // The callback stays here: the thread posts each checkpoint back.
       ...(args.checkpoints

@@ -206,6 +206,7 @@ async function runLinked(
       ...(checkpointing ? { checkpoints: checkpointing } : {}),
       ...(job.checkpoint ? { resume: job.checkpoint } : {}),
       ...readRows(job),
+      ...(job.inputs.some((i) => i.fence) ? { fences: job.inputs.map((i) => i.fence ?? null) } : {}),
       nativeMerge: deps.nativeMerge ?? true,
     });
   } catch (err) {

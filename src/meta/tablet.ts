@@ -79,6 +79,12 @@ export const fileMetaSchema = z.object({
    * the planner weighs them as one file (queue/tablet-plan.ts).
    */
   group: z.string().min(1).optional(),
+  /**
+   * The rows of the file this tablet reads, ascending and disjoint (rows.ts): set by a merge, for a file
+   * that only some of the merged tablets referenced (the rest of its rows are no longer theirs). Absent:
+   * every row of the tablet.
+   */
+  fence: z.array(hexRangeSchema).min(1).optional(),
 });
 export type FileMeta = z.infer<typeof fileMetaSchema>;
 

@@ -19,7 +19,8 @@ export interface ReservedJob {
   queueId: string;
   kind: 'system' | 'user';
   attempt: number;
-  inputs: { name: string; size: number; entries: number }[];
+  /** With its fence: the rows of it the job reads (meta/tablet.ts, FileMeta.fence). */
+  inputs: { name: string; size: number; entries: number; fence?: { start?: string; end?: string }[] }[];
   output: string;
   /** Iterator settings for the compaction (versions, ttl, filters, reference time, dropDeletes). */
   settings: Reservation['settings'];

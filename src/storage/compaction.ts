@@ -13,7 +13,7 @@ import { compareBytes, type Entry, type Key } from './key.js';
 import { BLOCK_ENTRY_OPS } from './order.js';
 import { checkName } from './names.js';
 import type { ObjectStore } from './object-store.js';
-import { intersectRanges, type RowRange } from './range.js';
+import { intersectRanges, rangeIsEmpty, type RowRange } from './range.js';
 import {
   appendsInPlace,
   composeParts,
@@ -25,7 +25,7 @@ import {
   type CheckpointOptions,
   type PartRef,
 } from './parts.js';
-import { plainEntry } from './rfile/block-entry.js';
+import { plainEntry, type BlockEntry } from './rfile/block-entry.js';
 import { decodeEncoderState, decodeKeyRecord } from './rfile/encoder-state.js';
 import { RFileReader } from './rfile/reader.js';
 import {
@@ -94,6 +94,36 @@ export interface CompactFilesArgs {
   nativeMerge?: boolean;
   /** Only the rows in [start, end) (hex; absent: unbounded): a sub-job of a split job. */
   range?: { start?: string; end?: string };
+  /**
+   * Per input (in the order of `inputs`), the rows of it to read, as ascending, disjoint hex ranges
+   * [start, end): the file's fence in a tablet merged from tablets that referenced it for only some of
+   * their rows. Null or absent: every row (within `range`). A job with a fence runs the JavaScript merge.
+   */
+  fences?: (HexSpan[] | null)[];
+}
+
+/** A range of rows in hex, [start, end); an absent end is unbounded. */
+export interface HexSpan {
+  start?: string;
+  end?: string;
+}
+
+/**
+ * What input `i` is read in: its fence's ranges within `rows` (the job's rows), in order; `rows` alone when
+ * it has no fence. Empty ranges are left out, so a fence wholly outside the rows reads nothing.
+ */
+function inputRanges(rows: RowRange, fence: HexSpan[] | null | undefined): RowRange[] {
+  if (!fence) return [rows];
+  return fence.map((f) => intersectRanges(rows, subJobRange(f))).filter((r) => !rangeIsEmpty(r));
+}
+
+/** A reader's batches over several ascending, disjoint ranges, one after the other: still in order. */
+async function* batchesIn(
+  reader: RFileReader,
+  ranges: RowRange[],
+  signal: AbortSignal | undefined,
+): AsyncGenerator<BlockEntry[]> {
+  for (const range of ranges) yield* reader.scanBatches(range, { signal });
 }
 
 /** The rows of a sub-job's hex range: start inclusive, end exclusive. */
@@ -164,9 +194,10 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
     }
   };
   const readRange = after ? intersectRanges(rows, { startRow: after.row }) : rows;
+  const fenced = (args.fences ?? []).some((f) => f != null);
   let batches: AsyncGenerator<Entry[] | AssembledBlock>;
   let feed: BlockFeed | null = null;
-  if (args.nativeMerge !== false && runsNatively(settings)) {
+  if (args.nativeMerge !== false && runsNatively(settings) && !fenced) {
     feed = nativeFeed({
       readers,
       readRange,
@@ -182,9 +213,10 @@ export async function compactFiles(args: CompactFilesArgs): Promise<CompactionRe
     batches = withProgress(feed.blocks[Symbol.asyncIterator](), tick);
   } else {
     const merged = iteratorStackBatches(
-      readers.map((r) =>
-        after ? cellsAfter(r.scanBatches(readRange, { signal }), after) : r.scanBatches(rows, { signal }),
-      ),
+      readers.map((r, i) => {
+        const ranges = inputRanges(after ? readRange : rows, args.fences?.[i]);
+        return after ? cellsAfter(batchesIn(r, ranges, signal), after) : batchesIn(r, ranges, signal);
+      }),
       settings,
       { stats, signal, ops: BLOCK_ENTRY_OPS },
     );
@@ -249,6 +281,8 @@ export interface ScanFilesArgs {
   store: ObjectStore;
   files: string[];
   range?: RowRange;
+  /** Per file, the rows of it to read (its fence, as in CompactFilesArgs); null or absent: every row. */
+  fences?: (HexSpan[] | null)[];
   /** Scans normally drop delete markers (`dropDeletes: true`); false shows them, for debugging. */
   settings: IteratorSettings;
   signal?: AbortSignal;
@@ -262,7 +296,7 @@ export function scanFiles(args: ScanFilesArgs): AsyncIterable<Entry> {
     const { store, signal } = args;
     const readers = await Promise.all(args.files.map((name) => RFileReader.open(store, name, { signal })));
     const batches = iteratorStackBatches(
-      readers.map((r) => r.scanBatches(args.range ?? {}, { signal })),
+      readers.map((r, i) => batchesIn(r, inputRanges(args.range ?? {}, args.fences?.[i]), signal)),
       settings,
       { signal, ops: BLOCK_ENTRY_OPS },
     );

@@ -291,6 +291,7 @@ export class DataPath {
     const filters = req.filters === undefined ? [] : validateFilters(req.filters);
     const range = this.rangeOf(tablet, req);
     const files = [...tablet.meta.files.keys()];
+    const fences = [...tablet.meta.files.values()].map((f) => f.fence ?? null);
     this.stats.scans++;
     const out: WireEntry[] = [];
     let lastRow: Buffer | undefined;
@@ -299,6 +300,7 @@ export class DataPath {
       store: this.store,
       files,
       range,
+      ...(fences.some((f) => f !== null) ? { fences } : {}),
       settings: iteratorSettings(settings.config, filters, true, tabletTime(tablet.meta)),
     })) {
       if (out.length >= req.limit && lastRow && !e.key.row.equals(lastRow)) {

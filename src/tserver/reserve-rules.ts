@@ -234,7 +234,10 @@ export function reservedJob(meta: TabletMeta, ecid: string, r: Reservation): Res
     queueId: r.queueId,
     kind: r.kind,
     attempt: r.attempt,
-    inputs: r.inputs.map((name) => ({ name, ...(meta.files.get(name) ?? { size: 0, entries: 0 }) })),
+    inputs: r.inputs.map((name) => {
+      const f = meta.files.get(name);
+      return { name, size: f?.size ?? 0, entries: f?.entries ?? 0, ...(f?.fence ? { fence: f.fence } : {}) };
+    }),
     output: r.output,
     settings: r.settings,
     ...(r.compression ? { compression: r.compression } : {}),
