@@ -15,7 +15,53 @@ interface SplitAnswer {
   tablets: number;
 }
 
+interface MergeAnswer {
+  table: string;
+  merged: number;
+  tablet: string | null;
+  cancelled: number;
+  tablets: number;
+}
+
 export function registerTabletCommands(table: Command): void {
+  table
+    .command('merge')
+    .description('Merge the tablets of a row range (default: the whole table) into one.')
+    .argument('<name>', 'table name', nonEmpty('the table name'))
+    .option('--start <row>', 'first row (inclusive; text, or 0x and its bytes in hex)')
+    .option('--end <row>', 'last row (inclusive; text, or 0x and its bytes in hex)')
+    .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      `
+The tablets overlapping the range are gathered on one tablet server (moves cancel nothing), which lets
+the compactions running on them finish for up to EXC_MERGE_WAIT_MS (30 s; no new one starts on them),
+cancels those left, and merges them in one metadata change: the merged tablet shares their files
+(nothing is rewritten). Refused while a user compaction is pending on only some of them. Tables merge
+small neighbours by themselves with the setting mergeBelow.
+${examples(['excompact admin table merge events', 'excompact admin table merge events --start g --end p'])}`,
+    )
+    .action(
+      action(async (name: string, opts: JsonFlag & { start?: string; end?: string }, cmd: Command) => {
+        const start = opts.start === undefined ? undefined : parseRow(opts.start, '--start');
+        const end = opts.end === undefined ? undefined : parseRow(opts.end, '--end');
+        const answer = await withCluster(cmd, (c) =>
+          c.meta.call<MergeAnswer>('POST', `/v1/tables/${encodeURIComponent(name)}/merge`, {
+            ...(start === undefined ? {} : { startRowHex: start.toString('hex') }),
+            ...(end === undefined ? {} : { endRowHex: end.toString('hex') }),
+          }),
+        );
+        if (opts.json) return printJson(answer);
+        process.stdout.write(
+          answer.merged === 0
+            ? `table ${answer.table}: nothing to merge in that range (${answer.tablets} tablets)\n`
+            : `table ${answer.table}: merged ${answer.merged} tablets into ${answer.tablet}` +
+                (answer.cancelled > 0 ? `, ${answer.cancelled} running compaction(s) cancelled` : '') +
+                `; ${answer.tablets} tablets\n`,
+        );
+      }),
+    );
+
   table
     .command('split')
     .description(

@@ -18,6 +18,7 @@ import type { PeerClients } from '../rpc/peers.js';
 import type { ZkLayout, ZkSession } from '../zk/index.js';
 import type { ActiveParts } from './api.js';
 import { Assigner } from './assignment.js';
+import { AutoMerger, type MergeParts } from './merges.js';
 import { CommitQueue } from './commit-queue.js';
 import { GarbageCollector, type GcObjectStore } from './gc.js';
 import { LiveTservers } from './live-tservers.js';
@@ -38,6 +39,8 @@ export interface ActiveContext {
   outcomeRetentionMs: number;
   outcomeMaxRows?: number;
   assignIntervalMs?: number;
+  mergeWaitMs?: number;
+  balanceMoves?: number;
   peers: PeerClients;
   log: Logger;
   /** The election term: aborted when the session that won is lost or the manager stops (manager.ts). */
@@ -139,8 +142,14 @@ function serve(
     async () => new Set((await tables.list()).filter((t) => t.state === 'online').map((t) => t.id)),
     peers,
     log,
-    { intervalMs: ctx.assignIntervalMs },
+    {
+      intervalMs: ctx.assignIntervalMs,
+      maxMoves: ctx.balanceMoves ?? 8,
+      onPass: (tablets) => autoMerger.consider(tablets),
+    },
   );
+  const merging: MergeParts = { tables, peers, assigner, log, waitMs: ctx.mergeWaitMs ?? 30_000 };
+  const autoMerger = new AutoMerger(merging);
   const gc = ctx.objectStore
     ? new GarbageCollector(
         store,
@@ -185,6 +194,7 @@ function serve(
     kickAssignment: () => void assigner.kick(),
     notifyTservers,
     work: new WorkFinder(store, commits),
+    merging,
     assigner,
     writer,
     outcomes,
@@ -193,6 +203,7 @@ function serve(
         ['garbage collector', () => gc?.stop()],
         ['outcome counts', () => outcomes.stop()],
         ['assignment', () => assigner.stop()],
+        ['automatic merges', () => autoMerger.stop()],
         ['queue deletions', () => queueDeletions.stop()],
         ['tablet server watch', () => live.stop()],
         ['metadata store', () => store.close()],

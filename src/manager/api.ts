@@ -23,6 +23,7 @@ import type { LiveTservers } from './live-tservers.js';
 import { COL_DRAIN, drainCell, drains, readDrains, tserverRow } from './drains.js';
 import { createTableSchema, readTablets, type Tables } from './tables.js';
 import { requestIdOf } from './requests.js';
+import type { MergeParts } from './merges.js';
 import type { WorkFinder } from './work-finder.js';
 
 /** What the routes need; present only while the manager is active. */
@@ -36,6 +37,8 @@ export interface ActiveParts {
   unload: (server: string, tablet: string) => Promise<void>;
   kickAssignment: () => void;
   work: WorkFinder;
+  /** What a tablet merge needs (merges.ts). */
+  merging: MergeParts;
   /** Best effort: ask every live tablet server to re-read a table's settings or a tablet's row. */
   notifyTservers: (what: { tableId?: string; tablet?: string }) => void;
 }

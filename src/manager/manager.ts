@@ -78,6 +78,10 @@ export interface ManagerOptions extends ServerOptions {
   /** Compute the queue metrics at most this often (default 5 s; 0: at every scrape). */
   metricsCacheMs?: number;
   assignIntervalMs?: number;
+  /** How long a merge lets running compactions finish (default 30 s). */
+  mergeWaitMs?: number;
+  /** Balancing moves under way at once (default 8; 0: no balancing). */
+  balanceMoves?: number;
 }
 
 interface Events {

@@ -1,7 +1,8 @@
 /**
- * The manager's API for the shape of a table's tablets (DESIGN.md, "Tablet splits and merges"):
+ * The manager's API for the shape of a table's tablets (DESIGN.md, "Tablet splits", "Tablet merges"):
  *
  *   POST /v1/tables/:name/split   { rows?: string[], rowsHex?: string[] }
+ *   POST /v1/tables/:name/merge   { startRow?, endRow?, startRowHex?, endRowHex? }   (merges.ts)
  *
  * A split is made by the tablet server hosting the tablet (tserver/tablet-splits.ts), which decides it
  * from its copy of the tablet like every other change; the manager finds, for each row, the tablet it
@@ -20,13 +21,17 @@ import { nameSchema } from '../names.js';
 import { showRow } from '../row-text.js';
 import { backoffDelay, sleep } from '../retry.js';
 import { parseInput } from '../validate.js';
+import { mergeTable, type MergeParts } from './merges.js';
 import type { Tables } from './tables.js';
 
 export interface TabletAdminParts {
   tables: Tables;
   peers: PeerClients;
   log: Logger;
+  merging: MergeParts;
 }
+
+const HEX_ROW = z.string().regex(/^(?:[0-9a-f]{2})*$/, "expected a row's bytes in lower-case hex");
 
 /** How long a split waits for the tablets to be hosted (and for their hosts to answer). */
 export const SPLIT_WAIT_MS = 30_000;
@@ -65,6 +70,38 @@ export function registerTabletAdminApi(server: RpcServer, parts: () => TabletAdm
       throw new ExcError('BAD_REQUEST', 'no row to split at', { details: { field: 'body.rows' } });
     return splitTable(parts(), name, rows);
   });
+
+  server.route(
+    'POST',
+    '/tables/:name/merge',
+    {
+      body: z.object({
+        startRow: z.string().optional(),
+        endRow: z.string().optional(),
+        startRowHex: HEX_ROW.optional(),
+        endRowHex: HEX_ROW.optional(),
+      }),
+    },
+    async ({ params, body }) => {
+      const { name } = parseInput(z.object({ name: nameSchema('table') }), params, 'path');
+      const start = rowOf(body.startRow, body.startRowHex, 'startRow');
+      const end = rowOf(body.endRow, body.endRowHex, 'endRow');
+      if (start && end && compareBytes(start, end) > 0)
+        throw new ExcError(
+          'BAD_REQUEST',
+          `the start row ${showRow(start)} is after the end row ${showRow(end)}`,
+        );
+      return mergeTable(parts().merging, name, start, end);
+    },
+  );
+}
+
+/** A row given as UTF-8 text or as hex bytes, not both; undefined for neither. */
+function rowOf(text: string | undefined, hex: string | undefined, field: string): Buffer | undefined {
+  if (text !== undefined && hex !== undefined)
+    throw new ExcError('BAD_REQUEST', `give ${field} or ${field}Hex, not both`, { details: { field } });
+  if (hex !== undefined) return Buffer.from(hex, 'hex');
+  return text === undefined ? undefined : Buffer.from(text, 'utf8');
 }
 
 /** Makes every one of `rows` a split point of table `name` (see the module comment). */

@@ -5,6 +5,7 @@
  *   POST /v1/tablets/unload   { tablet }                 from the manager
  *   POST /v1/tablets/refresh  { tablet? , tableId? }     from the manager (user compaction, config, release)
  *   POST /v1/tablets/split    { tablet, rowsHex }        from the manager (admin table split)
+ *   POST /v1/tablets/merge    { tablets, waitMs }        from the manager (admin table merge, mergeBelow)
  *   POST /v1/ingest           { tablet, entries }
  *   POST /v1/scan             { tablet, startRow?, endRow?, afterRow?, limit?, filters? }
  *   POST /v1/reserve          { tablet, queueId, compactor }          → { job } or { job: null } (no work)
@@ -96,6 +97,18 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
         body.rowsHex.map((h) => Buffer.from(h, 'hex')),
         'admin',
       ),
+  );
+
+  server.route(
+    'POST',
+    '/tablets/merge',
+    {
+      body: z.object({
+        tablets: z.array(tablet).min(2).max(1_000),
+        waitMs: z.number().int().min(0).max(600_000),
+      }),
+    },
+    async ({ body }) => current().merges.merge(body.tablets, body.waitMs),
   );
 
   server.route('POST', '/ingest', {}, ({ body }) => current().data.ingest(body));

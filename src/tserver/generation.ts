@@ -23,6 +23,7 @@ import { Hosting } from './hosting.js';
 import { Reconciler } from './reconciler.js';
 import { HoldResolver } from './hold-resolver.js';
 import { Reservations } from './reservations.js';
+import { TabletMerges } from './tablet-merges.js';
 import { TabletSplits } from './tablet-splits.js';
 import type { CheckpointPersist } from './resume-rules.js';
 import { TableConfigs } from './table-configs.js';
@@ -69,6 +70,7 @@ export class Generation {
   readonly data: DataPath;
   readonly reconciler: Reconciler;
   readonly splits: TabletSplits;
+  readonly merges: TabletMerges;
   readonly holds: HoldResolver;
   readonly links: CompactorLinks;
   readonly probe: CompactorProbe;
@@ -142,6 +144,12 @@ export class Generation {
       onReserved: (compactor) => this.links.reserved(compactor),
       onEnded: (ecid) => this.holds.ended(ecid),
       ...(ctx.onReclaimed ? { onReclaimed: ctx.onReclaimed } : {}),
+    });
+    this.merges = new TabletMerges({
+      hosting: this.hosting,
+      reservations: this.reservations,
+      store: ctx.store,
+      log,
     });
     // Reads are refused while the session is in doubt: another server may already host these tablets.
     this.data = new DataPath(this.hosting, ctx.store, this.configs, () => {

@@ -34,6 +34,11 @@ export class HostedTablet {
   stale = false;
   /** Its queue entries could not be planned (table settings unavailable): plan again soon. */
   replanNeeded = false;
+  /**
+   * Being merged (tablet-merges.ts): it plans no job and makes no reservation, so that the compactions
+   * running on it can end before it merges.
+   */
+  closing = false;
 
   /** The newest timestamp this server gave a batch of the tablet's (the tablet's time when loaded). */
   private clock: number;

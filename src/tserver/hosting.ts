@@ -357,7 +357,7 @@ export class Hosting {
       if (err instanceof ExcError && err.code === 'UNKNOWN_TABLE') return [];
       throw err;
     }
-    if (settings.state !== 'online') return [];
+    if (settings.state !== 'online' || tablet.closing) return [];
     return planTablet(meta, settings.config);
   }
 

@@ -134,6 +134,11 @@ export class Reservations {
     }
     return tablet.mutex.run(async () => {
       if (tablet.stale) await hosting.resync(tablet);
+      // About to merge: its running compactions end, no new one starts (a kept job to resume neither).
+      if (tablet.closing) {
+        this.stats.noWork++;
+        return null;
+      }
       const settings = await configs.get(tablet.meta.tableId);
       const ctx: ReserveContext = {
         jobs: await hosting.planFor(tablet),

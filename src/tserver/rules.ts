@@ -65,7 +65,15 @@ import {
 export type { RuleChange } from './rule-change.js';
 
 /** Why a reservation ended without a commit. Only some count as failed attempts. */
-export type CancelReason = 'compactor-gone' | 'failed' | 'stalled' | 'released' | 'admin' | 'queue-deleted';
+export type CancelReason =
+  | 'compactor-gone'
+  | 'failed'
+  | 'stalled'
+  | 'released'
+  | 'admin'
+  | 'queue-deleted'
+  /** Its tablet merged with others before it could finish (tablet-merges.ts). */
+  | 'merge';
 
 /**
  * The reservation `ecid` of a tablet, which only the compactor holding it may commit, fail, release or

@@ -60,6 +60,10 @@ export class TabletSplits {
       return await tablet.mutex.run(async () => {
         if (tablet.stale) await hosting.resync(tablet);
         if (tablet.state !== 'hosted') throw notHosted(row);
+        if (tablet.closing)
+          throw new ExcError('CONFLICT', `tablet ${row} is merging; split it afterwards`, {
+            details: { tablet: row },
+          });
         const usable = usableSplitRows(tablet.meta, rows);
         if (usable.length === 0) return { tablets: [row], split: false };
         await this.readProfiles(tablet);

@@ -129,6 +129,7 @@ export class TabletServer extends EventEmitter<Events> {
     );
     counterOf(r, 'excompact_tserver_scans_total', 'Scans served', () => g()?.data.stats.scans);
     counterOf(r, 'excompact_tserver_splits_total', 'Tablets split here', () => g()?.splits.stats.splits);
+    counterOf(r, 'excompact_tserver_merges_total', 'Tablet merges made here', () => g()?.merges.stats.merges);
     counterOf(
       r,
       'excompact_tserver_held_compactions_total',
@@ -365,6 +366,7 @@ export class TabletServer extends EventEmitter<Events> {
       reservations: g?.reservations.stats,
       data: g?.data.stats,
       splits: g?.splits.stats,
+      merges: g?.merges.stats,
       holds: g?.holds.stats,
       watchedCompactors: g?.watch.watched.length ?? 0,
       fencedCompactors: g?.links.fenced ?? 0,

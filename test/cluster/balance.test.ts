@@ -3,8 +3,8 @@
  * processes: a table created without split points splits as it grows and its tablets are spread over
  * three tablet servers within one of each other; a fourth that joins gets its share; a drained server
  * gives every tablet up while a compaction on one of them keeps running and commits at its new host; a
- * server stopped with SIGTERM hands its tablets over first. Scans return exactly what was written
- * throughout.
+ * server stopped with SIGTERM hands its tablets over first; a range of tablets spread over several
+ * servers merges back into one. Scans return exactly what was written throughout.
  */
 import { describe, expect, it } from 'vitest';
 import type { ClientEntry } from '../../src/client/client.js';
@@ -130,6 +130,27 @@ describe('moves and balancing', () => {
       async () => (spread(await s.client.tablets(s.table), names()).get(victim.server) ?? 0) >= 1,
       'the undrained server to get tablets',
     );
+    await exact();
+
+    // A range of three tablets, on different servers, merged back into one.
+    const before = await s.client.tablets(s.table);
+    const endOf = (t: TabletView) => `0x${t.endRowHex!}`;
+    const out = await cliOk(c, [
+      'admin',
+      'table',
+      'merge',
+      s.table,
+      '--start',
+      endOf(before[1]!),
+      '--end',
+      endOf(before[3]!),
+    ]);
+    expect(out).toContain(`merged 3 tablets into ${before[3]!.tablet}`);
+    const merged = await s.client.tablets(s.table);
+    expect(merged.map((t) => t.tablet)).toEqual(
+      before.filter((_, i) => i !== 1 && i !== 2).map((t) => t.tablet),
+    );
+    expect(merged[1]!.prevEndRowHex).toBe(before[0]!.endRowHex);
     await exact();
   }, 240_000);
 
