@@ -183,6 +183,18 @@ export const SETTINGS = {
     undefined,
     "Exit code of a compactor whose queue is deleted, or does not exist when it starts (default: 4 when deleted, 1 when missing at start). 0 under a restart policy that restarts only failures (docker compose's on-failure): the pool stops instead of restarting forever.",
   ),
+  balanceMoves: setting(
+    'EXC_BALANCE_MOVES',
+    int(0, 1_000),
+    8,
+    "The manager spreads each table's tablets over the tablet servers within one of each other, moving at most this many at once (a move cancels nothing: the new host loads the tablet with its reservations). 0: no balancing (tablets are still placed where they have no host).",
+  ),
+  mergeWaitMs: setting(
+    'EXC_MERGE_WAIT_MS',
+    int(0, 600_000),
+    30_000,
+    'A tablet merge lets the compactions running on its tablets finish for up to this long (no new one starts on them meanwhile), then cancels those left; the merge waits no longer than this plus the time to gather its tablets on one server.',
+  ),
   tserverHandoverMs: setting(
     'EXC_TSERVER_HANDOVER_MS',
     int(0, 600_000),

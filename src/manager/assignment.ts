@@ -42,6 +42,8 @@ export interface AssignerOptions {
   maxMoves?: number;
   /** Give a move up when its old host has not let go after this long (default 30 s). */
   moveTimeoutMs?: number;
+  /** Told every tablet a pass read, after it (automatic merges look for neighbours to merge). */
+  onPass?: (tablets: readonly TabletMeta[]) => void;
 }
 
 interface Placement {
@@ -60,6 +62,8 @@ export class Assigner {
   private readonly sentAt = new Map<string, number>();
   /** Moves under way: tablet row → when the move was written. */
   private readonly movingSince = new Map<string, number>();
+  /** Tablets the balancer leaves where they are (a merge gathering them): row → how many pinned it. */
+  private readonly pinned = new Map<string, number>();
   /** Statistics for /status and tests. */
   readonly stats = { passes: 0, assigned: 0, cleared: 0, moved: 0, movesGivenUp: 0 };
 
@@ -89,6 +93,51 @@ export class Assigner {
 
   private readonly onChanged = (): void => void this.kick();
 
+  /** Keeps the balancer off these tablets until the function returned is called (a merge gathers them). */
+  pin(rows: readonly string[]): () => void {
+    for (const r of rows) this.pinned.set(r, (this.pinned.get(r) ?? 0) + 1);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      for (const r of rows) {
+        const n = (this.pinned.get(r) ?? 1) - 1;
+        if (n <= 0) this.pinned.delete(r);
+        else this.pinned.set(r, n);
+      }
+    };
+  }
+
+  /**
+   * Moves `tablet` to `server` now, as the balancer would (a merge gathering its tablets on one server).
+   * Resolves false when that cannot start: the tablet is not hosted by a live server, already moving, or
+   * changed since it was read.
+   */
+  async moveTo(tablet: TabletMeta, server: string): Promise<boolean> {
+    const session = this.live.sessionOf(server);
+    const from = tablet.loc;
+    if (!session || !from || tablet.future || !this.live.isLive(from.server, from.session)) return false;
+    if (from.server === server) return true;
+    const to: Location = { server, session };
+    const [result] = await this.commits.submit({
+      mutations: [
+        {
+          conditions: [
+            { op: 'equals', row: tablet.row, col: COL_LOC, value: locationValue(from) },
+            { op: 'absent', row: tablet.row, col: COL_FUTURE },
+          ],
+          puts: [{ row: tablet.row, col: COL_FUTURE, value: locationValue(to) }],
+        },
+      ],
+    });
+    if (!result?.applied) return false;
+    this.stats.moved++;
+    this.movingSince.set(tablet.row, Date.now());
+    this.log.info({ tablet: tablet.row, from: from.server, to: server, why: 'merge' }, 'tablet moving');
+    this.handOver(tablet.row, from, to);
+    return true;
+  }
+
   /** Runs a pass soon; passes never overlap, and requests during a pass cause one more. */
   kick(): Promise<void> {
     return this.passes.run();
@@ -101,6 +150,7 @@ export class Assigner {
       this.onlineTables(),
       readDrains(this.store),
     ]);
+    this.options.onPass?.(tablets);
     const liveNow = [...this.live.all];
     const eligible = liveNow.filter(([s, session]) => !drains(drained.get(s), session)).map(([s]) => s);
     const leaving = new Set(
@@ -114,6 +164,7 @@ export class Assigner {
     const placed: PlacedTablet[] = [];
     const moving: (Pick<PlacedTablet, 'tableId' | 'bytes'> & { to: string })[] = [];
     const giveUp: Mutation[] = [];
+    const reload: { tablet: string; loc: Location; cleanup: number }[] = [];
 
     for (const tablet of tablets) {
       const cleanup: Mutation = { conditions: [], deletes: [] };
@@ -137,7 +188,11 @@ export class Assigner {
         this.continueMove(tablet, giveUp);
       } else if (liveFuture) {
         this.movingSince.delete(tablet.row);
-        this.maybeResend(tablet.row, tablet.future!);
+        // The old host of a move died: the new one loads it once its loc is cleared (below), not after
+        // the resend delay of the load sent with the move.
+        if (tablet.loc)
+          reload.push({ tablet: tablet.row, loc: tablet.future!, cleanup: cleanups.length - 1 });
+        else this.maybeResend(tablet.row, tablet.future!);
       } else if (liveLoc) {
         this.movingSince.delete(tablet.row);
         this.sentAt.delete(tablet.row);
@@ -171,7 +226,7 @@ export class Assigner {
     }
     const byRow = new Map(tablets.map((t) => [t.row, t]));
     const maxMoves = Math.max(0, (this.options.maxMoves ?? 8) - moving.length);
-    const hosted = placed.filter((t) => online.has(t.tableId));
+    const hosted = placed.filter((t) => online.has(t.tableId) && !this.pinned.has(t.row));
     for (const m of planMoves({ tablets: hosted, moving, eligible, drained: leaving, maxMoves })) {
       const tablet = byRow.get(m.tablet)!;
       const loc: Location = { server: m.to, session: this.live.sessionOf(m.to)! };
@@ -205,6 +260,7 @@ export class Assigner {
         'cleared location of a dead tablet server',
       );
     });
+    for (const r of reload) if (results[r.cleanup]?.applied) this.sendLoad(r.tablet, r.loc);
     placements.forEach(({ tablet, loc, from }, i) => {
       if (!results[cleanups.length + i]?.applied) return; // changed under us: the next pass looks again
       if (from) {
