@@ -119,6 +119,23 @@ export interface LogFindings {
   compactorCommitted: Set<string>;
   /** Large and split jobs, and what the faults did to them. */
   jobs: JobFigures;
+  /** What the tablets' shapes went through. */
+  elastic: ElasticFigures;
+}
+
+/** Splits, merges and moves, from the tablet servers' and managers' logs. */
+export interface ElasticFigures {
+  /** Tablet splits (by an admin, or by the split threshold). */
+  splits: number;
+  thresholdSplits: number;
+  /** Tablet merges, and the compactions they cancelled when their wait was over. */
+  merges: number;
+  mergeCancelled: number;
+  /** Tablets moved by the manager (balancing, drains, merges gathering their tablets). */
+  moves: number;
+  /** Holds settled: a compaction's output installed in a daughter, or let go. */
+  holdsInstalled: number;
+  holdsReleased: number;
 }
 
 /** What the tablet servers' logs tell of checkpointed and split jobs. */
@@ -147,7 +164,22 @@ export async function readLogs(dir: string): Promise<LogFindings> {
     subJobsReserved: 0,
     subJobsCancelled: 0,
   };
-  const found: LogFindings = { reserved: new Set(), ends: new Map(), compactorCommitted: new Set(), jobs };
+  const elastic: ElasticFigures = {
+    splits: 0,
+    thresholdSplits: 0,
+    merges: 0,
+    mergeCancelled: 0,
+    moves: 0,
+    holdsInstalled: 0,
+    holdsReleased: 0,
+  };
+  const found: LogFindings = {
+    reserved: new Set(),
+    ends: new Map(),
+    compactorCommitted: new Set(),
+    jobs,
+    elastic,
+  };
   const splits = new Set<string>();
   const userSplits = new Set<string>();
   const subJobs = new Set<string>();
@@ -155,9 +187,24 @@ export async function readLogs(dir: string): Promise<LogFindings> {
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.log'))) {
     const tserver = file.includes('tserver');
     const compactor = file.includes('compactor');
-    if (!tserver && !compactor) continue;
+    const manager = file.includes('manager');
+    if (!tserver && !compactor && !manager) continue;
     const lines = createInterface({ input: createReadStream(join(dir, file)) });
     for await (const raw of lines) {
+      if (manager) {
+        if (raw.includes('"tablet moving"')) elastic.moves++;
+        continue;
+      }
+      if (tserver && raw.includes('"msg":"tablet')) {
+        if (raw.includes('"msg":"tablet split"')) {
+          elastic.splits++;
+          if (raw.includes('"why":"threshold"')) elastic.thresholdSplits++;
+        } else if (raw.includes('"msg":"tablets merged"')) elastic.merges++;
+      }
+      if (tserver && raw.includes('"msg":"held compaction installed"')) elastic.holdsInstalled++;
+      if (tserver && raw.includes('"msg":"hold let go"')) elastic.holdsReleased++;
+      if (tserver && raw.includes('"msg":"reservation cancelled"') && raw.includes('"reason":"merge"'))
+        elastic.mergeCancelled++;
       if (!raw.includes('"ecid"')) continue;
       let l: {
         msg?: string;

@@ -48,6 +48,9 @@ const program = new Command('chaos')
     int('--min-compactions', 0),
     0,
   )
+  .option('--min-splits <n>', 'fail the run when fewer tablets split', int('--min-splits', 0))
+  .option('--min-merges <n>', 'fail the run when fewer tablet merges are made', int('--min-merges', 0))
+  .option('--min-moves <n>', 'fail the run when fewer tablets move', int('--min-moves', 0))
   .option(
     '--until-compactions <n>',
     'end the faulted phase once this many compactions committed (or after --seconds, whichever is first)',
@@ -72,6 +75,9 @@ const flags = program.opts<{
   checkEvery?: string;
   scanEvery: number;
   minCompactions: number;
+  minSplits?: number;
+  minMerges?: number;
+  minMoves?: number;
   untilCompactions?: number;
   zkFaults: boolean;
   meta: string;
@@ -96,6 +102,9 @@ const options: ChaosOptions = {
     : Math.min(600, Math.ceil(flags.seconds / 3)),
   zkFaults: flags.zkFaults,
   minCompactions: flags.minCompactions,
+  ...(flags.minSplits === undefined ? {} : { minSplits: flags.minSplits }),
+  ...(flags.minMerges === undefined ? {} : { minMerges: flags.minMerges }),
+  ...(flags.minMoves === undefined ? {} : { minMoves: flags.minMoves }),
   scanEverySeconds: flags.scanEvery,
   ...(flags.untilCompactions ? { untilCompactions: flags.untilCompactions } : {}),
 };

@@ -31,6 +31,10 @@ export interface ChaosOptions {
   zkFaults: boolean;
   /** Fewer committed compactions than this is a failed run (the faults must not stop the work). */
   minCompactions: number;
+  /** Fewer tablet splits, merges or moves than these is a failed run: the run did not test them. */
+  minSplits?: number;
+  minMerges?: number;
+  minMoves?: number;
   /** End the faulted phase once this many compactions committed (a soak). */
   untilCompactions?: number;
   /** A table scanned behind a fence this often. */
@@ -46,9 +50,10 @@ const ROUTES = 'queues=small:16384,large';
 const TUNING = ['ratio=1.5', 'maxFiles=3', 'fileLimit=8', 'maxAttempts=5'];
 export const TABLES: TableSpec[] = [
   {
+    // Splits by itself: a tablet past 8 KiB splits in two (and a merged pair splits again).
     name: 'events',
     splits: ['c', 'f', 'i', 'l', 'o', 'r', 'u'],
-    config: [ROUTES, ...TUNING],
+    config: [ROUTES, ...TUNING, 'splitThreshold=8K'],
     versions: 1,
     weight: 5,
   },
@@ -82,9 +87,10 @@ export const TABLES: TableSpec[] = [
     rowsPerLetter: 60,
   },
   {
+    // Merges by itself: neighbours holding less than 16 KiB together (what admin splits cut off).
     name: 'aged',
     splits: ['m'],
-    config: [ROUTES, ...TUNING, 'ttl=30d'],
+    config: [ROUTES, ...TUNING, 'ttl=30d', 'mergeBelow=16K'],
     versions: 1,
     ttlMs: 30 * 86_400_000,
     weight: 2,
@@ -299,6 +305,7 @@ export async function runChaos(
     historyAgrees,
     cancelledByReason: history.counts.cancelled,
     jobs: { ...logs.jobs, compactorFaultsIn: injector.jobsHit },
+    elastic: logs.elastic,
     reclaimAfterKillMs: {
       samples: judged.reclaimMs.length,
       p50: percentile(judged.reclaimMs, 50),
@@ -331,7 +338,10 @@ export async function runChaos(
     figures.stuckWrites +
     stalls +
     (historyAgrees ? 0 : 1) +
-    (figures.compactions < options.minCompactions ? 1 : 0);
+    (figures.compactions < options.minCompactions ? 1 : 0) +
+    shortOf('tablet splits', logs.elastic.splits, options.minSplits) +
+    shortOf('tablet merges', logs.elastic.merges, options.minMerges) +
+    shortOf('tablet moves', logs.elastic.moves, options.minMoves);
   if (figures.compactions < options.minCompactions)
     log.say(
       `VIOLATION: ${figures.compactions} compactions committed, fewer than the ${options.minCompactions} required`,
@@ -341,6 +351,12 @@ export async function runChaos(
     `reclaim after kill -9: p50 ${r.p50} ms, p99 ${r.p99} ms over ${r.samples} kills (session ${r.sessionTimeoutMs} ms)` +
       (r.slowest ? `; slowest ${r.slowest.ms} ms, ${r.slowest.ecid} of ${r.slowest.compactor}` : '') +
       (r.slowest?.during.length ? `, during: ${r.slowest.during.join('; ')}` : ''),
+  );
+  const el = logs.elastic;
+  log.say(
+    `elastic tablets: ${el.splits} splits (${el.thresholdSplits} by the split threshold), ${el.merges} merges ` +
+      `(${el.mergeCancelled} compactions cancelled at the end of their wait), ${el.moves} moves; ` +
+      `holds: ${el.holdsInstalled} outputs installed, ${el.holdsReleased} let go`,
   );
   const j = logs.jobs;
   const h = injector.jobsHit;
@@ -359,6 +375,7 @@ export async function runChaos(
   );
   const summary =
     `chaos: ${figures.seconds}s seed ${options.seed}: ${figures.compactions} compactions, ${figures.faults} faults, ` +
+    `${el.splits} splits, ${el.merges} merges, ${el.moves} moves, ` +
     `${lost} lost, ${resurrected} resurrected, ${wrong} wrong, ${figures.double} double, ${figures.leaked} leaked, ` +
     `${orphans} orphans, ${figures.unexpectedExits} unexpected exits, ${figures.zombieCommits} zombie commits, ` +
     `${figures.deadReservations} dead reservations, ${figures.checksFailed} failed checks, ${figures.stuckWrites} stuck writes, ${stalls} stalls`;
@@ -409,4 +426,11 @@ function writersFor(rate: number): number {
 
 function sum(counts: Record<string, number>): number {
   return Object.values(counts).reduce((a, b) => a + b, 0);
+}
+
+/** 1 (a violation, said) when `n` is below the `min` a run was asked for, else 0. */
+function shortOf(what: string, n: number, min: number | undefined): number {
+  if (min === undefined || n >= min) return 0;
+  process.stdout.write(`VIOLATION: ${n} ${what}, fewer than the ${min} required\n`);
+  return 1;
 }

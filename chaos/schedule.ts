@@ -29,6 +29,10 @@ export const FAULT_KINDS = [
   'zk-follower-kill',
   'zk-cut',
   'zk-partition',
+  'table-split',
+  'table-merge',
+  'tserver-drain',
+  'tserver-join',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -62,6 +66,12 @@ const WEIGHTS: Record<FaultKind, number> = {
   'zk-follower-kill': 2,
   'zk-cut': 3,
   'zk-partition': 2,
+  // Elastic tablets: admin splits and merges (a small splitThreshold splits tablets by themselves too,
+  // and merged ones again), drains, and a tablet server that joins for a while and leaves with SIGTERM.
+  'table-split': 14,
+  'table-merge': 14,
+  'tserver-drain': 3,
+  'tserver-join': 2,
 };
 
 export interface ScheduledFault {
@@ -111,7 +121,9 @@ export function makeSchedule(rng: Rng, options: ScheduleOptions): ScheduledFault
         ? rng.int(Math.round(1.5 * session), Math.round(2.5 * session))
         : kind.endsWith('-pause') || kind === 'zk-cut'
           ? rng.int(100, Math.round(0.4 * session))
-          : rng.int(1_000, 8_000),
+          : kind === 'tserver-join'
+            ? rng.int(8_000, 25_000)
+            : rng.int(1_000, 8_000),
       restartAfterMs: rng.int(200, 4_000),
       pick: rng.int(0, 1_000_000),
     });

@@ -31,6 +31,9 @@ export interface MergeParts {
 
 export interface MergeTableAnswer {
   table: string;
+  /** How long gathering the tablets on one server took, and the merge itself there (ms). */
+  gatherMs?: number;
+  mergeMs?: number;
   /** Tablets merged into `tablet` (0: the range held one tablet, nothing to do). */
   merged: number;
   tablet: string | null;
@@ -61,11 +64,13 @@ export async function mergeTable(
     }
     const unpin = p.assigner.pin(range.map((t) => t.row));
     try {
+      const started = Date.now();
       const gathered = await gather(
         p,
         table.id,
         range.map((t) => t.row),
       );
+      const gatherMs = Date.now() - started;
       const host = gathered[gathered.length - 1]!.loc!.server;
       const answer = await p.peers
         .get(host)
@@ -74,9 +79,13 @@ export async function mergeTable(
           { tablets: gathered.map((t) => t.row), waitMs: p.waitMs },
           { idempotent: false, attempts: 1, timeoutMs: p.waitMs + 30_000 },
         );
+      const mergeMs = Date.now() - started - gatherMs;
       const all = await p.tables.tablets(table.id);
-      p.log.info({ table: name, tablet: answer.tablet, merged: answer.merged }, 'tablets merged on request');
-      return { table: name, ...answer, tablets: all.length };
+      p.log.info(
+        { table: name, tablet: answer.tablet, merged: answer.merged, gatherMs, mergeMs },
+        'tablets merged on request',
+      );
+      return { table: name, ...answer, gatherMs, mergeMs, tablets: all.length };
     } catch (err) {
       lastError = err;
       // A tablet that split or moved under the merge, or a server restarting: read the tablets again.

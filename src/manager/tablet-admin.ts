@@ -136,8 +136,11 @@ export async function splitTable(
         { details: { table: name } },
       );
     }
+    let asked = 0;
+    let split = 0;
     for (const [tablet, at] of byTablet(tablets, left)) {
       if (!tablet.loc) continue; // not hosted yet: the assigner will place it
+      asked++;
       try {
         await p.peers
           .get(tablet.loc.server)
@@ -146,12 +149,14 @@ export async function splitTable(
             { tablet: tablet.row, rowsHex: at.map(hexOf) },
             { idempotent: true, attempts: 1, timeoutMs: 10_000 },
           );
+        split++;
         p.log.info({ table: name, tablet: tablet.row, rows: at.length }, 'tablet split on request');
       } catch (err) {
         lastError = err; // moved, restarting, or busy: read the tablets again and go on
       }
     }
-    await sleep(backoffDelay(attempt, { baseMs: 50, maxMs: 1_000 }));
+    // Every host split what it was asked: read the tablets again at once; otherwise wait a little first.
+    if (asked === 0 || split < asked) await sleep(backoffDelay(attempt, { baseMs: 50, maxMs: 1_000 }));
   }
 }
 

@@ -350,6 +350,8 @@ export class Reservations {
       else throw err;
     }
     if (!applied) return false;
+    // What its compactor had written when it ended (the work a cancel throws away), before it is forgotten.
+    const written = tablet.reported.get(ecid)?.figures?.bytesWritten;
     this.deps.watch.remove(r.compactor, ecid);
     tablet.forgetProgress(ecid);
     this.deps.onEnded?.(ecid);
@@ -363,6 +365,7 @@ export class Reservations {
         attempts: decision.failure?.attempts,
         parked: decision.failure?.parked ?? false,
         keptCheckpoint: decision.keptCheckpoint,
+        ...(written === undefined ? {} : { bytesWritten: written }),
       },
       'reservation cancelled',
     );

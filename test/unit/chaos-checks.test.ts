@@ -28,6 +28,15 @@ describe('chaos checks - zombie commits', () => {
       subJobsReserved: 0,
       subJobsCancelled: 0,
     },
+    elastic: {
+      splits: 0,
+      thresholdSplits: 0,
+      merges: 0,
+      mergeCancelled: 0,
+      moves: 0,
+      holdsInstalled: 0,
+      holdsReleased: 0,
+    },
   };
   const committedAt = (at: number): Map<string, OutcomeRecord> =>
     new Map([['E1', { outcome: 'committed', reason: undefined, compactor: node, at, reservedAt: 0 }]]);
@@ -93,6 +102,15 @@ describe('chaos checks - reclaim after kill -9', () => {
       userSplitJobs: 0,
       subJobsReserved: 0,
       subJobsCancelled: 0,
+    },
+    elastic: {
+      splits: 0,
+      thresholdSplits: 0,
+      merges: 0,
+      mergeCancelled: 0,
+      moves: 0,
+      holdsInstalled: 0,
+      holdsReleased: 0,
     },
   };
 
