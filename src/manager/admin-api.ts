@@ -13,7 +13,7 @@ import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { MAX_BINS, parseQueueRow, prefixEnd, queueEntryTablet, queuePrefix } from '../meta/keys.js';
 import { scanAll, scanRows } from '../meta/backend.js';
-import { compactCol, failedCol, isParked, type TabletMeta } from '../meta/tablet.js';
+import { COL_REQUESTS, compactCol, failedCol, isParked, type TabletMeta } from '../meta/tablet.js';
 import type { Mutation } from '../meta/types.js';
 import {
   cancelledTablets,
@@ -330,7 +330,11 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
           ...(requestId ? [unanswered(requestId)] : []),
           { op: 'present' as const, row: t.row, col: 'prev' },
         ],
-        puts: [{ row: t.row, col: compactCol(id), value: request }],
+        // With the request, its id in `requests`: a split or merge decided without it is refused.
+        puts: [
+          { row: t.row, col: compactCol(id), value: request },
+          { row: t.row, col: COL_REQUESTS, value: id },
+        ],
       }));
       // Its record, to follow it by id later (admin compactions status); with the answer when there is one.
       const record: UserCompactionRecord = {

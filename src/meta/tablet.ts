@@ -8,6 +8,9 @@
  *                   size and entries are the tablet's share of it, estimated when a split shared it
  *   ecomp:<ecid>    JSON reservation: an external compaction in progress
  *   compact:<id>    JSON user compaction request
+ *   requests        the id of the last user compaction the manager asked of this tablet (it writes it with
+ *                   every `compact:<id>`): a split or merge decided from a copy that has not seen a request
+ *                   yet is conditional on it, and refused, so a new tablet never misses one
  *   selected        JSON {@link Selection}: the files the tablet's next user compaction will rewrite and
  *                   the requests it satisfies (coalesced: consecutive requests with the same filters)
  *   resume:<key>    JSON {@link Resume}: the last checkpoint of a job whose compactor died, kept with the
@@ -44,6 +47,7 @@ export const COL_FUTURE = 'future';
 export const COL_VERSION = 'ver';
 export const COL_TIME = 'time';
 export const COL_SELECTED = 'selected';
+export const COL_REQUESTS = 'requests';
 export const FILE_PREFIX = 'file:';
 export const ECOMP_PREFIX = 'ecomp:';
 export const COMPACT_PREFIX = 'compact:';
@@ -326,6 +330,8 @@ export interface TabletMeta {
   userCompactions: Map<string, UserCompaction>;
   /** The selection of the user compaction under way, if any. */
   selection?: Selection;
+  /** The last user compaction the manager asked of it (`requests`): see the columns above. */
+  requests?: string;
   failures: Map<string, Failure>;
   /** Checkpoints kept for requeued jobs, by {@link failureKey} of their inputs. */
   resumes: Map<string, Resume>;
@@ -393,6 +399,7 @@ export function parseTablet(row: string, cols: ReadonlyMap<string, string>): Tab
     else if (col === COL_SELECTED) tablet.selection = json(selectionSchema, value, what);
     else if (col === COL_VERSION) tablet.version = json(z.number().int().nonnegative(), value, what);
     else if (col === COL_TIME) tablet.time = json(z.number().int().nonnegative(), value, what);
+    else if (col === COL_REQUESTS) tablet.requests = value;
     else if (col.startsWith(FILE_PREFIX))
       tablet.files.set(col.slice(FILE_PREFIX.length), json(fileMetaSchema, value, what));
     else if (col.startsWith(ECOMP_PREFIX))

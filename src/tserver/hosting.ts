@@ -283,6 +283,7 @@ export class Hosting {
     }
     tablet.meta.userCompactions = fresh.userCompactions;
     tablet.meta.failures = fresh.failures;
+    tablet.meta.requests = fresh.requests;
   }
 
   /**

@@ -41,6 +41,7 @@ import {
 import type { Cell, Condition } from '../meta/types.js';
 import type { FileProfile } from '../storage/index.js';
 import type { RuleChange } from './rule-change.js';
+import { requestsSeen } from './tablet-split-rules.js';
 
 /** Why `tablets` (in row order) cannot merge now; undefined when they can (rule 1). */
 export function mergeBlocker(tablets: readonly TabletMeta[]): string | undefined {
@@ -163,14 +164,19 @@ export function decideTabletMerge(
 
   const { row } = last;
   const others = tablets.slice(0, -1);
-  const conditions: Condition[] = others.flatMap((t) => [
-    t.loc
-      ? { op: 'equals' as const, row: t.row, col: COL_LOC, value: locationValue(t.loc) }
-      : { op: 'absent' as const, row: t.row, col: COL_LOC },
-    t.version === 0
-      ? { op: 'absent' as const, row: t.row, col: COL_VERSION }
-      : { op: 'equals' as const, row: t.row, col: COL_VERSION, value: String(t.version) },
-  ]);
+  // Every tablet: no user compaction asked of it that its copy has not seen (a row deleted here would
+  // take the request with it; see tablet-split-rules.ts, requestsSeen).
+  const conditions: Condition[] = tablets.map((t) => requestsSeen(t));
+  conditions.push(
+    ...others.flatMap((t) => [
+      t.loc
+        ? { op: 'equals' as const, row: t.row, col: COL_LOC, value: locationValue(t.loc) }
+        : { op: 'absent' as const, row: t.row, col: COL_LOC },
+      t.version === 0
+        ? { op: 'absent' as const, row: t.row, col: COL_VERSION }
+        : { op: 'equals' as const, row: t.row, col: COL_VERSION, value: String(t.version) },
+    ]),
+  );
   const puts: Cell[] = [
     { row, col: COL_PREV, value: prevValue(first.prevEndRow) },
     ...[...files].map(([name, f]) => ({ row, col: fileCol(name), value: JSON.stringify(f) })),

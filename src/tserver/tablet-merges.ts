@@ -99,8 +99,11 @@ export class TabletMerges {
           Date.now(),
         );
         const applied = await hosting.change(last, { ...decision.change, replan: true });
-        if (!applied)
+        if (!applied) {
+          // A user compaction asked of one of them meanwhile, say: their copies read it for the next try.
+          for (const t of tablets) await hosting.rereadRequests(t);
           throw new ExcError('CONFLICT', `tablets ${rows[0]} to ${rows.at(-1)} changed; try again`);
+        }
         for (const t of tablets.slice(0, -1)) hosting.drop(t, 'merged');
         return last;
       });

@@ -23,8 +23,9 @@
  *    - A hold the tablet had goes to every daughter that has some of its inputs.
  *    - User compaction requests go to every daughter (a request asked for all of the tablet's rows), and
  *      so does the selection, with the daughter's files. The change is conditional on each request still
- *      being in the tablet's row: an admin cancels one there without the tablet server (the manager's
- *      cancel then finds the daughters that split off before it, and cancels them too).
+ *      being in the tablet's row — an admin cancels one there without the tablet server (the manager's
+ *      cancel then finds the daughters that split off before it, and cancels them too) — and on the
+ *      manager having asked for no request the copy has not seen (`requests`, meta/tablet.ts).
  *    - Failure records stay in the last daughter: the others try those files again, as their own rows.
  *    - The tablet's clock and its ingest ids go to every daughter.
  * 4. The change is one mutation: the tablet's row rewritten as the last daughter, conditional on its
@@ -38,6 +39,7 @@ import { ALL_ROWS, coversRows, tabletRows, type HexRange } from '../meta/rows.js
 import {
   COL_LOC,
   COL_PREV,
+  COL_REQUESTS,
   COL_SELECTED,
   COL_TIME,
   compactCol,
@@ -206,6 +208,7 @@ export function decideTabletSplit(
       files: mine,
       reservations: new Map(),
       userCompactions: new Map(meta.userCompactions),
+      ...(meta.requests === undefined ? {} : { requests: meta.requests }),
       ...(meta.selection ? { selection: selectionFor(meta.selection, mine) } : {}),
       failures: new Map(),
       resumes: new Map(),
@@ -226,6 +229,7 @@ export function decideTabletSplit(
       row: meta.row,
       col: compactCol(id),
     })),
+    requestsSeen(meta),
   ];
   const puts: Cell[] = daughters.flatMap((d) => rowCells(d));
   const deleteRows = daughters.map((d) => ingestRow(d.row));
@@ -265,6 +269,17 @@ export function decideTabletSplit(
   };
 }
 
+/**
+ * The condition that the manager asked the tablet for no user compaction its copy has not seen: it writes
+ * the request's id in `requests` with every request, and a new row made from a copy without it would
+ * never get it (its rows never rewritten, though the request's status would end).
+ */
+export function requestsSeen(meta: Pick<TabletMeta, 'row' | 'requests'>): Condition {
+  return meta.requests === undefined
+    ? { op: 'absent', row: meta.row, col: COL_REQUESTS }
+    : { op: 'equals', row: meta.row, col: COL_REQUESTS, value: meta.requests };
+}
+
 /** A fraction in (0, 1]: `part` of `whole` (a whole of nothing is all of it). */
 function ratio(part: number, whole: number): number {
   if (whole <= 0) return 1;
@@ -283,6 +298,7 @@ function rowCells(d: TabletMeta): Cell[] {
     { row, col: COL_LOC, value: locationValue(d.loc!) },
   ];
   if (d.time > 0) cells.push({ row, col: COL_TIME, value: String(d.time) });
+  if (d.requests !== undefined) cells.push({ row, col: COL_REQUESTS, value: d.requests });
   for (const [name, f] of d.files) cells.push({ row, col: fileCol(name), value: JSON.stringify(f) });
   for (const [ecid, h] of d.holds) cells.push({ row, col: holdCol(ecid), value: JSON.stringify(h) });
   for (const [id, c] of d.userCompactions) cells.push({ row, col: compactCol(id), value: JSON.stringify(c) });

@@ -91,9 +91,14 @@ export class TabletSplits {
           return { tablets: rowsNow, split: true };
         }
         if (!applied) {
-          throw new ExcError('CONFLICT', `tablet ${row} could not split: a daughter's row exists`, {
-            details: { tablet: row },
-          });
+          // The manager changed what it writes in the row (a user compaction asked or cancelled) since
+          // the copy read it, or a daughter's row exists: read the requests again for the next attempt.
+          await hosting.rereadRequests(tablet);
+          throw new ExcError(
+            'CONFLICT',
+            `tablet ${row} changed while it split (a user compaction asked or cancelled): try again`,
+            { details: { tablet: row } },
+          );
         }
         const adopted = decision.daughters.map((d) => hosting.adopt(d));
         finish();

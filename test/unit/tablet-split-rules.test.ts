@@ -140,6 +140,14 @@ describe('tablet split - what each daughter gets', () => {
     // Written only where no row is, and only while the request is still the tablet's.
     expect(change.conditions).toContainEqual({ op: 'noColumnWithPrefix', row: low.row, prefix: '' });
     expect(change.conditions).toContainEqual({ op: 'present', row: t.row, col: 'compact:U1' });
+    // And while the manager asked for no request the copy has not seen: a request written to the row just
+    // before the split would reach no new daughter (found by chaos: a daughter kept rows a filter dropped).
+    expect(change.conditions).toContainEqual({ op: 'absent', row: t.row, col: 'requests' });
+    t.requests = 'U1';
+    const seen = decideTabletSplit(t, [b('k')], PROFILES, { me: ME, now: 100 });
+    expect(seen.change.conditions).toContainEqual({ op: 'equals', row: t.row, col: 'requests', value: 'U1' });
+    expect(readBack(seen.daughters[0]!.row, seen.change.puts).requests).toBe('U1');
+    delete t.requests;
     expect(change.deleteRows).toEqual([ingestRow(low.row)]);
 
     // The tablet becomes the high daughter: its reservation and its input f2 stay, though f2 holds none of
