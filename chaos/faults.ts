@@ -11,6 +11,7 @@ import type { RunningCompaction } from '../src/meta/views.js';
 import { sleep } from '../src/retry.js';
 import type { Fault } from '../test/support/fault-proxy.js';
 import type { ChaosCluster, Slot } from './cluster.js';
+import { elasticFault } from './elastic-faults.js';
 import type { ChaosLog } from './report.js';
 import type { Rng } from './rng.js';
 import type { FaultSpan, ScheduledFault } from './schedule.js';
@@ -343,7 +344,18 @@ export class FaultInjector {
       case 'table-merge':
       case 'tserver-drain':
       case 'tserver-join':
-        return this.elastic(f);
+        return elasticFault(
+          {
+            cluster: this.cluster,
+            log: this.log,
+            count: (target, detail) => this.count(f, target, detail),
+            skip: (why) => this.skip(f, why),
+            tservers: () => this.candidates('tserver'),
+            hold: (slot, ms) => this.hold(slot, ms),
+            unhold: (slot) => this.held.delete(slot.name),
+          },
+          f,
+        );
       case 'zk-leader-kill':
       case 'zk-follower-kill': {
         const ensemble = this.cluster.ensemble;
@@ -354,77 +366,6 @@ export class FaultInjector {
         await ensemble.kill(id);
         await sleep(f.durationMs);
         await ensemble.restart(id);
-        return;
-      }
-    }
-  }
-
-  /**
-   * The faults of elastic tablets: an admin split of a table at a row of the workload's, an admin merge of
-   * two neighbouring tablets, a drain of a tablet server for a while, a tablet server that joins for a
-   * while and leaves with SIGTERM (handing its tablets over). A refusal (a merge blocked by a user
-   * compaction pending on part of its range, a split of a tablet being merged) is logged, not a fault.
-   */
-  private async elastic(f: ScheduledFault): Promise<void> {
-    const tables = ['events', 'versioned', 'bulky', 'aged'];
-    const table = tables[f.target % tables.length]!;
-    const refused = (what: string) => (err: unknown) =>
-      this.log.event('elastic-refused', { fault: f.kind, what, err: String(err).slice(0, 300) });
-    switch (f.kind) {
-      case 'table-split': {
-        // A row as the workload writes them: a letter and three digits.
-        const row = `${String.fromCharCode(97 + (f.pick % 26))}${String(f.pick % 1000).padStart(3, '0')}`;
-        this.count(f, table, { row });
-        await this.cluster.cli(['admin', 'table', 'split', table, row]).catch(refused(`${table} at ${row}`));
-        return;
-      }
-      case 'table-merge': {
-        const tablets = await this.cluster.client.tablets(table);
-        if (tablets.length < 3) return this.skip(f, `${table} has ${tablets.length} tablets`);
-        const i = f.pick % (tablets.length - 1);
-        const [a, b] = [tablets[i]!, tablets[i + 1]!];
-        this.count(f, table, { from: a.tablet, to: b.tablet });
-        const args = ['admin', 'table', 'merge', table, '--start', `0x${a.endRowHex!}`];
-        if (b.endRowHex !== null) args.push('--end', `0x${b.endRowHex}`);
-        await this.cluster.cli(args).catch(refused(`${table} from ${a.tablet} to ${b.tablet}`));
-        return;
-      }
-      case 'tserver-drain': {
-        const slots = this.candidates('tserver').filter((s) => s.identity && !s.optional);
-        if (slots.length === 0) return this.skip(f, 'no tablet server to drain');
-        const slot = slots[f.target % slots.length]!;
-        this.count(f, slot.name, { forMs: f.durationMs });
-        await this.cluster.cli(['admin', 'tserver', 'drain', slot.identity!]).catch(refused(slot.name));
-        await sleep(f.durationMs);
-        // Undone whatever happened meanwhile (a drain holds for the address, across restarts).
-        for (;;) {
-          const done = await this.cluster.cli(['admin', 'tserver', 'undrain', slot.identity!]).then(
-            () => true,
-            () => false,
-          );
-          if (done) return;
-          await sleep(1_000);
-        }
-      }
-      case 'tserver-join': {
-        const slot = this.cluster.slots.find((s) => s.optional && s.role === 'tserver');
-        if (!slot || !slot.held || slot.proc) return this.skip(f, 'the extra tablet server is up already');
-        this.count(f, slot.name, { forMs: f.durationMs });
-        this.hold(slot, f.durationMs + 60_000);
-        this.cluster.release(slot);
-        // (Read through a function: the slot's process changes under this fault.)
-        const procOf = (s: Slot) => s.proc;
-        const until = Date.now() + 60_000;
-        while (!procOf(slot)?.running && Date.now() < until) await sleep(200);
-        await sleep(f.durationMs);
-        // It leaves in order: it hands its tablets over, then exits 0.
-        slot.held = true;
-        const proc = procOf(slot);
-        if (proc) {
-          slot.expect = { codes: [0], signals: [], until: Infinity, why: 'SIGTERM: leaving the cluster' };
-          await proc.terminate(60_000).catch(() => proc.kill());
-        }
-        this.held.delete(slot.name);
         return;
       }
     }

@@ -19,7 +19,7 @@ import type { FaultInjector } from './faults.js';
 import type { ScheduledFault } from './schedule.js';
 import { patiently, percentile, type ChaosLog } from './report.js';
 import type { Rng } from './rng.js';
-import type { TableSpec } from './tables.js';
+import { TABLES } from './tables.js';
 import { Workload } from './workload.js';
 
 export interface ChaosOptions {
@@ -43,59 +43,6 @@ export interface ChaosOptions {
 
 /** How long the cluster may go without acknowledging a write or committing a compaction. */
 const STALL_MS = 60_000;
-
-/** Jobs of up to 16 KiB of input go to `small`, the rest to `large`. */
-const ROUTES = 'queues=small:16384,large';
-// Small jobs (at most three files) over tiny files: many compactions, each a full protocol round.
-const TUNING = ['ratio=1.5', 'maxFiles=3', 'fileLimit=8', 'maxAttempts=5'];
-export const TABLES: TableSpec[] = [
-  {
-    // Splits by itself: a tablet past 8 KiB splits in two (and a merged pair splits again).
-    name: 'events',
-    splits: ['c', 'f', 'i', 'l', 'o', 'r', 'u'],
-    config: [ROUTES, ...TUNING, 'splitThreshold=8K'],
-    versions: 1,
-    weight: 5,
-  },
-  {
-    name: 'versioned',
-    splits: ['h', 'p'],
-    config: [ROUTES, ...TUNING, 'versions=3'],
-    versions: 3,
-    weight: 3,
-  },
-  {
-    // Large, slow jobs: values of 1–6 KiB, their own queue of throttled compactors (chaos/main.ts), so that
-    // kills and pauses land in the middle of jobs that checkpoint (EXC_CHECKPOINT_BYTES in cluster.ts) and
-    // of jobs split into sub-jobs, and the next compactor resumes or redoes them. Fewer rows keep the table
-    // (and its scans) bounded in a soak: 26 × 60 × 4 cells of 3.5 KiB on average, about 22 MB.
-    name: 'bulky',
-    splits: ['i', 'r'],
-    config: [
-      'queues=bulk',
-      'ratio=2',
-      'maxFiles=4',
-      'fileLimit=10',
-      'maxAttempts=5',
-      'blockSize=4K',
-      'splitAbove=256K',
-      'maxSplits=3',
-    ],
-    versions: 1,
-    weight: 2,
-    valueBytes: [1024, 6 * 1024],
-    rowsPerLetter: 60,
-  },
-  {
-    // Merges by itself: neighbours holding less than 16 KiB together (what admin splits cut off).
-    name: 'aged',
-    splits: ['m'],
-    config: [ROUTES, ...TUNING, 'ttl=30d', 'mergeBelow=16K'],
-    versions: 1,
-    ttlMs: 30 * 86_400_000,
-    weight: 2,
-  },
-];
 
 export interface ChaosResult {
   violations: number;

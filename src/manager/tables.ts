@@ -49,6 +49,8 @@ import { answerCell, answerOf, unanswered } from './requests.js';
 
 const COUNTER_COL = 'nextTableId';
 const MAX_SPLITS = 10_000;
+/** Rounds of taking a deleted table's tablets away from their servers (see finishDelete). */
+const TAKE_AWAY_ROUNDS = 5;
 
 export const createTableSchema = z.object({
   name: z.string(),
@@ -258,27 +260,31 @@ export class Tables {
     unload: (server: string, tablet: string) => Promise<void>,
     answer: Cell[] = [],
   ): Promise<void> {
-    // 1. Take every tablet away from its server (one submission for all of them).
-    const hosted: TabletMeta[] = [];
-    const takeAways: Mutation[] = [];
-    for (const tablet of await this.tablets(tableId)) {
-      const mutation: Mutation = { conditions: [], deletes: [] };
-      for (const [col, loc] of [
-        [COL_LOC, tablet.loc],
-        [COL_FUTURE, tablet.future],
-      ] as const) {
-        if (!loc) continue;
-        mutation.conditions!.push({ op: 'equals', row: tablet.row, col, value: locationValue(loc) });
-        mutation.deletes!.push({ row: tablet.row, col });
+    // 1. Take every tablet away from its server (one submission for all of them). Again while some are
+    //    hosted: a tablet server may have split one just before it was taken (the daughters are hosted).
+    for (let round = 0; round < TAKE_AWAY_ROUNDS; round++) {
+      const hosted: TabletMeta[] = [];
+      const takeAways: Mutation[] = [];
+      for (const tablet of await this.tablets(tableId)) {
+        const mutation: Mutation = { conditions: [], deletes: [] };
+        for (const [col, loc] of [
+          [COL_LOC, tablet.loc],
+          [COL_FUTURE, tablet.future],
+        ] as const) {
+          if (!loc) continue;
+          mutation.conditions!.push({ op: 'equals', row: tablet.row, col, value: locationValue(loc) });
+          mutation.deletes!.push({ row: tablet.row, col });
+        }
+        if (mutation.deletes!.length === 0) continue;
+        hosted.push(tablet);
+        takeAways.push(mutation);
       }
-      if (mutation.deletes!.length === 0) continue;
-      hosted.push(tablet);
-      takeAways.push(mutation);
-    }
-    if (takeAways.length > 0) await this.commits.submit({ mutations: takeAways });
-    for (const tablet of hosted) {
-      for (const loc of [tablet.loc, tablet.future]) {
-        if (loc) await unload(loc.server, tablet.row).catch(() => undefined);
+      if (takeAways.length === 0) break;
+      await this.commits.submit({ mutations: takeAways });
+      for (const tablet of hosted) {
+        for (const loc of [tablet.loc, tablet.future]) {
+          if (loc) await unload(loc.server, tablet.row).catch(() => undefined);
+        }
       }
     }
     // 2. Remove the tablets with their queue entries (each tablet records its own, see queue/entries.ts),

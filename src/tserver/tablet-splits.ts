@@ -124,7 +124,9 @@ export class TabletSplits {
     if (until !== undefined && until > Date.now()) return;
     const bytes = [...tablet.meta.files.values()].reduce((n, f) => n + f.size, 0);
     const cached = this.deps.configs.cached(tablet.meta.tableId);
-    if (!cached || bytes <= cached.config.splitThreshold) return;
+    // A table being deleted does not split: its tablets are being taken away.
+    if (!cached || cached.state !== 'online' || tablet.closing || bytes <= cached.config.splitThreshold)
+      return;
     this.busy.set(tablet.row, Infinity);
     setImmediate(() => {
       void this.splitInTwo(tablet).then(

@@ -1,0 +1,92 @@
+/**
+ * The chaos run's faults of elastic tablets (faults.ts carries out the schedule and hands these here).
+ */
+import { sleep } from '../src/retry.js';
+import type { ChaosCluster, Slot } from './cluster.js';
+import type { ChaosLog } from './report.js';
+import type { ScheduledFault } from './schedule.js';
+
+/** What these faults need of the injector. */
+export interface ElasticContext {
+  cluster: ChaosCluster;
+  log: ChaosLog;
+  /** Counts the fault as carried out on `target` (and logs it). */
+  count(target: string, detail?: Record<string, unknown>): void;
+  /** Logs the fault as skipped, and why. */
+  skip(why: string): void;
+  /** Tablet servers a fault may take now. */
+  tservers(): Slot[];
+  hold(slot: Slot, ms: number): void;
+  unhold(slot: Slot): void;
+}
+
+/**
+ * The faults of elastic tablets: an admin split of a table at a row of the workload's, an admin merge of
+ * two neighbouring tablets, a drain of a tablet server for a while, a tablet server that joins for a
+ * while and leaves with SIGTERM (handing its tablets over). A refusal (a merge blocked by a user
+ * compaction pending on part of its range, a split of a tablet being merged) is logged, not a fault.
+ */
+export async function elasticFault(ctx: ElasticContext, f: ScheduledFault): Promise<void> {
+  const tables = ['events', 'versioned', 'bulky', 'aged'];
+  const table = tables[f.target % tables.length]!;
+  const refused = (what: string) => (err: unknown) =>
+    ctx.log.event('elastic-refused', { fault: f.kind, what, err: String(err).slice(0, 300) });
+  switch (f.kind) {
+    case 'table-split': {
+      // A row as the workload writes them: a letter and three digits.
+      const row = `${String.fromCharCode(97 + (f.pick % 26))}${String(f.pick % 1000).padStart(3, '0')}`;
+      ctx.count(table, { row });
+      await ctx.cluster.cli(['admin', 'table', 'split', table, row]).catch(refused(`${table} at ${row}`));
+      return;
+    }
+    case 'table-merge': {
+      const tablets = await ctx.cluster.client.tablets(table);
+      if (tablets.length < 3) return ctx.skip(`${table} has ${tablets.length} tablets`);
+      const i = f.pick % (tablets.length - 1);
+      const [a, b] = [tablets[i]!, tablets[i + 1]!];
+      ctx.count(table, { from: a.tablet, to: b.tablet });
+      const args = ['admin', 'table', 'merge', table, '--start', `0x${a.endRowHex!}`];
+      if (b.endRowHex !== null) args.push('--end', `0x${b.endRowHex}`);
+      await ctx.cluster.cli(args).catch(refused(`${table} from ${a.tablet} to ${b.tablet}`));
+      return;
+    }
+    case 'tserver-drain': {
+      const slots = ctx.tservers().filter((s) => s.identity && !s.optional);
+      if (slots.length === 0) return ctx.skip('no tablet server to drain');
+      const slot = slots[f.target % slots.length]!;
+      ctx.count(slot.name, { forMs: f.durationMs });
+      await ctx.cluster.cli(['admin', 'tserver', 'drain', slot.identity!]).catch(refused(slot.name));
+      await sleep(f.durationMs);
+      // Undone whatever happened meanwhile (a drain holds for the address, across restarts).
+      for (;;) {
+        const done = await ctx.cluster.cli(['admin', 'tserver', 'undrain', slot.identity!]).then(
+          () => true,
+          () => false,
+        );
+        if (done) return;
+        await sleep(1_000);
+      }
+    }
+    case 'tserver-join': {
+      const slot = ctx.cluster.slots.find((s) => s.optional && s.role === 'tserver');
+      if (!slot || !slot.held || slot.proc) return ctx.skip('the extra tablet server is up already');
+      ctx.count(slot.name, { forMs: f.durationMs });
+      ctx.hold(slot, f.durationMs + 60_000);
+      ctx.cluster.release(slot);
+      // (Read through a function: the slot's process changes under this fault.)
+      const procOf = (s: Slot) => s.proc;
+      const until = Date.now() + 60_000;
+      while (!procOf(slot)?.running && Date.now() < until) await sleep(200);
+      await sleep(f.durationMs);
+      // It leaves in order: it hands its tablets over, then exits 0.
+      slot.held = true;
+      const proc = procOf(slot);
+      if (proc) {
+        slot.expect = { codes: [0], signals: [], until: Infinity, why: 'SIGTERM: leaving the cluster' };
+        await proc.terminate(60_000).catch(() => proc.kill());
+      }
+      ctx.unhold(slot);
+      return;
+    }
+  }
+}

@@ -1,0 +1,67 @@
+/**
+ * The records a tablet row keeps beside its files and reservations (meta/tablet.ts lists its columns):
+ * the progress a compactor reported, user compaction requests and their selection, and the failures of
+ * jobs over a set of files.
+ */
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+
+export const progressSchema = z.object({
+  at: z.number(),
+  entriesRead: z.number().nonnegative(),
+  entriesWritten: z.number().nonnegative(),
+  bytesRead: z.number().nonnegative(),
+  bytesWritten: z.number().nonnegative(),
+  bytesComposed: z.number().nonnegative().optional(),
+});
+export type Progress = z.infer<typeof progressSchema>;
+
+export const userCompactionSchema = z.object({
+  requestedAt: z.number(),
+  filters: z.array(z.object({ name: z.string(), options: z.unknown().optional() })).default([]),
+});
+export type UserCompaction = z.infer<typeof userCompactionSchema>;
+
+/**
+ * A user compaction's selection (DESIGN.md, "The life of a compaction"): made as soon as a request is seen,
+ * it holds every file the tablet had then (their data is what the requests asked to rewrite). From then on
+ * system compactions run only over files outside it, and the user job runs over exactly these files once
+ * none of them is reserved (files reserved by a system job started before the selection stay in it; that
+ * job's output replaces them here when it commits). Never changed in place: replaced whole.
+ */
+export const selectionSchema = z.object({
+  /** The user compactions it satisfies, oldest first. */
+  ids: z.array(z.string()).min(1),
+  files: z.array(z.string()),
+  filters: z.array(z.object({ name: z.string(), options: z.unknown().optional() })),
+});
+export type Selection = z.infer<typeof selectionSchema>;
+
+export const failureSchema = z.object({
+  inputs: z.array(z.string()),
+  attempts: z.number().int().nonnegative(),
+  lastError: z.string(),
+  at: z.number(),
+  parked: z.boolean().default(false),
+  /** The queue and reservation of the last failed attempt (for admins). */
+  queueId: z.string().optional(),
+  lastEcid: z.string().optional(),
+});
+export type Failure = z.infer<typeof failureSchema>;
+
+/**
+ * Whether a job is parked: it failed as often as the table allows. Decided against the table's current
+ * `maxAttempts`, so raising the setting releases parked jobs (the stored `parked` flag records what held
+ * when the last attempt failed).
+ */
+export function isParked(failure: Failure, maxAttempts: number): boolean {
+  return failure.attempts >= maxAttempts;
+}
+
+/** Failures are recorded per set of input files: the key of a job's `failed:<key>` column. */
+export function failureKey(inputs: readonly string[]): string {
+  return createHash('sha256')
+    .update([...inputs].sort().join('\n'))
+    .digest('hex')
+    .slice(0, 24);
+}
