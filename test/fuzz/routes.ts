@@ -345,6 +345,51 @@ function managerRoutes(k: Known): fc.Arbitrary<Case>[] {
         })),
     ),
     route('GET /v1/check', fc.constant({ target: m, method: 'GET', path: '/v1/check' })),
+    // The shape of a table: splits and merges (a row already a split point, a range of one tablet, are
+    // no errors), and drains of tablet servers, named well or badly.
+    route(
+      'POST /v1/tables/:name/split',
+      fc
+        .tuple(
+          table,
+          fields({
+            rows: fc.array(fc.oneof(fc.string({ maxLength: 6 }), anyJson), { maxLength: 3 }),
+            rowsHex: fc.array(fc.oneof(fc.stringMatching(/^(?:[0-9a-f]{2}){1,3}$/), fc.string()), {
+              maxLength: 3,
+            }),
+          }),
+        )
+        .map(([n, body]) => ({ target: m, method: 'POST', path: `/v1/tables/${enc(n)}/split`, body })),
+    ),
+    route(
+      'POST /v1/tables/:name/merge',
+      fc
+        .tuple(
+          table,
+          fields({
+            startRow: fc.string({ maxLength: 4 }),
+            endRow: fc.string({ maxLength: 4 }),
+            startRowHex: fc.oneof(fc.stringMatching(/^(?:[0-9a-f]{2}){0,2}$/), fc.string({ maxLength: 4 })),
+            endRowHex: fc.oneof(fc.stringMatching(/^(?:[0-9a-f]{2}){0,2}$/), fc.string({ maxLength: 4 })),
+          }),
+        )
+        .map(([n, body]) => ({ target: m, method: 'POST', path: `/v1/tables/${enc(n)}/merge`, body })),
+    ),
+    route(
+      'POST /v1/tservers/:server/drain',
+      fc
+        .tuple(
+          fc.oneof(fc.constant('127.0.0.1:1'), fc.string({ maxLength: 24 }), wrongArb),
+          // Always undone: a drain that stayed would leave the fuzz cluster's tablets nowhere to go.
+          fields({ session: fc.string({ maxLength: 20 }), reason: fc.string({ maxLength: 10 }) }),
+        )
+        .map(([server, body]) => ({
+          target: m,
+          method: 'POST',
+          path: `/v1/tservers/${enc(String(server))}/drain`,
+          body: { ...(body as object), undo: true },
+        })),
+    ),
     route(
       'GET /v1/user-compactions/:id',
       ulidArb.map((id) => ({ target: m, method: 'GET', path: `/v1/user-compactions/${enc(id)}` })),
@@ -397,6 +442,26 @@ function workerRoutes(k: Known): fc.Arbitrary<Case>[] {
       fields({ tablet, session: fc.oneof(fc.constant(k.tserverSession), fc.string()) }),
     ),
     post('/v1/tablets/unload', fields({ tablet })),
+    post(
+      '/v1/tablets/split',
+      fields({
+        tablet,
+        rowsHex: fc.array(
+          fc.oneof(fc.stringMatching(/^(?:[0-9a-f]{2}){1,3}$/), fc.string({ maxLength: 6 })),
+          {
+            maxLength: 3,
+          },
+        ),
+      }),
+    ),
+    post(
+      '/v1/tablets/merge',
+      fields({
+        tablets: fc.array(tablet, { maxLength: 3 }),
+        // Short: a merge waits this long for running compactions.
+        waitMs: fc.oneof(fc.constantFrom(0, 10), fc.integer({ min: -5, max: 200 }), fc.double()),
+      }),
+    ),
     post(
       '/v1/tablets/refresh',
       fields({ tablet, tableId: fc.oneof(fc.constantFrom('0001', '0002'), fc.string()) }),
