@@ -37,6 +37,7 @@ export {
 } from './rfile/compression.js';
 export { RFileReader, type ScanOptions } from './rfile/reader.js';
 export { boundsAt, fileProfile, splitRows, type FileProfile } from './split-rows.js';
+export { bytesWithin, middleOf, rowSpans, type RowBounds, type RowSpan } from './row-share.js';
 export {
   DEFAULT_CHECKPOINT_BYTES,
   DEFAULT_CHECKPOINT_MS,

@@ -3,9 +3,9 @@
  * and what its files hold in; one conditional change out. tablet-splits.ts is the I/O around them.
  *
  * 1. Where. A tablet splits at rows strictly inside its range. Split by itself (its data past the table's
- *    `splitThreshold`), it splits in two at the last row of the data block that ends nearest the middle
- *    of its bytes, read from its files' indexes (storage/split-rows.ts, fileProfile): never a row that
- *    is already a split point, and no data is read.
+ *    `splitThreshold`), it splits in two at the row nearest the middle of its bytes, estimated from its
+ *    files' indexes (storage/split-rows.ts, fileProfile; storage/row-share.ts spreads each block's bytes
+ *    over the rows it may hold): never a row that is already a split point, and no data is read.
  * 2. Daughters. Tablet (p, e] split at r1 < … < rk becomes (p, r1], (r1, r2], …, (rk, e]. The last keeps
  *    the tablet's row (its end row is the same): its compactors, which know the tablet by that row, go on
  *    reporting and committing there. The others are new rows, hosted at once by the same server. Files
@@ -51,7 +51,7 @@ import {
   type TabletMeta,
 } from '../meta/tablet.js';
 import type { Cell, Condition } from '../meta/types.js';
-import { boundsAt, compareBytes, type FileProfile } from '../storage/index.js';
+import { bytesWithin, compareBytes, middleOf, rowSpans, type FileProfile } from '../storage/index.js';
 import type { RuleChange } from './rule-change.js';
 
 /** The split points that can split `meta`: strictly inside its rows, ascending, each once. */
@@ -66,32 +66,22 @@ export function usableSplitRows(meta: Pick<TabletMeta, 'prevEndRow' | 'endRow'>,
 }
 
 /**
- * Where a tablet splits by itself (rule 1): the last row of the data block that ends nearest the middle of
- * its files' bytes within its rows; undefined when no such row is strictly inside them (one row, say).
+ * Where a tablet splits by itself (rule 1): the row nearest the middle of its files' bytes within its rows,
+ * among the blocks' last rows and the files' first rows; undefined when no such row is strictly inside
+ * them with bytes on both sides (one row, say).
  */
 export function middleRow(
   meta: Pick<TabletMeta, 'prevEndRow' | 'endRow'>,
   profiles: Iterable<FileProfile>,
 ): Buffer | undefined {
-  const marks: { row: Buffer; bytes: number }[] = [];
-  for (const p of profiles) for (const b of p.blocks) if (inTablet(meta, b.row)) marks.push(b);
-  const [bound] = boundsAt(marks, 2);
-  if (!bound) return undefined;
-  // boundsAt gives the smallest row after a block's last row: the split row is that last row.
-  const row = bound.subarray(0, bound.length - 1);
-  return usableSplitRows(meta, [Buffer.from(row)])[0];
-}
-
-function inTablet(meta: Pick<TabletMeta, 'prevEndRow' | 'endRow'>, row: Buffer): boolean {
-  return (
-    (meta.prevEndRow === null || compareBytes(row, meta.prevEndRow) > 0) &&
-    (meta.endRow === null || compareBytes(row, meta.endRow) <= 0)
-  );
+  const spans = [...profiles].flatMap(rowSpans);
+  const row = middleOf(spans, { lo: meta.prevEndRow, hi: meta.endRow });
+  return row && usableSplitRows(meta, [Buffer.from(row)])[0];
 }
 
 /**
- * A file's share of each daughter (rule 2): the fraction of its bytes in the tablet that each daughter
- * holds, by the blocks whose last row falls in it; null where the file holds none of the daughter's rows
+ * A file's share of each daughter (rule 2): the fraction of its bytes in the tablet that each daughter's
+ * rows are estimated to hold (storage/row-share.ts); null where the file holds none of the daughter's rows
  * (by its first and last row). Without a profile (the file could not be read), an equal share each.
  */
 export function fileShares(
@@ -107,15 +97,10 @@ export function fileShares(
       (d.prev === null || compareBytes(lastRow, d.prev) > 0) &&
       (d.end === null || compareBytes(firstRow, d.end) <= 0),
   );
-  const bytes = daughters.map(() => 0);
-  for (const b of profile.blocks) {
-    // A block belongs to the daughter holding its last row; one past the last daughter, to the last.
-    let i = daughters.findIndex((d) => d.end === null || compareBytes(b.row, d.end) <= 0);
-    if (i === -1) i = daughters.length - 1;
-    const d = daughters[i]!;
-    if (d.prev !== null && compareBytes(b.row, d.prev) <= 0) continue; // before the tablet
-    bytes[i]! += b.bytes;
-  }
+  const spans = rowSpans(profile);
+  const bytes = daughters.map((d) =>
+    spans.reduce((n, s) => n + bytesWithin(s, { lo: d.prev, hi: d.end }), 0),
+  );
   const total = bytes.reduce((n, x, i) => n + (present[i] ? x : 0), 0);
   const count = present.filter(Boolean).length;
   return present.map((p, i) => (!p ? null : total > 0 ? bytes[i]! / total : 1 / count));

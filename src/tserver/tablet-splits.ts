@@ -125,30 +125,48 @@ export class TabletSplits {
     const bytes = [...tablet.meta.files.values()].reduce((n, f) => n + f.size, 0);
     const cached = this.deps.configs.cached(tablet.meta.tableId);
     // A table being deleted does not split: its tablets are being taken away.
-    if (!cached || cached.state !== 'online' || tablet.closing || bytes <= cached.config.splitThreshold)
+    if (
+      tablet.state !== 'hosted' ||
+      !cached ||
+      cached.state !== 'online' ||
+      tablet.closing ||
+      bytes <= cached.config.splitThreshold
+    )
       return;
     this.busy.set(tablet.row, Infinity);
     setImmediate(() => {
       void this.splitInTwo(tablet).then(
-        () => this.busy.delete(tablet.row),
+        (split) => {
+          if (split) this.busy.delete(tablet.row);
+          else {
+            // Its bytes are all in one row (or its files' indexes could not be read): tried again on
+            // a change of the tablet, not before a while.
+            this.busy.set(tablet.row, Date.now() + RETRY_AFTER_MS);
+            this.deps.log.info({ tablet: tablet.row }, 'no row to split a tablet past its threshold at');
+          }
+        },
         (err: unknown) => {
           this.stats.failed++;
           this.busy.set(tablet.row, Date.now() + RETRY_AFTER_MS);
           this.deps.log.info({ tablet: tablet.row, err: describeError(err) }, 'automatic split postponed');
+          // Tried again then even if nothing changes the tablet meanwhile (a quiet tablet still splits).
+          setTimeout(() => this.maybeSplit(tablet), RETRY_AFTER_MS + 10).unref();
         },
       );
     });
   }
 
-  private async splitInTwo(tablet: HostedTablet): Promise<void> {
-    if (tablet.state !== 'hosted') return;
+  /** False when there is no row to split at. */
+  private async splitInTwo(tablet: HostedTablet): Promise<boolean> {
+    if (tablet.state !== 'hosted') return true;
     await this.readProfiles(tablet);
     const row = middleRow(
       tablet.meta,
       [...tablet.meta.files.keys()].flatMap((f) => this.profiles.get(f) ?? []),
     );
-    if (!row) throw new ExcError('CONFLICT', `tablet ${tablet.row} has no row to split at (one row?)`);
+    if (!row) return false;
     await this.split(tablet.row, [row], 'threshold');
+    return true;
   }
 
   /** A daughter's first change: its queue entries and user compaction step, planned as on a load. */

@@ -92,9 +92,12 @@ describe('moves and balancing', () => {
     await fast.terminate();
     const victim = servers[1]!;
     const tablet = (await s.client.tablets(s.table)).find((t) => t.loc?.server === victim.server)!;
-    const lo = tablet.prevEndRowHex === null ? '' : Buffer.from(tablet.prevEndRowHex, 'hex').toString();
+    // Rows just after the tablet's first row are its own ("~" sorts after every digit; the first
+    // tablet's rows are those before "row", such as digits).
+    const prefix =
+      tablet.prevEndRowHex === null ? '' : `${Buffer.from(tablet.prevEndRowHex, 'hex').toString()}~`;
     // Three files of the tablet's own rows: one job over all of them.
-    for (let i = 0; i < 3; i++) await write(rows(0, 2_000, ts++, `${lo}~`));
+    for (let i = 0; i < 3; i++) await write(rows(0, 2_000, ts++, prefix));
     const slow = await c.startCompactor('q', { name: 'slow', args: ['--throughput', '300000'] });
     const started = await slow.waitForLog(
       (l) => l.msg === 'compaction started' && l.tablet === tablet.tablet,

@@ -87,12 +87,33 @@ describe('tablet split - where', () => {
     ]);
   });
 
-  it('by itself: the last row of the block that ends nearest the middle of its bytes, within its rows', () => {
+  it('by itself: the row nearest the middle of its bytes, within its rows', () => {
     const t = parent();
-    // f1's blocks hold 800 bytes, f2's 300: the middle of 1100 falls at f1's block ending at "h".
-    expect(middleRow(t, PROFILES.values())?.toString()).toBe('h');
+    // f1's 800 bytes spread over d..w, f2's 300 over d..f: 500 bytes are at or before f, 600 before h,
+    // 650 before g (half of f1's block f..h); a fourth block of f2 ending at g moves the middle there.
+    const f2 = profile(['d', 'e', 'f', 'g']);
+    expect(middleRow(t, [PROFILES.get('f1')!, f2])?.toString()).toBe('g');
     // A tablet of one row has nowhere to split.
     expect(middleRow(t, [profile(['k', 'k', 'k'])])).toBeUndefined();
+  });
+
+  it('by itself: small files of one block each count over their rows, not at their last row', () => {
+    // Tablet (c, x]: one file of eight blocks over d..w, and ten one-block files over d..w — counted at
+    // their last row, all of their bytes would sit at w and the middle would be there.
+    const small = Array.from({ length: 10 }, () => ({
+      firstRow: b('d'),
+      lastRow: b('w'),
+      blocks: [{ row: b('w'), bytes: 300 }],
+    }));
+    const row = middleRow(parent(), [PROFILES.get('f1')!, ...small])!.toString();
+    expect(['k', 'n']).toContain(row);
+    // Only one-block files over the same rows: no row of their indexes is near the middle, so a row
+    // between is made, short, with about half of the bytes on each side.
+    const only = middleRow(parent(), small)!;
+    expect(only.compare(b('d'))).toBeGreaterThan(0);
+    expect(only.compare(b('w'))).toBeLessThan(0);
+    expect(only.length).toBe(1);
+    expect(only.toString()).toBe('m');
   });
 
   it("a file's share of each daughter follows its blocks; none where it holds none of their rows", () => {
