@@ -69,7 +69,7 @@ const WEIGHTS: Record<FaultKind, number> = {
   // Elastic tablets: admin splits and merges (a small splitThreshold splits tablets by themselves too,
   // and merged ones again), drains, and a tablet server that joins for a while and leaves with SIGTERM.
   'table-split': 14,
-  'table-merge': 20,
+  'table-merge': 30,
   'tserver-drain': 3,
   'tserver-join': 2,
 };
