@@ -5,8 +5,12 @@
  * - Progress goes to the tablet server every `progressEveryMs`; RESERVATION_GONE there means the job was
  *   cancelled (the tablet requeued it), so the compaction stops at once.
  * - Commit follows the tablet: on NOT_SERVING or an unreachable server it looks the location up again and
- *   retries with backoff, as long as the reservation may still exist. It never commits once the session
- *   the job was reserved under is lost: that reservation is being cancelled.
+ *   retries with backoff, as long as the reservation is still in the tablet's row (tablet-lookup.ts). It
+ *   never commits once the session the job was reserved under is lost: that reservation is being
+ *   cancelled.
+ * - A progress report the tablet's host does not answer for (NOT_SERVING, unreachable) looks the tablet up
+ *   too: a reservation gone from its row (the table deleted, the reservation ended) stops the job at once,
+ *   and the abort leaves no output behind (checkpointed parts stay for the collector).
  * - A job that fails (a corrupt input, the object store past its retries) is reported with the error; its
  *   output, if any, is left for the garbage collector.
  * - A job stopped for shutdown is released, so another compactor can take it at once.
@@ -20,9 +24,7 @@ import { setMaxListeners } from 'node:events';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { MetaClient } from '../meta/client.js';
-import { COL_OUTCOME, doneRow, parseOutcome } from '../meta/outcomes.js';
 import { ALL_ROWS, intersectRows } from '../meta/rows.js';
-import { ecompCol, fileCol, parseTablet } from '../meta/tablet.js';
 import type { PeerClients } from '../rpc/peers.js';
 import { backoffDelay, sleep } from '../retry.js';
 import {
@@ -34,6 +36,7 @@ import {
   type ObjectStore,
 } from '../storage/index.js';
 import type { ReservedJob } from '../queue/protocol.js';
+import { committedInStore, lookUpTablet } from './tablet-lookup.js';
 import type { Links } from './links.js';
 
 /** How long a finished job keeps trying to commit (following its tablet) before it reports a failure. */
@@ -160,12 +163,17 @@ async function runLinked(
       .catch((err: unknown) => {
         if (err instanceof ExcError && err.code === 'RESERVATION_GONE') running.stop('cancelled');
         // The tablet moved (its server died or handed it over): report to its new host from now on.
+        // Or its table was deleted, or the reservation ended without this compactor being told: stop.
         else if (err instanceof ExcError && (err.code === 'NOT_SERVING' || err.code === 'UNAVAILABLE')) {
-          currentHost(deps.meta, job.tablet).then(
-            (host) => {
-              if (!host) return;
-              running.server = host;
-              follow(host);
+          lookUpTablet(deps.meta, job.tablet, job.ecid).then(
+            ({ host, reserved }) => {
+              if (!reserved) {
+                if (!stopReason) log.info('the reservation is gone from its tablet: stopping');
+                running.stop('cancelled');
+              } else if (host) {
+                running.server = host;
+                follow(host);
+              }
             },
             () => undefined,
           );
@@ -307,7 +315,21 @@ async function commit(
       lastError = err;
       log.debug({ err: describeError(err), attempt }, 'commit not done yet; trying again');
       await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 2_000 }));
-      running.server = (await currentHost(deps.meta, job.tablet).catch(() => undefined)) ?? running.server;
+      const now = await lookUpTablet(deps.meta, job.tablet, job.ecid).catch(() => undefined);
+      if (now && !now.reserved) {
+        // Committed by an attempt whose answer was lost, or gone (cancelled, its table deleted).
+        if (
+          unknownOutcome &&
+          (await committedInStore(deps.meta, job.tablet, job, output).catch(() => false))
+        ) {
+          log.info('compaction committed (confirmed from the metadata store after a lost answer)');
+          await deleteParts(deps.store, result, log);
+          return 'committed';
+        }
+        log.info('not committing: the reservation is gone from its tablet; result discarded');
+        return 'discarded';
+      }
+      running.server = now?.host ?? running.server;
       follow(running.server);
     }
   }
@@ -354,7 +376,9 @@ async function reportFailure(
         return;
       }
       await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 2_000 }));
-      running.server = (await currentHost(deps.meta, job.tablet).catch(() => undefined)) ?? running.server;
+      const now = await lookUpTablet(deps.meta, job.tablet, job.ecid).catch(() => undefined);
+      if (now && !now.reserved) return; // ended already: nothing left to tell
+      running.server = now?.host ?? running.server;
       follow(running.server);
     }
   }
@@ -378,35 +402,10 @@ async function deleteParts(store: ObjectStore, result: CompactionResult, log: Lo
 }
 
 /**
- * Whether the metadata store shows the job committed: the outcome its commit recorded, or (once outcomes
- * are trimmed) its inputs replaced by its output. A sub-job of a split leaves the inputs in place until the
- * last one commits: only its outcome tells.
- */
-async function committedInStore(
-  meta: MetaClient,
-  tablet: string,
-  job: ReservedJob,
-  output: { size: number } | null,
-): Promise<boolean> {
-  const recorded = (await meta.row(doneRow(job.ecid))).get(COL_OUTCOME);
-  const outcome = recorded === undefined ? undefined : parseOutcome(recorded);
-  if (outcome) return outcome.outcome === 'committed';
-  if (job.range) return false;
-  const cols = await meta.row(tablet);
-  if (cols.has(ecompCol(job.ecid))) return false;
-  if (job.inputs.some((i) => cols.has(fileCol(i.name)))) return false;
-  return output === null || cols.has(fileCol(job.output));
-}
-
-/**
  * The rows the compaction reads: a sub-job's range within the rows the job was reserved for (its inputs
  * may hold rows of a tablet they are shared with).
  */
 function readRows(job: ReservedJob): Pick<CompactFilesArgs, 'range'> {
   if (!job.range && !job.clip) return {};
   return { range: intersectRows(job.range ?? ALL_ROWS, job.clip ?? ALL_ROWS) };
-}
-
-async function currentHost(meta: MetaClient, tablet: string): Promise<string | undefined> {
-  return parseTablet(tablet, await meta.row(tablet)).loc?.server;
 }

@@ -31,6 +31,7 @@ import {
 import { scanRows, type MetaBackend, type MetaReader } from '../meta/backend.js';
 import { tableConfigSchema, type TableConfig, type TableConfigInput } from '../meta/table-config.js';
 import { ingestRow } from '../meta/ingest-ids.js';
+import { outcomeCell } from '../meta/outcomes.js';
 import {
   COL_FUTURE,
   COL_LOC,
@@ -301,10 +302,27 @@ export class Tables {
         ...[...tablet.reservations.values()].map((r) => r.output),
         ...[...tablet.splits.values()].flatMap((s) => s.done.flatMap((d) => (d?.output ? [d.output] : []))),
       ];
+      // Each reservation ends here, with the table: its outcome says so (its compactor, finding it gone
+      // from the tablet's row, has stopped or soon will).
+      const ended = [...tablet.reservations].map(([ecid, r]) =>
+        outcomeCell(ecid, {
+          outcome: 'cancelled',
+          reason: 'table-deleted',
+          tablet: tablet.row,
+          queueId: r.queueId,
+          compactor: r.compactor,
+          kind: r.kind,
+          inputs: r.inputs.length,
+          ...(r.userCompactionIds ? { userCompactionIds: r.userCompactionIds } : {}),
+          reservedAt: r.reservedAt,
+          at: Number(now),
+          server: 'manager',
+        }),
+      );
       removals.push({
         conditions: [{ op: 'absent', row: tablet.row, col: COL_LOC }],
         deleteRows: [tablet.row, ingestRow(tablet.row), ...tablet.queued.values()],
-        puts: doomed.map((file) => ({ row: delRow(file), col: 'at', value: now })),
+        puts: [...doomed.map((file) => ({ row: delRow(file), col: 'at', value: now })), ...ended],
       });
     }
     if (removals.length > 0) await this.commits.submit({ mutations: removals });

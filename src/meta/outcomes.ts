@@ -28,7 +28,7 @@ export const FAILURE_REASONS: ReadonlySet<string> = new Set(['failed', 'stalled'
 
 export const outcomeSchema = z.object({
   outcome: z.enum(['committed', 'cancelled']),
-  /** Why a cancelled reservation ended (compactor-gone, failed, stalled, released, admin, queue-deleted). */
+  /** Why a cancelled reservation ended (compactor-gone, failed, stalled, released, admin, queue-deleted, merge, table-deleted). */
   reason: z.string().optional(),
   error: z.string().optional(),
   /**
