@@ -169,7 +169,7 @@ export const SETTINGS = {
     'EXC_METRICS_CACHE_MS',
     int(0, 600_000),
     5_000,
-    'The active manager computes its queue metrics (excompact_queue_jobs, excompact_queue_bytes: a read of every tablet) at most this often; scrapes in between, or at the same time, get the same figures. 0: at every scrape.',
+    'The active manager computes its queue metrics (excompact_queue_jobs, excompact_queue_bytes, excompact_queue_oldest_seconds: a read of every tablet and queue entry) at most this often; scrapes in between, or at the same time, get the same figures. 0: at every scrape.',
   ),
   compactorLinkGraceMs: setting(
     'EXC_COMPACTOR_LINK_GRACE_MS',

@@ -197,3 +197,56 @@ export function resumeMetrics(
     checkpointed: () => checkpoints.inc({ queue }),
   };
 }
+
+/** Entries a compaction read and wrote so far (its progress). */
+export interface EntryFigures {
+  entriesRead: number;
+  entriesWritten: number;
+}
+
+/**
+ * A compactor's `excompact_compactor_entries_read_total{queue}` and `…_written_total{queue}`: the entries
+ * its compactions read and wrote, those still running included as far as they got (read at each scrape),
+ * so progress shows in the metrics while a long job runs. `ended` is told each job's last figures as it
+ * leaves `running`.
+ */
+export function entryMetrics(
+  registry: Registry,
+  queue: string,
+  running: () => Iterable<{ progress: EntryFigures }>,
+): { ended: (last: EntryFigures) => void } {
+  const done: EntryFigures = { entriesRead: 0, entriesWritten: 0 };
+  const counter = (field: keyof EntryFigures, name: string, help: string) => {
+    let reported = 0;
+    new Counter({
+      name,
+      help,
+      labelNames: ['queue'],
+      registers: [registry],
+      collect() {
+        let total = done[field];
+        for (const r of running()) total += r.progress[field];
+        // Never backwards (a counter): a job's figures only grow, and move to `done` as it ends.
+        if (total > reported) this.inc({ queue }, total - reported);
+        else this.inc({ queue }, 0);
+        reported = Math.max(reported, total);
+      },
+    });
+  };
+  counter(
+    'entriesRead',
+    'excompact_compactor_entries_read_total',
+    "Entries read by this compactor's compactions, running ones included",
+  );
+  counter(
+    'entriesWritten',
+    'excompact_compactor_entries_written_total',
+    "Entries written by this compactor's compactions, running ones included",
+  );
+  return {
+    ended: (last) => {
+      done.entriesRead += last.entriesRead;
+      done.entriesWritten += last.entriesWritten;
+    },
+  };
+}

@@ -24,6 +24,7 @@ import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { MetaClient } from '../meta/client.js';
 import {
   compactionMetrics,
+  entryMetrics,
   counterOf,
   createRegistry,
   gaugeOf,
@@ -74,6 +75,7 @@ export class Compactor extends EventEmitter<Events> {
   private statusUrl: string | undefined;
   private readonly registry = createRegistry('compactor');
   private readonly ended: ReturnType<typeof compactionMetrics>;
+  private readonly entries: ReturnType<typeof entryMetrics>;
   private readonly resumes: ReturnType<typeof resumeMetrics>;
 
   constructor(private readonly options: CompactorOptions) {
@@ -108,6 +110,7 @@ export class Compactor extends EventEmitter<Events> {
     gaugeOf(this.registry, 'excompact_compactor_running_jobs', 'Jobs running now', () => this.running.size);
     zkSessionGauge(this.registry, () => this.generation?.session);
     this.ended = compactionMetrics(this.registry, options.queue);
+    this.entries = entryMetrics(this.registry, options.queue, () => this.running.values());
     this.resumes = resumeMetrics(this.registry, options.queue);
     this.server.route('GET', '/status', {}, () => this.status());
   }
@@ -264,6 +267,7 @@ export class Compactor extends EventEmitter<Events> {
       running: this.running,
       outcomes: this.outcomes,
       ended: this.ended,
+      entries: this.entries,
       resumes: this.resumes,
     };
   }

@@ -7,7 +7,7 @@
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { MetaClient } from '../meta/client.js';
-import type { compactionMetrics, resumeMetrics } from '../metrics.js';
+import type { compactionMetrics, entryMetrics, resumeMetrics } from '../metrics.js';
 import type { ReservedJob } from '../queue/protocol.js';
 import type { PeerClients } from '../rpc/peers.js';
 import { backoffDelay, sleep } from '../retry.js';
@@ -48,6 +48,7 @@ export interface WorkerDeps {
   /** Jobs ended, by outcome. */
   outcomes: Record<JobOutcome, number>;
   ended: ReturnType<typeof compactionMetrics>;
+  entries: ReturnType<typeof entryMetrics>;
   resumes: ReturnType<typeof resumeMetrics>;
 }
 
@@ -115,7 +116,12 @@ export async function work(slot: number, deps: WorkerDeps): Promise<void> {
         job,
         server,
         (running) => deps.running.set(job.ecid, running),
-      ).finally(() => deps.running.delete(job.ecid));
+      ).finally(() => {
+        // Its figures move from the running jobs to the ended ones at once: the counters never go back.
+        const ran = deps.running.get(job.ecid);
+        if (ran) deps.entries.ended(ran.progress);
+        deps.running.delete(job.ecid);
+      });
       deps.outcomes[outcome]++;
       deps.ended(
         outcome,

@@ -25,7 +25,7 @@ import type { Logger } from '../log.js';
 import { runShutdownSteps, type ShutdownStep } from '../lifecycle.js';
 import { createRegistry } from '../metrics.js';
 import { advertisedAddress } from '../net.js';
-import { checkQueuesExist } from '../queue/registry.js';
+import { checkQueuesExist, readQueueMap } from '../queue/registry.js';
 import { PeerClients } from '../rpc/peers.js';
 import {
   connectZk,
@@ -146,7 +146,10 @@ export class Manager extends EventEmitter<Events> {
       this.server,
       () => this.parts(),
       () => this.status(),
-      pickupMetric(registry),
+      pickupMetric(registry, async () => {
+        const { map } = await readQueueMap(this.session!, this.layout);
+        return new Map([...map].map(([name, id]) => [id, name]));
+      }),
     );
     registerHistoryApi(this.server, () => this.parts());
     registerUserCompactionApi(this.server, () => ({

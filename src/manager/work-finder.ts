@@ -12,6 +12,7 @@
 import type { MetaBackend } from '../meta/backend.js';
 import { parseQueueRow, queueEntryTablet, queuePrefix, QUEUE_ID_RE } from '../meta/keys.js';
 import { COL_LOC, QUEUED_PREFIX, locationSchema, type Location } from '../meta/tablet.js';
+import { entryQueuedAt } from '../queue/entries.js';
 import type { CommitQueue } from './commit-queue.js';
 
 export interface FoundWork {
@@ -99,7 +100,7 @@ export class WorkFinder {
           tablet,
           priority: entry.priority,
           location: locationSchema.parse(JSON.parse(loc)),
-          queuedAt: queuedAt(cell.value),
+          queuedAt: entryQueuedAt(cell.value),
         };
       }
     }
@@ -168,14 +169,5 @@ export class WorkFinder {
         waiter.wake();
       }
     }
-  }
-}
-
-function queuedAt(value: string): number | undefined {
-  try {
-    const at = (JSON.parse(value) as { at?: unknown }).at;
-    return typeof at === 'number' ? at : undefined;
-  } catch {
-    return undefined; // a malformed entry is the check's business (admin check), not the metric's
   }
 }

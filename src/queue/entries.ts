@@ -63,3 +63,13 @@ export function queueUpdate(
   }
   return update;
 }
+
+/** When a `~cq` entry was queued, from its `tablet` cell; undefined for a malformed one. */
+export function entryQueuedAt(value: string): number | undefined {
+  try {
+    const at = (JSON.parse(value) as { at?: unknown }).at;
+    return typeof at === 'number' ? at : undefined;
+  } catch {
+    return undefined; // a malformed entry is the check's business (admin check), not a metric's
+  }
+}

@@ -22,6 +22,11 @@ const REQUIRED = [
   'excompact_compaction_input_bytes',
   'excompact_reclaim_seconds',
   'excompact_pickup_seconds',
+  'excompact_queue_oldest_seconds',
+  'excompact_queue_compactors',
+  'excompact_table_route_unserved',
+  'excompact_compactor_entries_read_total',
+  'excompact_compactor_entries_written_total',
   'excompact_rpc_seconds',
   'excompact_zk_session_state',
 ];
@@ -102,6 +107,12 @@ describe('metrics and deploy/', () => {
     expect(sample(done.text, 'excompact_compaction_seconds_count', { queue: 'small' })).toBeGreaterThan(0);
     expect(sample(done.text, 'excompact_compaction_input_bytes_sum', { queue: 'small' })).toBeGreaterThan(0);
     expect(sample(done.text, 'excompact_compactions_total', { queue: 'small', outcome: 'failed' })).toBe(0);
+    expect(sample(done.text, 'excompact_compactor_entries_read_total', { queue: 'small' })).toBeGreaterThan(
+      0,
+    );
+    expect(
+      sample(done.text, 'excompact_compactor_entries_written_total', { queue: 'small' }),
+    ).toBeGreaterThan(0);
 
     // A compactor killed in the middle of a job: the tablet server times how long until its work is back.
     // The first compactor drains the queue first, and the slow one starts after the ingest, so the job it
@@ -138,14 +149,21 @@ describe('metrics and deploy/', () => {
     expect(sum).toBeGreaterThan(0);
     expect(sum).toBeLessThan(1.5);
 
-    const scrapes = { manager: await scrape(manager), tserver: reclaimed, compactor: done };
+    // No compactor of `small` is left: the table that routes there is unserved, and says so.
+    const unserved = await waitFor(async () => {
+      const t = await scrape(manager);
+      return sample(t.text, 'excompact_table_route_unserved', { table: 't', queue: 'small' }) === 1 && t;
+    }, "the table's route to a queue without compactors");
+    expect(sample(unserved.text, 'excompact_queue_compactors', { queue: 'small' })).toBe(0);
+    expect(sample(unserved.text, 'excompact_queue_oldest_seconds', { queue: 'large' })).toBe(0);
+    const scrapes = { manager: unserved, tserver: reclaimed, compactor: done };
     const m = scrapes.manager.text;
     // Both queues, every state, even the idle queue (an autoscaler must see it from the start).
     for (const queue of ['small', 'large'])
       for (const state of ['queued', 'running', 'parked'])
         expect(sample(m, 'excompact_queue_jobs', { queue, state }), `${queue} ${state}`).toBeTypeOf('number');
     expect(sample(m, 'excompact_queue_bytes', { queue: 'large' })).toBe(0);
-    expect(sample(m, 'excompact_pickup_seconds_count', {})).toBeGreaterThan(0);
+    expect(sample(m, 'excompact_pickup_seconds_count', { queue: 'small' })).toBeGreaterThan(0);
     expect(sample(m, 'excompact_rpc_seconds_count', { route: 'POST /v1/queues/next' })).toBeGreaterThan(0);
     for (const [role, scraped] of Object.entries(scrapes))
       expect(sample(scraped.text, 'excompact_zk_session_state', { state: 'connected' }), role).toBe(1);

@@ -9,6 +9,7 @@ import type { ViewSources } from '../../src/manager/admin-views.js';
 import { registerOutcomeMetrics, type OutcomeCounts } from '../../src/manager/outcome-counts.js';
 import {
   managerFigures,
+  pickupMetric,
   registerQueueMetrics,
   registerWaitingMetric,
 } from '../../src/manager/queue-metrics.js';
@@ -60,11 +61,12 @@ describe('manager queue metrics', () => {
       expect(await registry.metrics()).toBe(first);
     }
     await Promise.all([registry.metrics(), registry.metrics()]);
-    expect(counts).toEqual({ scans: 1, nameReads: 1 });
+    // (Two scans a read: the tablets and the queue entries.)
+    expect(counts).toEqual({ scans: 2, nameReads: 1 });
     // Once the interval has passed, the next scrape reads again.
     now += 5_000;
     await registry.metrics();
-    expect(counts).toEqual({ scans: 2, nameReads: 2 });
+    expect(counts).toEqual({ scans: 4, nameReads: 2 });
   });
 
   it('with an interval of 0, the metrics of one scrape still share one read', async () => {
@@ -74,9 +76,9 @@ describe('manager queue metrics', () => {
     registerQueueMetrics(registry, figures);
     registerWaitingMetric(registry, () => ({}), figures);
     await registry.metrics();
-    expect(counts).toEqual({ scans: 1, nameReads: 1 });
+    expect(counts).toEqual({ scans: 2, nameReads: 1 });
     await registry.metrics();
-    expect(counts).toEqual({ scans: 2, nameReads: 2 });
+    expect(counts).toEqual({ scans: 4, nameReads: 2 });
   });
 
   it('waiting compactors are labelled by queue name; a deleted queue has no series left', async () => {
@@ -100,5 +102,101 @@ describe('manager queue metrics', () => {
     );
     expect(text).not.toMatch(/gone/);
     expect(text).not.toMatch(/queue="q1"/);
+  });
+
+  it("oldest queued job, compactors per queue, and a table's route to a queue nobody serves", async () => {
+    const now = 1_000_000;
+    const sources = {
+      store: {
+        scan: async (request: { prefix?: string }) => ({
+          cells:
+            request.prefix === '~cq:'
+              ? [
+                  {
+                    row: '~cq:q1:0000:fffffffe:0001:<',
+                    col: 'tablet',
+                    value: '{"tablet":"0001<","at":990000}',
+                  },
+                  {
+                    row: '~cq:q1:0001:fffffffe:0001:61',
+                    col: 'tablet',
+                    value: '{"tablet":"0001;61","at":995000}',
+                  },
+                  { row: '~cq:q1:0002:fffffffe:0001:62', col: 'tablet', value: 'not json' },
+                ]
+              : [],
+        }),
+      },
+      tables: {
+        list: async () => [
+          {
+            id: '0001',
+            name: 'events',
+            state: 'online',
+            config: { maxAttempts: 3, queues: [{ queue: 'small' }, { queue: 'nowhere' }] },
+          },
+          {
+            id: '0002',
+            name: 'served',
+            state: 'online',
+            config: { maxAttempts: 3, queues: [{ queue: 'large' }] },
+          },
+        ],
+      },
+      layout: { queueNode: (id: string) => `/exc/compactors/${id}` },
+      session: {
+        children: async (path: string) => (path.endsWith('/q1') ? [] : ['c-1', 'c-2']),
+      },
+    } as unknown as ViewSources;
+    const names = async () =>
+      new Map([
+        ['q1', 'small'],
+        ['q2', 'large'],
+      ]);
+    const figures = managerFigures(
+      () => sources,
+      names,
+      0,
+      () => now,
+    );
+    const registry = new Registry();
+    registerQueueMetrics(registry, figures);
+    const realNow = Date.now;
+    Date.now = () => now;
+    try {
+      const text = await registry.metrics();
+      expect(text).toMatch(/^excompact_queue_oldest_seconds\{queue="small"\} 10$/m);
+      expect(text).toMatch(/^excompact_queue_oldest_seconds\{queue="large"\} 0$/m);
+      expect(text).toMatch(/^excompact_queue_compactors\{queue="small"\} 0$/m);
+      expect(text).toMatch(/^excompact_queue_compactors\{queue="large"\} 2$/m);
+      expect(text).toMatch(/^excompact_table_route_unserved\{table="events",queue="small"\} 1$/m);
+      expect(text).toMatch(/^excompact_table_route_unserved\{table="events",queue="nowhere"\} 1$/m);
+      expect(text).toMatch(/^excompact_table_route_unserved\{table="served",queue="large"\} 0$/m);
+    } finally {
+      Date.now = realNow;
+    }
+  });
+
+  it('the time a job waited for a compactor, by queue name; a queue no longer named is left out', async () => {
+    const registry = new Registry();
+    let reads = 0;
+    const observe = pickupMetric(
+      registry,
+      async () => {
+        reads++;
+        return new Map([['q1', 'small']]);
+      },
+      5_000,
+      () => 20_000,
+    );
+    observe({ entry: '~cq:q1:0000:fffffffe:0001:<', queuedAt: 17_500 });
+    observe({ entry: '~cq:q9:0000:fffffffe:0001:<', queuedAt: 10_000 });
+    observe({ entry: '~cq:q1:0000:fffffffe:0001:<' });
+    await new Promise((r) => setImmediate(r));
+    const text = await registry.metrics();
+    expect(text).toMatch(/^excompact_pickup_seconds_count\{queue="small"\} 1$/m);
+    expect(text).toMatch(/^excompact_pickup_seconds_sum\{queue="small"\} 2.5$/m);
+    expect(text).not.toMatch(/q9/);
+    expect(reads).toBe(1);
   });
 });
