@@ -56,12 +56,21 @@ export async function mergeTable(
 ): Promise<MergeTableAnswer> {
   const table = await p.tables.get(name);
   let lastError: unknown;
+  /** Tablets a failed attempt asked their host to merge (0: none was sent). */
+  let asked = 0;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     const range = (await p.tables.tablets(table.id)).filter((t) => overlaps(t, start, end));
     if (range.length < 2) {
       const all = await p.tables.tablets(table.id);
-      return { table: name, merged: 0, tablet: range[0]?.row ?? null, cancelled: 0, tablets: all.length };
+      // After an attempt whose answer failed, one tablet left means that attempt merged them.
+      if (asked > 0 && range.length === 1)
+        p.log.info(
+          { table: name, tablet: range[0]!.row, merged: asked },
+          'tablets merged (found after a failed answer)',
+        );
+      return { table: name, merged: asked, tablet: range[0]?.row ?? null, cancelled: 0, tablets: all.length };
     }
+    asked = 0;
     const unpin = p.assigner.pin(range.map((t) => t.row));
     try {
       const started = Date.now();
@@ -72,6 +81,7 @@ export async function mergeTable(
       );
       const gatherMs = Date.now() - started;
       const host = gathered[gathered.length - 1]!.loc!.server;
+      asked = gathered.length;
       const answer = await p.peers
         .get(host)
         .post<{ tablet: string; merged: number; cancelled: number }>(

@@ -82,6 +82,7 @@ export class TabletMerges {
       }
       // 4. In every tablet's mutex, in row order.
       const profiles = await this.profiles(tablets);
+      const firstPrev = tablets[0]!.meta.prevEndRow;
       const merged = await inMutexes(tablets, async () => {
         for (const t of tablets) {
           if (t.stale) await hosting.resync(t);
@@ -98,7 +99,15 @@ export class TabletMerges {
           profiles,
           Date.now(),
         );
-        const applied = await hosting.change(last, { ...decision.change, replan: true });
+        let applied: boolean;
+        try {
+          applied = await hosting.change(last, { ...decision.change, replan: true });
+        } catch (err) {
+          if (!(err instanceof ExcError && err.code === 'OUTCOME_UNKNOWN') || last.stale) throw err;
+          // Read back: merged if the last tablet's rows start where the first's did.
+          applied = sameEndRow(last.meta.prevEndRow, firstPrev);
+          if (!applied) throw err;
+        }
         if (!applied) {
           // A user compaction asked of one of them meanwhile, say: their copies read it for the next try.
           for (const t of tablets) await hosting.rereadRequests(t);
@@ -108,8 +117,12 @@ export class TabletMerges {
         return last;
       });
       merged.closing = false;
-      // Planned now that it is open again.
-      await hosting.replan(merged);
+      // Planned now that it is open again. The merge is done whatever happens to this: a replan that
+      // fails is tried again by the tablet's next change or the reconciler.
+      await hosting.replan(merged).catch((err: unknown) => {
+        merged.replanNeeded = true;
+        log.warn({ tablet: merged.row, err: describeError(err) }, 'could not plan a merged tablet yet');
+      });
       this.stats.merges++;
       this.stats.cancelled += cancelled;
       const answer = {
@@ -152,4 +165,8 @@ async function inMutexes<T>(tablets: readonly HostedTablet[], fn: () => Promise<
   const [first, ...rest] = tablets;
   if (!first) return fn();
   return first.mutex.run(() => inMutexes(rest, fn));
+}
+
+function sameEndRow(a: Buffer | null, b: Buffer | null): boolean {
+  return a === null || b === null ? a === b : a.equals(b);
 }
