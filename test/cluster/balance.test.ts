@@ -93,10 +93,11 @@ describe('moves and balancing', () => {
     await fast.terminate();
     const victim = servers[1]!;
     const tablet = (await s.client.tablets(s.table)).find((t) => t.loc?.server === victim.server)!;
-    // Rows just after the tablet's first row are its own ("~" sorts after every digit; the first
-    // tablet's rows are those before "row", such as digits).
+    // Rows just after the tablet's first row are its own: "!" sorts before every digit and letter, so
+    // "<prev>!…" is past prev and before any end row (rows and split points are "row" and digits, or a
+    // shorter start of one). The first tablet's rows are those before "row", such as digits.
     const prefix =
-      tablet.prevEndRowHex === null ? '' : `${Buffer.from(tablet.prevEndRowHex, 'hex').toString()}~`;
+      tablet.prevEndRowHex === null ? '' : `${Buffer.from(tablet.prevEndRowHex, 'hex').toString()}!`;
     // Three files of the tablet's own rows: one job over all of them.
     for (let i = 0; i < 3; i++) await write(rows(0, 2_000, ts++, prefix));
     const slow = await c.startCompactor('q', { name: 'slow', args: ['--throughput', '300000'] });
