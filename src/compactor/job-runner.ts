@@ -259,6 +259,17 @@ async function commit(
   const deadline = Date.now() + COMMIT_DEADLINE_MS;
   let unknownOutcome = false;
   let lastError: unknown;
+  // The reservation is no longer there. After an attempt whose answer was lost, that may mean the
+  // attempt committed: the store says. Otherwise it was cancelled (or its table deleted).
+  const gone = async (why: string, fields: Record<string, unknown> = {}): Promise<JobOutcome> => {
+    if (unknownOutcome && (await committedInStore(deps.meta, job.tablet, job, output).catch(() => false))) {
+      log.info('compaction committed (confirmed from the metadata store after a lost answer)');
+      await deleteParts(deps.store, result, log);
+      return 'committed';
+    }
+    log.info(fields, why);
+    return 'discarded';
+  };
   for (let attempt = 0; Date.now() <= deadline; attempt++) {
     const reason = stopped();
     if (!deps.sessionLive() || (reason && reason !== 'release')) {
@@ -285,20 +296,9 @@ async function commit(
     } catch (err) {
       const code = err instanceof ExcError ? err.code : undefined;
       if (code === 'RESERVATION_GONE') {
-        // After an attempt whose answer was lost, "gone" may mean that attempt committed: the store says.
-        if (
-          unknownOutcome &&
-          (await committedInStore(deps.meta, job.tablet, job, output).catch(() => false))
-        ) {
-          log.info('compaction committed (confirmed from the metadata store after a lost answer)');
-          await deleteParts(deps.store, result, log);
-          return 'committed';
-        }
-        log.info(
-          { err: (err as ExcError).message },
-          'commit rejected: the reservation was cancelled; result discarded',
-        );
-        return 'discarded';
+        return gone('commit rejected: the reservation was cancelled; result discarded', {
+          err: (err as ExcError).message,
+        });
       }
       if (code === 'BAD_REQUEST') {
         lastError = err;
@@ -316,19 +316,8 @@ async function commit(
       log.debug({ err: describeError(err), attempt }, 'commit not done yet; trying again');
       await sleep(backoffDelay(attempt, { baseMs: 100, maxMs: 2_000 }));
       const now = await lookUpTablet(deps.meta, job.tablet, job.ecid).catch(() => undefined);
-      if (now && !now.reserved) {
-        // Committed by an attempt whose answer was lost, or gone (cancelled, its table deleted).
-        if (
-          unknownOutcome &&
-          (await committedInStore(deps.meta, job.tablet, job, output).catch(() => false))
-        ) {
-          log.info('compaction committed (confirmed from the metadata store after a lost answer)');
-          await deleteParts(deps.store, result, log);
-          return 'committed';
-        }
-        log.info('not committing: the reservation is gone from its tablet; result discarded');
-        return 'discarded';
-      }
+      if (now && !now.reserved)
+        return gone('not committing: the reservation is gone from its tablet; result discarded');
       running.server = now?.host ?? running.server;
       follow(running.server);
     }
