@@ -64,6 +64,9 @@ export class TabletSplits {
           throw new ExcError('CONFLICT', `tablet ${row} is merging; split it afterwards`, {
             details: { tablet: row },
           });
+        // An automatic split is decided again as the tablet and its settings are now (a compaction or a
+        // change of the settings may have come while the profiles were read).
+        if (why === 'threshold' && !this.overThreshold(tablet)) return { tablets: [row], split: false };
         const usable = usableSplitRows(tablet.meta, rows);
         if (usable.length === 0) return { tablets: [row], split: false };
         await this.readProfiles(tablet);
@@ -122,17 +125,7 @@ export class TabletSplits {
   maybeSplit(tablet: HostedTablet): void {
     const until = this.busy.get(tablet.row);
     if (until !== undefined && until > Date.now()) return;
-    const bytes = [...tablet.meta.files.values()].reduce((n, f) => n + f.size, 0);
-    const cached = this.deps.configs.cached(tablet.meta.tableId);
-    // A table being deleted does not split: its tablets are being taken away.
-    if (
-      tablet.state !== 'hosted' ||
-      !cached ||
-      cached.state !== 'online' ||
-      tablet.closing ||
-      bytes <= cached.config.splitThreshold
-    )
-      return;
+    if (tablet.state !== 'hosted' || tablet.closing || !this.overThreshold(tablet)) return;
     this.busy.set(tablet.row, Infinity);
     setImmediate(() => {
       void this.splitInTwo(tablet).then(
@@ -159,6 +152,10 @@ export class TabletSplits {
   /** False when there is no row to split at. */
   private async splitInTwo(tablet: HostedTablet): Promise<boolean> {
     if (tablet.state !== 'hosted') return true;
+    // The check above used the settings last read, which may predate a change whose refresh request
+    // did not arrive: decided again on settings at most a few seconds old.
+    await this.deps.configs.get(tablet.meta.tableId).catch(() => undefined);
+    if (!this.overThreshold(tablet)) return true;
     await this.readProfiles(tablet);
     const row = middleRow(
       tablet.meta,
@@ -167,6 +164,13 @@ export class TabletSplits {
     if (!row) return false;
     await this.split(tablet.row, [row], 'threshold');
     return true;
+  }
+
+  /** Whether the tablet's files hold more than its table's `splitThreshold` (a table being deleted: no). */
+  private overThreshold(tablet: HostedTablet): boolean {
+    const settings = this.deps.configs.cached(tablet.meta.tableId);
+    const bytes = [...tablet.meta.files.values()].reduce((n, f) => n + f.size, 0);
+    return settings?.state === 'online' && bytes > settings.config.splitThreshold;
   }
 
   /** A daughter's first change: its queue entries and user compaction step, planned as on a load. */

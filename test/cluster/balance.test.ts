@@ -100,9 +100,13 @@ describe('moves and balancing', () => {
       tablet.prevEndRowHex === null ? '' : `${Buffer.from(tablet.prevEndRowHex, 'hex').toString()}!`;
     // Three files of the tablet's own rows: one job over all of them.
     for (let i = 0; i < 3; i++) await write(rows(0, 2_000, ts++, prefix));
+    // Still the same tablet: nothing splits it any more.
+    expect((await s.client.tablets(s.table)).map((t) => t.tablet)).toContain(tablet.tablet);
     const slow = await c.startCompactor('q', { name: 'slow', args: ['--throughput', '300000'] });
+    // (It may take another tablet's queued job first.)
     const started = await slow.waitForLog(
       (l) => l.msg === 'compaction started' && l.tablet === tablet.tablet,
+      60_000,
     );
     const drained = await cliOk(c, ['admin', 'tserver', 'drain', victim.server, '--wait']);
     expect(drained).toContain(`tablet server ${victim.server} is draining: it holds no tablet`);
