@@ -60,6 +60,8 @@ export const ERROR_CODES = {
   // Metadata store and the manager.
   CONDITION_FAILED: { status: 409, retriable: false },
   UNKNOWN_TABLE: { status: 404, retriable: false },
+  /** The table was taken offline (`admin table offline`): nothing reads or writes it until it is online. */
+  TABLE_OFFLINE: { status: 409, retriable: false },
   NOT_MANAGER: { status: 503, retriable: true },
   /** A tablet server's mutation named a ZooKeeper session that is no longer live. */
   FENCED: { status: 409, retriable: false },

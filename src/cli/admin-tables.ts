@@ -7,6 +7,7 @@ import type { TableInfo, TabletView } from '../meta/views.js';
 import { sleep } from '../retry.js';
 import { parseRow } from '../row-text.js';
 import { collect, examples, type JsonFlag } from './admin-common.js';
+import { registerTableStateCommands } from './admin-table-state.js';
 import { registerTabletCommands } from './admin-tablets.js';
 import { withCluster } from './connect.js';
 import { action } from './exit.js';
@@ -120,7 +121,12 @@ export function registerTables(admin: Command): void {
           info.tablets.map((t) => [
             t.tablet,
             rowText(t.endRowHex),
-            t.loc?.server ?? (t.future ? `(loading on ${t.future.server})` : '(unassigned)'),
+            t.loc?.server ??
+              (t.future
+                ? `(loading on ${t.future.server})`
+                : info.table.state === 'offline'
+                  ? '(offline)'
+                  : '(unassigned)'),
             t.files.length,
             bytes(t.files.reduce((s, f) => s + f.size, 0)),
             t.files.reduce((s, f) => s + f.entries, 0),
@@ -168,6 +174,7 @@ ${examples(['excompact admin table config events queues=small:64M,large ratio=2'
     );
 
   registerTabletCommands(table);
+  registerTableStateCommands(table);
 
   table
     .command('delete')

@@ -14,7 +14,7 @@ import { ulid } from '../ids.js';
 import type { Logger } from '../log.js';
 import type { MetaClient } from '../meta/client.js';
 import { ALL_ROWS, intersectRows, isEmptyRange, rowInRows, tabletRows, type HexRange } from '../meta/rows.js';
-import type { TableInfo, TabletView } from '../meta/views.js';
+import { tableOfflineError, type TableInfo, type TabletView } from '../meta/views.js';
 import { PeerClients } from '../rpc/peers.js';
 import { backoffDelay, sleep } from '../retry.js';
 import type { WireEntry } from '../rpc/entries.js';
@@ -80,6 +80,8 @@ const toBuffer = (v: Buffer | string | undefined, what: string): Buffer =>
 export class ExcClient {
   private readonly peers: PeerClients;
   private readonly tabletCache = new Map<string, TabletView[]>();
+  /** Tables the last look-up found offline: their calls fail at once with TABLE_OFFLINE. */
+  private readonly offline = new Set<string>();
 
   constructor(private readonly options: ExcClientOptions) {
     this.peers = new PeerClients({
@@ -100,6 +102,8 @@ export class ExcClient {
       },
     );
     this.tabletCache.set(table, shown.tablets);
+    this.offline.delete(table);
+    if (shown.table.state === 'offline') this.offline.add(table);
     return shown.tablets;
   }
 
@@ -295,6 +299,7 @@ export class ExcClient {
     const deadline = Date.now() + (this.options.moveTimeoutMs ?? 30_000);
     let tablets = this.tabletCache.get(table) ?? (await this.tablets(table));
     for (let attempt = 0; ; attempt++) {
+      if (this.offline.has(table)) throw tableOfflineError(table);
       const view = tablets.find((t) => t.tablet === tablet);
       if (!view) {
         throw new ExcError('TABLET_CHANGED', `tablet ${tablet} of ${table} no longer exists (it merged)`, {

@@ -54,7 +54,7 @@ export async function mergeTable(
   start: Buffer | undefined,
   end: Buffer | undefined,
 ): Promise<MergeTableAnswer> {
-  const table = await p.tables.get(name);
+  const table = await p.tables.getOnline(name);
   let lastError: unknown;
   /** Tablets a failed attempt asked their host to merge (0: none was sent). */
   let asked = 0;

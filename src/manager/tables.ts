@@ -42,7 +42,7 @@ import {
   type TabletMeta,
 } from '../meta/tablet.js';
 import type { Cell, Condition, Mutation } from '../meta/types.js';
-import type { TableInfo, TableState } from '../meta/views.js';
+import { tableOfflineError, type TableInfo, type TableState } from '../meta/views.js';
 import { checkEntityName } from '../names.js';
 import { parseInput } from '../validate.js';
 import type { CommitQueue } from './commit-queue.js';
@@ -182,7 +182,7 @@ export class Tables {
       const cols = await this.store.row(tableRow(id));
       const table = toTableInfo(id, cols);
       const oldText = cols.get('config');
-      if (table.state !== 'online') throw new ExcError('CONFLICT', `table ${name} is being deleted`);
+      if (table.state === 'deleting') throw new ExcError('CONFLICT', `table ${name} is being deleted`);
       const merged = parseConfig({ ...table.config, ...(changes as object) });
       await this.checkQueues(merged.queues.map((q) => q.queue));
       const info: TableInfo = { ...table, config: merged };
@@ -211,6 +211,13 @@ export class Tables {
     throw new ExcError('CONFLICT', `could not configure ${name}: too many concurrent changes`);
   }
 
+  /** The table, which must be online (TABLE_OFFLINE otherwise): for what needs its tablets hosted. */
+  async getOnline(name: string): Promise<TableInfo> {
+    const table = await this.get(name);
+    if (table.state === 'offline') throw tableOfflineError(table.name);
+    return table;
+  }
+
   /** Tables whose queue routes name `queue`. */
   async routingTo(queue: string): Promise<TableInfo[]> {
     return (await this.list()).filter((t) => t.config.queues.some((r) => r.queue === queue));
@@ -228,11 +235,11 @@ export class Tables {
     const answered = await answerOf<TableInfo>(this.store, requestId);
     if (answered) return answered;
     const table = await this.get(name);
-    if (table.state === 'online') {
+    if (table.state !== 'deleting') {
       const [marked] = await this.commits.submit({
         mutations: [
           {
-            conditions: [{ op: 'equals', row: tableRow(table.id), col: 'state', value: 'online' }],
+            conditions: [{ op: 'equals', row: tableRow(table.id), col: 'state', value: table.state }],
             puts: [{ row: tableRow(table.id), col: 'state', value: 'deleting' }],
           },
         ],
@@ -348,6 +355,7 @@ function toTableInfo(id: string, cols: Map<string, string>): TableInfo {
     state: (cols.get('state') as TableState | undefined) ?? 'online',
     config: tableConfigSchema.parse(JSON.parse(cols.get('config') ?? '{}')),
     createdAt: Number(cols.get('created') ?? '0'),
+    ...(cols.has('onlineAt') ? { onlineAt: Number(cols.get('onlineAt')) } : {}),
   };
 }
 

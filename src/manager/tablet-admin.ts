@@ -3,6 +3,7 @@
  *
  *   POST /v1/tables/:name/split   { rows?: string[], rowsHex?: string[] }
  *   POST /v1/tables/:name/merge   { startRow?, endRow?, startRowHex?, endRowHex? }   (merges.ts)
+ *   POST /v1/tables/:name/offline, /online                                  (table-offline.ts)
  *
  * A split is made by the tablet server hosting the tablet (tserver/tablet-splits.ts), which decides it
  * from its copy of the tablet like every other change; the manager finds, for each row, the tablet it
@@ -22,9 +23,11 @@ import { showRow } from '../row-text.js';
 import { backoffDelay, sleep } from '../retry.js';
 import { parseInput } from '../validate.js';
 import { mergeTable, type MergeParts } from './merges.js';
+import { requestIdOf } from './requests.js';
+import { bringOnline, takeOffline, type OfflineParts } from './table-offline.js';
 import type { Tables } from './tables.js';
 
-export interface TabletAdminParts {
+export interface TabletAdminParts extends OfflineParts {
   tables: Tables;
   peers: PeerClients;
   log: Logger;
@@ -94,6 +97,16 @@ export function registerTabletAdminApi(server: RpcServer, parts: () => TabletAdm
       return mergeTable(parts().merging, name, start, end);
     },
   );
+
+  server.route('POST', '/tables/:name/offline', {}, async ({ params, query }) => {
+    const { name } = parseInput(z.object({ name: nameSchema('table') }), params, 'path');
+    return takeOffline(parts(), name, requestIdOf(query));
+  });
+
+  server.route('POST', '/tables/:name/online', {}, async ({ params, query }) => {
+    const { name } = parseInput(z.object({ name: nameSchema('table') }), params, 'path');
+    return bringOnline(parts(), name, requestIdOf(query));
+  });
 }
 
 /** A row given as UTF-8 text or as hex bytes, not both; undefined for neither. */
@@ -110,7 +123,7 @@ export async function splitTable(
   name: string,
   rows: Buffer[],
 ): Promise<SplitTableAnswer> {
-  const table = await p.tables.get(name);
+  const table = await p.tables.getOnline(name);
   const wanted = unique(rows);
   const endsAtFirst = new Set(
     (await p.tables.tablets(table.id)).flatMap((t) => (t.endRow ? [hexOf(t.endRow)] : [])),

@@ -1,12 +1,14 @@
 /**
  * How the manager's API shows tables and tablets (shared by the manager and its clients).
  */
+import { ExcError } from '../errors.js';
 import { hex } from './keys.js';
 import type { Outcome } from './outcomes.js';
 import type { TableConfig } from './table-config.js';
 import type { TabletMeta } from './tablet.js';
 
-export type TableState = 'online' | 'deleting';
+/** `offline`: taken offline by an admin (hosted nowhere, nothing queued) until brought back online. */
+export type TableState = 'online' | 'offline' | 'deleting';
 
 export interface TableInfo {
   id: string;
@@ -14,6 +16,17 @@ export interface TableInfo {
   state: TableState;
   config: TableConfig;
   createdAt: number;
+  /** When it was last brought back online (ms): reservations older than that were cut off by it. */
+  onlineAt?: number;
+}
+
+/** What reading, writing or reshaping an offline table answers. */
+export function tableOfflineError(name: string): ExcError {
+  return new ExcError(
+    'TABLE_OFFLINE',
+    `table ${name} is offline: bring it back with \`excompact admin table online ${name}\``,
+    { details: { table: name, state: 'offline' } },
+  );
 }
 
 /** A tablet as the API shows it: rows in hex (and as text when printable), maps as arrays. */

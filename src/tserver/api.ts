@@ -62,10 +62,17 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
     },
   );
 
-  server.route('POST', '/tablets/unload', { body: z.object({ tablet }) }, async ({ body }) => {
-    await hosting().unload(body.tablet, 'unload requested');
-    return { unloaded: true };
-  });
+  server.route(
+    'POST',
+    '/tablets/unload',
+    { body: z.object({ tablet, offline: z.boolean().default(false) }) },
+    async ({ body }) => {
+      // Its table taken offline: its compactions are cancelled first (table-offline.ts).
+      if (body.offline) return { unloaded: true, cancelled: await current().offline.letGo(body.tablet) };
+      await hosting().unload(body.tablet, 'unload requested');
+      return { unloaded: true };
+    },
+  );
 
   server.route(
     'POST',

@@ -26,6 +26,7 @@ import { Reservations } from './reservations.js';
 import { TabletMerges } from './tablet-merges.js';
 import { TabletSplits } from './tablet-splits.js';
 import type { CheckpointPersist } from './resume-rules.js';
+import { TableOffline } from './table-offline.js';
 import { TableConfigs } from './table-configs.js';
 
 export interface GenerationContext {
@@ -74,6 +75,7 @@ export class Generation {
   readonly holds: HoldResolver;
   readonly links: CompactorLinks;
   readonly probe: CompactorProbe;
+  readonly offline: TableOffline;
   private ended = false;
   /** The fences left unfinished when the generation ended, for the next one (set by `end`). */
   unfinishedFences: UnfinishedFence[] = [];
@@ -113,6 +115,7 @@ export class Generation {
       // A user job whose requests were all cancelled (the manager deleted them) stops here; holds whose
       // reservation ended while no one hosted the tablet are settled.
       onRefreshed: (t) => {
+        this.offline.cancelCutOff(t);
         for (const ecid of abandonedUserJobs(t.meta))
           void this.reservations.cancel(t.row, ecid, 'admin').catch(() => undefined);
         if (t.meta.holds.size > 0) void this.holds.resolve(t, [...t.meta.holds.keys()]);
@@ -145,6 +148,7 @@ export class Generation {
       onEnded: (ecid) => this.holds.ended(ecid),
       ...(ctx.onReclaimed ? { onReclaimed: ctx.onReclaimed } : {}),
     });
+    this.offline = new TableOffline(this.hosting, this.reservations, this.configs);
     this.merges = new TabletMerges({
       hosting: this.hosting,
       reservations: this.reservations,

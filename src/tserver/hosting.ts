@@ -130,6 +130,12 @@ export class Hosting {
     if (current.loc && locationValue(current.loc) === mine) {
       // Ours already (a load request repeated after we took it).
     } else if (current.future && locationValue(current.future) === mine && !current.loc) {
+      // Assigned just before its table went offline (or was deleted): not taken.
+      const settings = await this.deps.configs.get(current.tableId).catch(() => undefined);
+      if (settings && settings.state !== 'online')
+        throw new ExcError('CONFLICT', `tablet ${row} is not loaded: its table is ${settings.state}`, {
+          details: { tablet: row },
+        });
       let applied: boolean;
       try {
         const [result] = await this.mutate([

@@ -73,7 +73,9 @@ export type CancelReason =
   | 'admin'
   | 'queue-deleted'
   /** Its tablet merged with others before it could finish (tablet-merges.ts). */
-  | 'merge';
+  | 'merge'
+  /** Its table was taken offline (table-offline.ts), before or while its tablet was hosted here. */
+  | 'table-offline';
 
 /**
  * The reservation `ecid` of a tablet, which only the compactor holding it may commit, fail, release or

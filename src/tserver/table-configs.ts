@@ -6,13 +6,16 @@ import { ExcError } from '../errors.js';
 import type { MetaClient } from '../meta/client.js';
 import { tableRow } from '../meta/keys.js';
 import { tableConfigSchema, type TableConfig } from '../meta/table-config.js';
+import type { TableState } from '../meta/views.js';
 import type { FilterSpec, IteratorSettings } from '../storage/index.js';
 
 export interface TableSettings {
   id: string;
   name: string;
-  state: 'online' | 'deleting';
+  state: TableState;
   config: TableConfig;
+  /** When the table was last brought back online (ms), if ever. */
+  onlineAt?: number;
 }
 
 export class TableConfigs {
@@ -53,13 +56,17 @@ export class TableConfigs {
     const settings: TableSettings = {
       id: tableId,
       name: cols.get('name') ?? tableId,
-      state: cols.get('state') === 'deleting' ? 'deleting' : 'online',
+      state: tableState(cols.get('state')),
       config: tableConfigSchema.parse(JSON.parse(cols.get('config') ?? '{}')),
+      ...(cols.has('onlineAt') ? { onlineAt: Number(cols.get('onlineAt')) } : {}),
     };
     this.cache.set(tableId, { at: Date.now(), settings });
     return settings;
   }
 }
+
+const tableState = (value: string | undefined): TableState =>
+  value === 'deleting' || value === 'offline' ? value : 'online';
 
 /**
  * What the iterator stack keeps for a table, reading (a scan) or compacting (a reservation) as of now:
