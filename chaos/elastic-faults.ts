@@ -18,12 +18,15 @@ export interface ElasticContext {
   tservers(): Slot[];
   hold(slot: Slot, ms: number): void;
   unhold(slot: Slot): void;
+  /** Holds the workload's writes to a table until the function it resolves is called. */
+  fence(table: string): Promise<() => void>;
 }
 
 /**
  * The faults of elastic tablets: an admin split of a table at a row of the workload's, an admin merge of
  * two neighbouring tablets, a drain of a tablet server for a while, a tablet server that joins for a
- * while and leaves with SIGTERM (handing its tablets over). A refusal (a merge blocked by a user
+ * while and leaves with SIGTERM (handing its tablets over), a table taken offline for a few seconds (behind
+ * the workload's fence on it: no write of it is in flight, none starts until it is back). A refusal (a merge blocked by a user
  * compaction pending on part of its range, a split of a tablet being merged) is logged, not a fault.
  */
 export async function elasticFault(ctx: ElasticContext, f: ScheduledFault): Promise<void> {
@@ -65,6 +68,26 @@ export async function elasticFault(ctx: ElasticContext, f: ScheduledFault): Prom
         );
         if (done) return;
         await sleep(1_000);
+      }
+    }
+    case 'table-offline': {
+      const open = await ctx.fence(table);
+      try {
+        const forMs = Math.min(f.durationMs, 5_000);
+        ctx.count(table, { forMs });
+        await ctx.cluster.cli(['admin', 'table', 'offline', table]).catch(refused(`${table} offline`));
+        await sleep(forMs);
+        // Back whatever happened meanwhile (a manager failover: the request is repeated until answered).
+        for (;;) {
+          const done = await ctx.cluster.cli(['admin', 'table', 'online', table]).then(
+            () => true,
+            () => false,
+          );
+          if (done) return;
+          await sleep(1_000);
+        }
+      } finally {
+        open();
       }
     }
     case 'tserver-join': {

@@ -53,6 +53,8 @@ export interface ZombieRecord {
 
 export class FaultInjector {
   readonly counts: Record<string, number> = {};
+  /** Holds the workload's writes to a table (and its scans) until the function it resolves is called. */
+  fence: (table: string) => Promise<() => void> = () => Promise.resolve(() => undefined);
   readonly skipped: Record<string, number> = {};
   readonly compactorKills: KillRecord[] = [];
   /** Compactor faults by what the compactor was running when it was hit. */
@@ -344,6 +346,7 @@ export class FaultInjector {
       case 'table-merge':
       case 'tserver-drain':
       case 'tserver-join':
+      case 'table-offline':
         return elasticFault(
           {
             cluster: this.cluster,
@@ -353,6 +356,7 @@ export class FaultInjector {
             tservers: () => this.candidates('tserver'),
             hold: (slot, ms) => this.hold(slot, ms),
             unhold: (slot) => this.held.delete(slot.name),
+            fence: (table) => this.fence(table),
           },
           f,
         );

@@ -27,6 +27,8 @@ export interface ElasticFigures {
   /** Tablet merges, and the compactions they cancelled when their wait was over. */
   merges: number;
   mergeCancelled: number;
+  /** Compactions cancelled because their table was taken offline. */
+  offlineCancelled: number;
   /** Tablets moved by the manager (balancing, drains, merges gathering their tablets). */
   moves: number;
   /** Holds settled: a compaction's output installed in a daughter, or let go. */
@@ -65,6 +67,7 @@ export async function readLogs(dir: string): Promise<LogFindings> {
     thresholdSplits: 0,
     merges: 0,
     mergeCancelled: 0,
+    offlineCancelled: 0,
     moves: 0,
     holdsInstalled: 0,
     holdsReleased: 0,
@@ -101,6 +104,12 @@ export async function readLogs(dir: string): Promise<LogFindings> {
       if (tserver && raw.includes('"msg":"hold let go"')) elastic.holdsReleased++;
       if (tserver && raw.includes('"msg":"reservation cancelled"') && raw.includes('"reason":"merge"'))
         elastic.mergeCancelled++;
+      if (
+        tserver &&
+        raw.includes('"msg":"reservation cancelled"') &&
+        raw.includes('"reason":"table-offline"')
+      )
+        elastic.offlineCancelled++;
       if (!raw.includes('"ecid"')) continue;
       let l: {
         msg?: string;

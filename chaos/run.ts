@@ -69,6 +69,7 @@ export async function runChaos(
     join(cluster.options.dir, 'writes.jsonl'),
   );
   await workload.createTables();
+  injector.fence = (table) => workload.tables.find((t) => t.spec.name === table)!.fence();
   for (const t of TABLES) {
     while (!(await cluster.client.tablets(t.name)).every((x) => x.loc)) await sleep(200);
   }
@@ -302,7 +303,8 @@ export async function runChaos(
   const el = logs.elastic;
   log.say(
     `elastic tablets: ${el.splits} splits (${el.thresholdSplits} by the split threshold), ${el.merges} merges ` +
-      `(${el.mergeCancelled} compactions cancelled at the end of their wait), ${el.moves} moves; ` +
+      `(${el.mergeCancelled} compactions cancelled at the end of their wait), ${el.moves} moves, ` +
+      `${el.offlineCancelled} compactions cancelled by a table taken offline; ` +
       `holds: ${el.holdsInstalled} outputs installed, ${el.holdsReleased} let go`,
   );
   const j = logs.jobs;

@@ -33,6 +33,7 @@ export const FAULT_KINDS = [
   'table-merge',
   'tserver-drain',
   'tserver-join',
+  'table-offline',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -72,6 +73,8 @@ const WEIGHTS: Record<FaultKind, number> = {
   'table-merge': 30,
   'tserver-drain': 3,
   'tserver-join': 2,
+  // A table taken offline for a few seconds (its running compactions cancelled) and brought back.
+  'table-offline': 3,
 };
 
 export interface ScheduledFault {
