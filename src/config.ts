@@ -183,6 +183,30 @@ export const SETTINGS = {
     undefined,
     "Exit code of a compactor whose queue is deleted, or does not exist when it starts (default: 4 when deleted, 1 when missing at start). 0 under a restart policy that restarts only failures (docker compose's on-failure): the pool stops instead of restarting forever.",
   ),
+  compactorBackoffMs: setting(
+    'EXC_COMPACTOR_BACKOFF_MS',
+    int(0, 600_000),
+    1_000,
+    'A compactor whose job failed waits this long before it takes another, twice as long after each next failure in a row (up to EXC_COMPACTOR_BACKOFF_MAX_MS), so that a sick compactor does not use up the attempts of healthy jobs. A commit ends the streak.',
+  ),
+  compactorBackoffMaxMs: setting(
+    'EXC_COMPACTOR_BACKOFF_MAX_MS',
+    int(0, 3_600_000),
+    60_000,
+    'The longest a compactor waits after failed jobs (see EXC_COMPACTOR_BACKOFF_MS).',
+  ),
+  compactorSickAfter: setting(
+    'EXC_COMPACTOR_SICK_AFTER',
+    int(1, 10_000),
+    3,
+    'After this many failed jobs in a row a compactor reports itself unhealthy: /healthz answers 503 and excompact_compactor_healthy is 0.',
+  ),
+  compactorExitAfter: setting(
+    'EXC_COMPACTOR_EXIT_AFTER',
+    int(0, 10_000),
+    10,
+    'After this many failed jobs in a row a compactor exits with code 5, for its orchestrator to replace it. 0: never.',
+  ),
   balanceMoves: setting(
     'EXC_BALANCE_MOVES',
     int(0, 1_000),

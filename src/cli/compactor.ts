@@ -3,7 +3,7 @@
  */
 import type { Command } from 'commander';
 import { ExcError } from '../errors.js';
-import { EXIT_QUEUE_DELETED } from '../compactor/exit-codes.js';
+import { EXIT_QUEUE_DELETED, EXIT_SICK } from '../compactor/exit-codes.js';
 import { action } from './exit.js';
 import { intOption, nonEmpty, serverOptions, type ServerFlags } from './flags.js';
 
@@ -59,7 +59,8 @@ export function registerCompactor(program: Command): void {
       'after',
       `
 Exit codes: 0 stopped by SIGTERM (running jobs released), 1 bad configuration or no such queue,
-2 ZooKeeper unreachable, ${EXIT_QUEUE_DELETED} the queue was deleted. With EXC_QUEUE_GONE_EXIT_CODE set, a
+2 ZooKeeper unreachable, ${EXIT_QUEUE_DELETED} the queue was deleted, ${EXIT_SICK} its jobs kept failing (EXC_COMPACTOR_EXIT_AFTER in a
+row: replace it). With EXC_QUEUE_GONE_EXIT_CODE set, a
 deleted queue and a queue missing at start both exit with that code.
 
 Examples:

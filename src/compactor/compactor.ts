@@ -14,6 +14,8 @@
  *   node. A job reserved under the old session is never committed.
  * - Queue deleted: jobs stop and the process exits with {@link EXIT_QUEUE_DELETED} (or the code configured
  *   for it: a pool under a restart policy that restarts failures exits 0 and stays stopped).
+ * - Jobs failing one after another: the compactor waits longer after each, reports itself unhealthy, and
+ *   after `EXC_COMPACTOR_EXIT_AFTER` in a row stops and exits with {@link EXIT_SICK} (health.ts).
  * - SIGTERM: stop taking work, let running jobs finish for up to `graceMs`, release the rest, close the
  *   session (the node disappears at once), exit 0.
  */
@@ -40,7 +42,8 @@ import { ZkLayout } from '../zk/index.js';
 import type { JobOutcome, RunningJob } from './job-runner.js';
 import { Links } from './links.js';
 import { Registration } from './registration.js';
-import { EXIT_QUEUE_DELETED } from './exit-codes.js';
+import { EXIT_QUEUE_DELETED, EXIT_SICK } from './exit-codes.js';
+import { DEFAULT_HEALTH, Health } from './health.js';
 import { COMPACTOR_LIFECYCLE, type CompactorOptions, type CompactorState } from './options.js';
 import { work, type Generation, type WorkerDeps } from './work-loop.js';
 export const COMPACTOR_VERSION = '0.1.0';
@@ -77,6 +80,7 @@ export class Compactor extends EventEmitter<Events> {
   private readonly ended: ReturnType<typeof compactionMetrics>;
   private readonly entries: ReturnType<typeof entryMetrics>;
   private readonly resumes: ReturnType<typeof resumeMetrics>;
+  private readonly health: Health;
 
   constructor(private readonly options: CompactorOptions) {
     super();
@@ -95,10 +99,33 @@ export class Compactor extends EventEmitter<Events> {
       timeoutMs: options.rpcTimeoutMs,
       logger: options.logger,
     });
+    this.health = new Health({
+      backoffMs: options.compactorBackoffMs ?? DEFAULT_HEALTH.backoffMs,
+      backoffMaxMs: options.compactorBackoffMaxMs ?? DEFAULT_HEALTH.backoffMaxMs,
+      sickAfter: options.compactorSickAfter ?? DEFAULT_HEALTH.sickAfter,
+      exitAfter: options.compactorExitAfter ?? DEFAULT_HEALTH.exitAfter,
+    });
     this.server = serverRpc(
       options,
-      () => ({ ok: this.state === 'serving' || this.state === 'suspended', state: this.state }),
+      () => ({
+        ok: (this.state === 'serving' || this.state === 'suspended') && this.health.healthy,
+        state: this.state,
+        healthy: this.health.healthy,
+        failureStreak: this.health.streak,
+      }),
       this.registry,
+    );
+    gaugeOf(
+      this.registry,
+      'excompact_compactor_healthy',
+      'Whether the compactor counts itself healthy (0: EXC_COMPACTOR_SICK_AFTER failed jobs in a row)',
+      () => (this.health.healthy ? 1 : 0),
+    );
+    gaugeOf(
+      this.registry,
+      'excompact_compactor_failure_streak',
+      'Failed jobs in a row (0 after a commit)',
+      () => this.health.streak,
     );
     counterOf(
       this.registry,
@@ -269,7 +296,17 @@ export class Compactor extends EventEmitter<Events> {
       ended: this.ended,
       entries: this.entries,
       resumes: this.resumes,
+      health: this.health,
+      onSick: (streak) => this.onSick(streak),
     };
+  }
+
+  /** Its jobs keep failing: stop and exit with EXIT_SICK, for its orchestrator to replace it (health.ts). */
+  private onSick(streak: number): void {
+    if (this.stateCell.ending) return;
+    const reason = `${streak} jobs failed in a row`;
+    this.log.error({ streak }, `${reason}: this compactor is sick, stopping`);
+    void this.close().then(() => this.emit('exit', EXIT_SICK, reason));
   }
 
   private status(): Record<string, unknown> {
@@ -279,6 +316,8 @@ export class Compactor extends EventEmitter<Events> {
       compactor: this.path ?? null,
       session: this.generation?.session.sessionId ?? null,
       concurrency: this.options.concurrency,
+      healthy: this.health.healthy,
+      failureStreak: this.health.streak,
       outcomes: this.outcomes,
       jobs: [...this.running.values()].map((r) => ({
         ecid: r.job.ecid,

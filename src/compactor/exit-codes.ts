@@ -5,3 +5,5 @@
 
 /** The queue was deleted: the compactor's work is gone for good (not a crash; no restart will help). */
 export const EXIT_QUEUE_DELETED = 4;
+/** Its jobs kept failing (EXC_COMPACTOR_EXIT_AFTER in a row): the compactor is sick, replace it (health.ts). */
+export const EXIT_SICK = 5;

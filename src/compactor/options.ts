@@ -41,6 +41,11 @@ export interface CompactorOptions extends ServerOptions {
   checkpointMs?: number;
   /** Merge in native code when a job allows it (EXC_NATIVE_MERGE; default true). */
   nativeMerge?: boolean;
+  /** Back-off, health and exit after failed jobs in a row (health.ts; EXC_COMPACTOR_*; defaults there). */
+  compactorBackoffMs?: number;
+  compactorBackoffMaxMs?: number;
+  compactorSickAfter?: number;
+  compactorExitAfter?: number;
   /** Exit code when the queue is deleted (EXC_QUEUE_GONE_EXIT_CODE; default EXIT_QUEUE_DELETED of exit-codes.ts). */
   queueGoneExitCode?: number;
 }

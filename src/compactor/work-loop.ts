@@ -1,7 +1,7 @@
 /**
  * A compactor's workers (compactor.ts starts `concurrency` of them): each loops — ask the manager for work
  * (a long poll), reserve it from the tablet's host, run it (job-runner.ts), again. Misses (no work left,
- * the tablet moved) back off with jitter. A worker follows its compactor's registration: it works under
+ * the tablet moved) back off with jitter; failed jobs make the whole compactor wait (health.ts). A worker follows its compactor's registration: it works under
  * the current one, waits while it registers again, and ends once the compactor stops or its queue is gone.
  */
 import { describeError } from '../errors.js';
@@ -14,6 +14,7 @@ import { backoffDelay, sleep } from '../retry.js';
 import { DEFAULT_CHECKPOINT_BYTES, DEFAULT_CHECKPOINT_MS } from '../storage/index.js';
 import type { ZkSession } from '../zk/index.js';
 import { findWork, releaseJob, reserve } from './find-work.js';
+import type { Health } from './health.js';
 import { runJob, type JobOutcome, type RunningJob } from './job-runner.js';
 import type { Links } from './links.js';
 import type { CompactorOptions } from './options.js';
@@ -50,6 +51,10 @@ export interface WorkerDeps {
   ended: ReturnType<typeof compactionMetrics>;
   entries: ReturnType<typeof entryMetrics>;
   resumes: ReturnType<typeof resumeMetrics>;
+  /** The compactor's failure streak (health.ts): shared by its workers. */
+  health: Health;
+  /** The streak reached its limit: the compactor stops and exits (EXIT_SICK). */
+  onSick: (streak: number) => void;
 }
 
 /** One worker: find work, reserve, run, commit, again. */
@@ -128,6 +133,16 @@ export async function work(slot: number, deps: WorkerDeps): Promise<void> {
         (Date.now() - startedAt) / 1000,
         job.inputs.reduce((n, i) => n + i.size, 0),
       );
+      if (outcome === 'committed') deps.health.committed();
+      else if (outcome === 'failed') {
+        const after = deps.health.failed();
+        if (after.exit) {
+          deps.onSick(after.streak);
+          break;
+        }
+        log.warn({ slot, streak: after.streak, waitMs: after.waitMs }, 'job failed: waiting before the next');
+        await sleep(after.waitMs, stopTakingWork).catch(() => undefined);
+      }
     } catch (err) {
       if (signal.aborted) continue;
       misses++;

@@ -46,16 +46,32 @@ export const failureSchema = z.object({
   /** The queue and reservation of the last failed attempt (for admins). */
   queueId: z.string().optional(),
   lastEcid: z.string().optional(),
+  /** The compactors its attempts failed on, oldest first (at most {@link MAX_FAILED_ON}). */
+  failedOn: z.array(z.string()).optional(),
+  /**
+   * Whether its queue had one compactor at most when it last failed (absent: not known, as for records
+   * written before compactors were counted).
+   */
+  lone: z.boolean().optional(),
 });
 export type Failure = z.infer<typeof failureSchema>;
 
+/** Compactors a failure record names. */
+export const MAX_FAILED_ON = 8;
+
 /**
- * Whether a job is parked: it failed as often as the table allows. Decided against the table's current
- * `maxAttempts`, so raising the setting releases parked jobs (the stored `parked` flag records what held
- * when the last attempt failed).
+ * Whether a job is parked: it failed as often as the table allows, on at least two compactors — one sick
+ * compactor (a full disk, a store it cannot write) fails every job it takes, and its failures must not
+ * park jobs that would succeed elsewhere. A queue of one compactor has no second opinion: there the
+ * attempts alone decide (and the compactor's own back-off spaces them: compactor/health.ts). Decided
+ * against the table's current `maxAttempts`, so raising the setting releases parked jobs (the stored
+ * `parked` flag records what held when the last attempt failed).
  */
 export function isParked(failure: Failure, maxAttempts: number): boolean {
-  return failure.attempts >= maxAttempts;
+  if (failure.attempts < maxAttempts) return false;
+  const secondOpinion =
+    failure.failedOn === undefined || failure.failedOn.length >= 2 || failure.lone !== false;
+  return secondOpinion;
 }
 
 /** Failures are recorded per set of input files: the key of a job's `failed:<key>` column. */

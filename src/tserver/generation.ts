@@ -138,6 +138,7 @@ export class Generation {
       layout,
       queueIdOf: (name) => this.queues.byQueueName(name)?.id,
       queueExists: async (queueId) => (await session.exists(layout.queueNode(queueId))) !== null,
+      queueCompactors: async (queueId) => (await session.children(layout.queueNode(queueId))).length,
       outputSize: async (name) => (await ctx.store.stat(name))?.size ?? null,
       splitRows: (inputs, parts, rows) => splitRows(ctx.store, inputs, parts, undefined, toRowRange(rows)),
       log,

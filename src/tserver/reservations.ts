@@ -18,6 +18,7 @@
 import { ExcError, describeError } from '../errors.js';
 import { ulid } from '../ids.js';
 import type { Logger } from '../log.js';
+import { FAILURE_REASONS } from '../meta/outcomes.js';
 import { newFileName } from '../meta/paths.js';
 import type { HexRange } from '../meta/rows.js';
 import { tableConfigSchema } from '../meta/table-config.js';
@@ -52,6 +53,8 @@ export interface ReservationsDeps {
   queueIdOf: (name: string) => string | undefined;
   /** Whether a queue's node still exists (a compactor that vanished with its queue did not fail). */
   queueExists: (queueId: string) => Promise<boolean>;
+  /** Compactors registered in a queue now (a failure on the only one parks a job sooner: isParked). */
+  queueCompactors?: (queueId: string) => Promise<number>;
   /** Whether the output object exists with this size (commit checks what it installs). */
   outputSize: (name: string) => Promise<number | null>;
   /**
@@ -334,7 +337,11 @@ export class Reservations {
     const r = tablet.meta.reservations.get(ecid);
     if (!r || tablet.state !== 'hosted') return false;
     const settings = await this.deps.configs.get(tablet.meta.tableId).catch(() => undefined);
+    const queueCompactors = FAILURE_REASONS.has(reason)
+      ? await this.deps.queueCompactors?.(r.queueId).catch(() => undefined)
+      : undefined;
     const decision = decideCancel(tablet.meta, ecid, reason, {
+      ...(queueCompactors === undefined ? {} : { queueCompactors }),
       now: Date.now(),
       server: tablet.me.server,
       ...(error === undefined ? {} : { error }),

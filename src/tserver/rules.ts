@@ -43,6 +43,7 @@ import {
   failureKey,
   fileCol,
   isParked,
+  MAX_FAILED_ON,
   progressCol,
   resumeCol,
   splitCol,
@@ -300,6 +301,8 @@ export interface CancelContext {
   maxAttempts: number;
   /** Whether the reservation's queue still exists (a compactor that vanished with its queue did not fail). */
   queueExists: boolean;
+  /** Compactors registered in the reservation's queue now (undefined: not known; see isParked). */
+  queueCompactors?: number;
 }
 
 export type CancelDecision =
@@ -345,6 +348,10 @@ export function decideCancel(
       parked: false,
       queueId: r.queueId,
       lastEcid: ecid,
+      failedOn: [...new Set([...(meta.failures.get(key)?.failedOn ?? []), r.compactor])].slice(
+        -MAX_FAILED_ON,
+      ),
+      ...(ctx.queueCompactors === undefined ? {} : { lone: ctx.queueCompactors <= 1 }),
     };
     failure.parked = isParked(failure, ctx.maxAttempts);
   }

@@ -8,7 +8,7 @@ import { DONE_PREFIX, parseOutcome } from '../../src/meta/outcomes.js';
 import { tableConfigSchema } from '../../src/meta/table-config.js';
 import { parseTablet, type Reservation, type TabletMeta } from '../../src/meta/tablet.js';
 import type { PlannedJob } from '../../src/queue/planner.js';
-import { failureKey } from '../../src/meta/tablet.js';
+import { failureKey, isParked } from '../../src/meta/tablet.js';
 import {
   cancelHappened,
   commitHappened,
@@ -235,6 +235,34 @@ describe('reservation rules', () => {
       expect(err).toBeInstanceOf(ExcError);
       expect((err as ExcError).code).toBe('RESERVATION_GONE');
     }
+  });
+
+  it('cancel - failures on one compactor of several never park a job; a second compactor, or a lone one, does', () => {
+    const sick = COMPACTOR;
+    const healthy = `${COMPACTOR}9`;
+    const ctx = { now: 7_000, server: 'ts:1', maxAttempts: 3, queueExists: true, queueCompactors: 2 };
+    const failOn = (meta: TabletMeta, compactor: string, count = ctx.queueCompactors) => {
+      const attempt = meta.failures.get(failureKey(['a', 'b']))?.attempts ?? 0;
+      meta.reservations.set('E1', reservation(['a', 'b'], { compactor, attempt }));
+      const d = decideCancel(meta, 'E1', 'failed', { ...ctx, queueCompactors: count });
+      if (d.kind !== 'cancel') throw new Error('not cancelled');
+      d.change.apply(meta);
+      return d.failure!;
+    };
+    // Five failures, all on the sick one of two compactors: past maxAttempts, not parked.
+    const meta = tablet(['a', 'b']);
+    for (let i = 0; i < 5; i++) failOn(meta, sick);
+    const f = meta.failures.get(failureKey(['a', 'b']))!;
+    expect(f).toMatchObject({ attempts: 5, parked: false, failedOn: [sick], lone: false });
+    expect(isParked(f, 3)).toBe(false);
+    // A failure on the other one too: the job is at fault.
+    expect(failOn(meta, healthy)).toMatchObject({ attempts: 6, parked: true, failedOn: [sick, healthy] });
+    // With one compactor in the queue the attempts alone decide.
+    const alone = tablet(['a', 'b']);
+    for (let i = 0; i < 2; i++) expect(failOn(alone, sick, 1).parked).toBe(false);
+    expect(failOn(alone, sick, 1)).toMatchObject({ attempts: 3, parked: true, lone: true });
+    // A record that does not name its compactors (written before they were) parks by attempts.
+    expect(isParked({ inputs: ['a'], attempts: 3, lastError: 'x', at: 1, parked: false }, 3)).toBe(true);
   });
 
   it('cancel - a failure is counted against the inputs and parks the job at maxAttempts; a release is not', () => {
