@@ -56,7 +56,8 @@ function printStatus(s: UserCompactionStatus): void {
   );
   process.stdout.write(
     `${summary(s)}${s.done ? ' (finished)' : ''}\n` +
-      `${s.requestedAt ? `requested ${age(now - s.requestedAt)} ago` : 'requested'}, filters: ${filters.join(' ') || 'none'}\n\n`,
+      `${s.requestedAt ? `requested ${age(now - s.requestedAt)} ago` : 'requested'}, filters: ${filters.join(' ') || 'none'}` +
+      `${s.queue ? `, queue: ${s.queue}` : ''}\n\n`,
   );
   printTable(
     ['TABLET', 'STATE', 'ECID', 'PROGRESS', 'RAN', 'OUTPUT', 'FAILED', 'NOTE'],

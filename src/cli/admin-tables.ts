@@ -195,6 +195,10 @@ ${examples(['excompact admin table config events queues=small:64M,large ratio=2'
     .option('--start <row>', 'first row (inclusive; text, or 0x and its bytes in hex)')
     .option('--end <row>', 'last row (inclusive; text, or 0x and its bytes in hex)')
     .option('--filter <name:json>', 'a built-in filter with JSON options (repeat for more)', collect)
+    .option(
+      '--queue <queue>',
+      "send its jobs to this queue whatever their size (default: the table's routes)",
+    )
     .option('--wait', 'show progress and return when every tablet in the range is done')
     .option('--json', 'print JSON')
     .addHelpText(
@@ -205,13 +209,20 @@ keepFamily {"families":[...]}, keepRowRange {"start":..,"end":..}.
 ${examples([
   'excompact admin table compact events --wait',
   `excompact admin table compact events --start a --end m --filter 'dropRowPrefix:{"prefixes":["tmp_"]}' --wait`,
+  'excompact admin table compact events --queue rewrites',
 ])}`,
     )
     .action(
       action(
         async (
           name: string,
-          opts: JsonFlag & { start?: string; end?: string; filter?: string[]; wait?: boolean },
+          opts: JsonFlag & {
+            start?: string;
+            end?: string;
+            filter?: string[];
+            queue?: string;
+            wait?: boolean;
+          },
           cmd: Command,
         ) => {
           const filters = (opts.filter ?? []).map(parseFilterFlag);
@@ -225,6 +236,7 @@ ${examples([
                 ...(start === undefined ? {} : { startRowHex: start.toString('hex') }),
                 ...(end === undefined ? {} : { endRowHex: end.toString('hex') }),
                 filters,
+                ...(opts.queue === undefined ? {} : { queue: opts.queue }),
               },
             );
             if (!opts.wait) {

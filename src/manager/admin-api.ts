@@ -1,26 +1,19 @@
 /**
  * The manager's operator API: queues (create, list, info, delete), compactors, compactions (list, cancel,
- * release parked jobs), user compactions of tables and the consistency check. This is what
- * `excompact admin` talks to.
+ * release parked jobs) and the consistency check; user compactions are asked through
+ * user-compaction-request.ts. This is what `excompact admin` talks to.
  *
  * Every call that changes something is safe to repeat after its answer was lost (a failover): queue
  * creation records its request id in the queue's node, queue deletion records what it set out to delete
  * and finishes it, release and compact write their answer with their change (requests.ts), and cancel
  * (cancel-api.ts) answers a repeat the same way or from the compaction's recorded outcome.
  */
-import { ulid } from '../ids.js';
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { MAX_BINS, parseQueueRow, prefixEnd, queueEntryTablet, queuePrefix } from '../meta/keys.js';
 import { scanAll, scanRows } from '../meta/backend.js';
-import { COL_REQUESTS, compactCol, failedCol, isParked, type TabletMeta } from '../meta/tablet.js';
+import { failedCol, isParked } from '../meta/tablet.js';
 import type { Mutation } from '../meta/types.js';
-import {
-  cancelledTablets,
-  COL_REQUEST,
-  userCompactionRow,
-  type UserCompactionRecord,
-} from '../meta/user-compactions.js';
 import {
   createQueue,
   deleteQueue,
@@ -30,10 +23,8 @@ import {
   type QueueInfo,
 } from '../queue/registry.js';
 import type { RpcServer } from '../rpc/server.js';
-import { validateFilters } from '../storage/index.js';
 import { nameSchema } from '../names.js';
-import { showRow } from '../row-text.js';
-import { LONE_SURROGATE, parseInput, wellFormed } from '../validate.js';
+import { parseInput } from '../validate.js';
 import {
   compactorsOf,
   maxAttempts,
@@ -58,11 +49,6 @@ import {
   unanswered,
 } from './requests.js';
 
-/** A row given as bytes in hex: lower or upper case, whole bytes (empty: the row before all others). */
-const HEX_ROW = z
-  .string()
-  .regex(/^(?:[0-9a-fA-F]{2})*$/, "expected a row's bytes in hex (two digits per byte)");
-
 export interface AdminParts extends CancelParts {
   /** The object store the garbage collector works on (undefined: none configured), and its grace. */
   objects: GcObjectStore | undefined;
@@ -72,7 +58,6 @@ export interface AdminParts extends CancelParts {
 }
 
 const queueNameParam = z.object({ name: nameSchema('queue') });
-const tableNameParam = z.object({ name: nameSchema('table') });
 
 interface QueueDeletion {
   deleted: QueueInfo;
@@ -83,12 +68,6 @@ interface ReleasedJob {
   tablet: string;
   id: string;
 }
-interface UserCompaction {
-  id: string;
-  table: string;
-  tablets: string[];
-}
-
 export function registerAdminApi(server: RpcServer, parts: () => AdminParts): void {
   server.route(
     'POST',
@@ -292,109 +271,10 @@ export function registerAdminApi(server: RpcServer, parts: () => AdminParts): vo
     },
   );
 
-  server.route(
-    'POST',
-    '/tables/:name/compact',
-    {
-      body: z.object({
-        startRow: z.string().refine(wellFormed, LONE_SURROGATE).optional(),
-        endRow: z.string().refine(wellFormed, LONE_SURROGATE).optional(),
-        /** The same rows as bytes in hex (binary rows; what the CLI sends). */
-        startRowHex: HEX_ROW.optional(),
-        endRowHex: HEX_ROW.optional(),
-        filters: z.unknown().optional(),
-      }),
-    },
-    async ({ params, body, query }) => {
-      const p = parts();
-      const { name } = parseInput(tableNameParam, params, 'path');
-      const requestId = requestIdOf(query);
-      const answered = await answerOf<UserCompaction>(p.store, requestId);
-      if (answered) return answered;
-      const table = await p.tables.get(name);
-      const filters = body.filters === undefined ? [] : validateFilters(body.filters);
-      const start = rowOf(body.startRow, body.startRowHex, 'startRow');
-      const end = rowOf(body.endRow, body.endRowHex, 'endRow');
-      if (start && end && Buffer.compare(start, end) > 0)
-        throw new ExcError(
-          'BAD_REQUEST',
-          `the start row ${showRow(start)} is after the end row ${showRow(end)}`,
-        );
-      // The request id names the compaction: a repeat is the same compaction, requested once.
-      const id = requestId ?? ulid();
-      const request = JSON.stringify({ requestedAt: Date.now(), filters });
-      const chosen = (await p.tables.tablets(table.id)).filter((t) => overlaps(t, start, end));
-      const answer: UserCompaction = { id, table: name, tablets: chosen.map((t) => t.row) };
-      const mutations: Mutation[] = chosen.map((t) => ({
-        conditions: [
-          ...(requestId ? [unanswered(requestId)] : []),
-          { op: 'present' as const, row: t.row, col: 'prev' },
-        ],
-        // With the request, its id in `requests`: a split or merge decided without it is refused.
-        puts: [
-          { row: t.row, col: compactCol(id), value: request },
-          { row: t.row, col: COL_REQUESTS, value: id },
-        ],
-      }));
-      // Its record, to follow it by id later (admin compactions status); with the answer when there is one.
-      const record: UserCompactionRecord = {
-        tableId: table.id,
-        table: name,
-        tablets: answer.tablets,
-        filters,
-        requestedAt: Date.now(),
-      };
-      const recordCell = { row: userCompactionRow(id), col: COL_REQUEST, value: JSON.stringify(record) };
-      mutations.push({
-        conditions: requestId ? [unanswered(requestId)] : [],
-        puts: [...(requestId ? [answerCell(requestId, answer)] : []), recordCell],
-      });
-      const results = await p.commits.submit({ mutations });
-      if (requestId && !results.at(-1)?.applied) return await answerOf<UserCompaction>(p.store, requestId);
-      for (const t of chosen) p.notifyTservers({ tablet: t.row });
-      p.log.info(
-        { table: name, id, tablets: chosen.length, filters: filters.map((f) => f.name) },
-        'user compaction requested',
-      );
-      return answer;
-    },
-  );
-
   /** The consistency check (check.ts): named problem lists with counts, and figures. */
   server.route('GET', '/check', {}, async () => {
     const p = parts();
     const { store, session, layout, objects, gcGraceMs: graceMs, gcSweepSlackMs: sweepSlackMs, log } = p;
     return runCheck({ store, session, layout, objects, graceMs, sweepSlackMs, log });
   });
-
-  server.route('GET', '/tables/:name/compactions/:id', {}, async ({ params }) => {
-    const p = parts();
-    const { name, id } = parseInput(
-      z.object({
-        name: nameSchema('table'),
-        id: z.string().regex(/^[0-9A-Z]{26}$/, 'expected a compaction id'),
-      }),
-      params,
-      'path',
-    );
-    const table = await p.tables.get(name);
-    const pending = (await p.tables.tablets(table.id)).filter((t) => t.userCompactions.has(id));
-    const cancelled = [...cancelledTablets(await p.store.row(userCompactionRow(id))).keys()];
-    return { id, table: name, remaining: pending.map((t) => t.row), cancelled, done: pending.length === 0 };
-  });
-}
-
-function overlaps(t: TabletMeta, start?: Buffer, end?: Buffer): boolean {
-  // The tablet holds (prev, end]; the range is [start, end].
-  if (start && t.endRow && Buffer.compare(t.endRow, start) < 0) return false;
-  if (end && t.prevEndRow && Buffer.compare(t.prevEndRow, end) >= 0) return false;
-  return true;
-}
-
-/** A row given as UTF-8 text or as hex bytes (`field` and `field`Hex), not both; undefined for neither. */
-function rowOf(text: string | undefined, hex: string | undefined, field: string): Buffer | undefined {
-  if (text !== undefined && hex !== undefined)
-    throw new ExcError('BAD_REQUEST', `give ${field} or ${field}Hex, not both`, { details: { field } });
-  if (hex !== undefined) return Buffer.from(hex, 'hex');
-  return text === undefined ? undefined : Buffer.from(text, 'utf8');
 }

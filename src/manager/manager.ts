@@ -44,6 +44,7 @@ import { registerHistoryApi } from './history-api.js';
 import { registerManagerMetrics } from './manager-metrics.js';
 import { pickupMetric } from './queue-metrics.js';
 import { registerUserCompactionApi } from './user-compaction-api.js';
+import { registerUserCompactionRequests } from './user-compaction-request.js';
 import { activate, type ActiveManager } from './active.js';
 import { registerManagerApi, type ActiveParts } from './api.js';
 import { becomeManager } from './election.js';
@@ -159,7 +160,7 @@ export class Manager extends EventEmitter<Events> {
       log: this.log,
     }));
     registerTabletAdminApi(this.server, () => ({ ...this.parts(), peers: this.peers, log: this.log }));
-    registerAdminApi(this.server, () => ({
+    const adminParts = () => ({
       ...this.parts(),
       session: this.session!,
       layout: this.layout,
@@ -169,7 +170,9 @@ export class Manager extends EventEmitter<Events> {
       gcGraceMs: this.options.gcGraceMs,
       // A leftover waits for the next sweep: at most a sweep interval and a cycle past its grace.
       gcSweepSlackMs: (this.options.gcSweepIntervalMs ?? 0) + this.options.gcIntervalMs,
-    }));
+    });
+    registerAdminApi(this.server, adminParts);
+    registerUserCompactionRequests(this.server, adminParts);
   }
 
   get state(): ManagerState | 'stopping' | 'stopped' {

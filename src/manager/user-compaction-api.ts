@@ -86,6 +86,7 @@ export async function userCompactionStatus(p: ViewSources, id: string): Promise<
     id,
     table,
     filters: record?.filters ?? [],
+    ...(record?.queue ? { queue: record.queue } : {}),
     requestedAt: record?.requestedAt ?? 0,
     tablets,
     done: tablets.every((t) => ENDED_STATES.has(t.state)),

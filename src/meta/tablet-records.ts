@@ -19,6 +19,8 @@ export type Progress = z.infer<typeof progressSchema>;
 export const userCompactionSchema = z.object({
   requestedAt: z.number(),
   filters: z.array(z.object({ name: z.string(), options: z.unknown().optional() })).default([]),
+  /** The queue its job goes to whatever its size (`--queue`); absent: the table's routes decide. */
+  queue: z.string().optional(),
 });
 export type UserCompaction = z.infer<typeof userCompactionSchema>;
 
@@ -34,6 +36,8 @@ export const selectionSchema = z.object({
   ids: z.array(z.string()).min(1),
   files: z.array(z.string()),
   filters: z.array(z.object({ name: z.string(), options: z.unknown().optional() })),
+  /** The requests' queue (they coalesce only with requests of the same queue). */
+  queue: z.string().optional(),
 });
 export type Selection = z.infer<typeof selectionSchema>;
 

@@ -49,6 +49,8 @@ export const userCompactionRecordSchema = z.object({
   tablets: z.array(z.string()),
   filters: z.array(z.object({ name: z.string(), options: z.unknown().optional() })),
   requestedAt: z.number(),
+  /** The queue it was sent to (`--queue`); absent: the table's routes. */
+  queue: z.string().optional(),
 });
 export type UserCompactionRecord = z.infer<typeof userCompactionRecordSchema>;
 
@@ -121,6 +123,8 @@ export interface UserCompactionStatus {
   id: string;
   table: string;
   filters: UserCompactionRecord['filters'];
+  /** The queue it was sent to (absent: the table's routes). */
+  queue?: string;
   requestedAt: number;
   tablets: TabletCompactionStatus[];
   /** Every tablet done (or cancelled, or gone). */

@@ -43,6 +43,8 @@ export interface PlanInput {
     ids: readonly string[];
     files: readonly string[];
     filters: UserFilter[];
+    /** The queue it asked for (absent: routed by size like any job). */
+    queue?: string;
     /** False when its job is parked: its files stay out of system jobs, and it is not planned. */
     runnable: boolean;
   };
@@ -91,6 +93,7 @@ export function plan(input: PlanInput): PlannedJob[] {
           config,
           USER_PRIORITY_BASE + Math.min(files.length, MAX_FILE_COUNT_PRIORITY),
         ),
+        ...(user.queue ? { queue: user.queue } : {}),
         userCompactionIds: [...user.ids],
         filters: user.filters,
       });

@@ -4,8 +4,9 @@
  * the step with every change it plans, so a request is selected as soon as the tablet sees it.
  *
  * - Coalescing. A request asks for the data the tablet held when it was made to be rewritten through its
- *   filters. Consecutive pending requests (oldest first) with the same filters are satisfied by one
- *   rewrite; a request with other filters waits for the ones before it (each runs once, in order).
+ *   filters. Consecutive pending requests (oldest first) with the same filters and queue are satisfied by
+ *   one rewrite; a request with others waits for the ones before it (each runs once, in order). A request
+ *   with a queue (`--queue`) sends its job there whatever its size.
  * - Selection. The selection takes every file the tablet has (so the requests' data is all in it, and
  *   every file outside it is newer). It is made at once, even while system jobs hold some of the files:
  *   the user job waits for those, and their outputs take their place in the selection. System jobs go on
@@ -81,16 +82,17 @@ export function userStep(meta: TabletMeta, now: number): UserStep | undefined {
     [...meta.userCompactions]
       .filter(([id]) => !selection?.ids.includes(id) && !finished.includes(id))
       .sort(([a, x], [b, y]) => x.requestedAt - y.requestedAt || (a < b ? -1 : a > b ? 1 : 0));
-  /** The oldest pending requests with the same filters as the oldest. */
+  /** The oldest pending requests with the same filters (and queue) as the oldest. */
   const nextRun = () => {
     const [first, ...rest] = pending();
     if (!first) return undefined;
     const run = [first];
     for (const next of rest) {
-      if (!isDeepStrictEqual(next[1].filters, first[1].filters)) break;
+      if (!isDeepStrictEqual(next[1].filters, first[1].filters) || next[1].queue !== first[1].queue) break;
       run.push(next);
     }
-    return { ids: run.map(([id]) => id), filters: first[1].filters };
+    const queue = first[1].queue;
+    return { ids: run.map(([id]) => id), filters: first[1].filters, ...(queue ? { queue } : {}) };
   };
   const allFiles = [...meta.files.keys()].sort();
   // Each round selects a run of requests or completes a selection without files: at most two per request.
@@ -103,10 +105,15 @@ export function userStep(meta: TabletMeta, now: number): UserStep | undefined {
     const run = nextRun();
     if (!run) break;
     if (!selection) {
-      selection = { ids: run.ids, files: allFiles, filters: run.filters };
+      selection = {
+        ids: run.ids,
+        files: allFiles,
+        filters: run.filters,
+        ...(run.queue ? { queue: run.queue } : {}),
+      };
       continue;
     }
-    if (canJoin(meta, selection, run.filters)) {
+    if (canJoin(meta, selection, run.filters) && run.queue === selection.queue) {
       // A job over other files from now on: the failure record and the kept checkpoint of the job over
       // the old ones go with them (left, a parked record showed a job that runs again, and an admin's
       // cancel of it was refused as a system job's).
@@ -115,7 +122,12 @@ export function userStep(meta: TabletMeta, now: number): UserStep | undefined {
         if (meta.failures.has(before)) moot.add(before);
         if (meta.resumes.get(before)?.kind === 'user') keptUser.push(before);
       }
-      selection = { ids: [...selection.ids, ...run.ids], files: allFiles, filters: selection.filters };
+      selection = {
+        ids: [...selection.ids, ...run.ids],
+        files: allFiles,
+        filters: selection.filters,
+        ...(selection.queue ? { queue: selection.queue } : {}),
+      };
     }
     break;
   }

@@ -52,6 +52,7 @@ export function planTablet(meta: TabletMeta, config: TableConfig): PlannedJob[] 
       ids: selection.ids,
       files: units.names(selection.files),
       filters: selection.filters,
+      ...(selection.queue ? { queue: selection.queue } : {}),
       runnable: !(failure && isParked(failure, config.maxAttempts)),
     };
   }
@@ -89,7 +90,8 @@ export function splitJobs(meta: TabletMeta, config: TableConfig): PlannedJob[] {
         kind: s.kind,
         files: s.inputs,
         inputBytes,
-        queue: routeBySize(config.queues, inputBytes),
+        queue:
+          (s.kind === 'user' ? meta.selection?.queue : undefined) ?? routeBySize(config.queues, inputBytes),
         priority:
           (s.kind === 'user' ? USER_PRIORITY_BASE : FORCED_PRIORITY_BASE) +
           Math.min(meta.files.size, MAX_FILE_COUNT_PRIORITY),

@@ -192,6 +192,22 @@ function managerRoutes(k: Known): fc.Arbitrary<Case>[] {
         },
       })),
     ),
+    // Offline and back: the table's state says so (a deleted table's offline is refused).
+    ...(['offline', 'online'] as const).map((state) =>
+      route(
+        `POST /v1/tables/:name/${state}`,
+        fc.tuple(table, requestIdQuery).map(([n, q]) => ({
+          target: m,
+          method: 'POST',
+          path: `/v1/tables/${enc(n)}/${state}${q}`,
+          effect: async (_answer, ctx) => {
+            const got = await ctx.manager('GET', `/v1/tables/${enc(n)}`);
+            const now = (got.json as { table?: { state?: string } }).table?.state;
+            return now === state ? null : `table ${n} is ${now} after ${state} (${got.status})`;
+          },
+        })),
+      ),
+    ),
     route(
       'POST /v1/queues/next',
       fields({
@@ -441,7 +457,7 @@ function workerRoutes(k: Known): fc.Arbitrary<Case>[] {
       '/v1/tablets/load',
       fields({ tablet, session: fc.oneof(fc.constant(k.tserverSession), fc.string()) }),
     ),
-    post('/v1/tablets/unload', fields({ tablet })),
+    post('/v1/tablets/unload', fields({ tablet, offline: fc.boolean() })),
     post(
       '/v1/tablets/split',
       fields({

@@ -56,6 +56,31 @@ describe('user compaction selection', () => {
     expect(jobs.filter((j) => j.kind === 'user')).toHaveLength(1);
   });
 
+  it('a request for a queue sends its job there whatever its size, and coalesces only with the same queue', () => {
+    const meta = tablet(['a', 'b']);
+    meta.userCompactions.set('U1', { requestedAt: 1, filters: [], queue: 'rewrites' });
+    meta.userCompactions.set('U2', { requestedAt: 2, filters: [], queue: 'rewrites' });
+    meta.userCompactions.set('U3', { requestedAt: 3, filters: [] });
+    step(meta);
+    expect(meta.selection).toEqual({ ids: ['U1', 'U2'], files: ['a', 'b'], filters: [], queue: 'rewrites' });
+    // The table routes jobs of this size to `small`: the user job goes to `rewrites` all the same.
+    const config = tableConfigSchema.parse({
+      queues: [{ queue: 'small', maxInputBytes: 1_000 }, { queue: 'large' }],
+    });
+    const jobs = planTablet(meta, config);
+    expect(jobs.find((j) => j.kind === 'user')).toMatchObject({
+      queue: 'rewrites',
+      userCompactionIds: ['U1', 'U2'],
+    });
+    // U3 (no queue) waits for the next rewrite, routed by size.
+    meta.userCompactions.delete('U1');
+    meta.userCompactions.delete('U2');
+    delete meta.selection;
+    step(meta);
+    expect(meta.selection).toEqual({ ids: ['U3'], files: ['a', 'b'], filters: [] });
+    expect(planTablet(meta, config).find((j) => j.kind === 'user')?.queue).toBe('small');
+  });
+
   it('requests with other filters run in order, each once', () => {
     const meta = tablet(['a']);
     request(meta, 'U1', 1);

@@ -1,0 +1,143 @@
+/**
+ * The manager's API for asking user compactions (`excompact admin table compact`):
+ *
+ *   POST /v1/tables/:name/compact            { startRow?, endRow?, startRowHex?, endRowHex?, filters?, queue? }
+ *   GET  /v1/tables/:name/compactions/:id    which of its tablets it is still pending on
+ *
+ * A request writes `compact:<id>` (and its id in `requests`) on every tablet overlapping the range, and its
+ * record (`~ucomp:<id>`), in one submission carrying the request's answer: a request repeated after a lost
+ * answer is the same compaction, asked once. The tablet servers select and run it (queue/selection.ts);
+ * where it stands in detail is `GET /v1/user-compactions/:id` (user-compaction-api.ts).
+ */
+import { z } from 'zod';
+import { ExcError } from '../errors.js';
+import { ulid } from '../ids.js';
+import { COL_REQUESTS, compactCol } from '../meta/tablet.js';
+import type { Mutation } from '../meta/types.js';
+import {
+  cancelledTablets,
+  COL_REQUEST,
+  userCompactionRow,
+  type UserCompactionRecord,
+} from '../meta/user-compactions.js';
+import { resolveQueue } from '../queue/registry.js';
+import type { RpcServer } from '../rpc/server.js';
+import { validateFilters } from '../storage/index.js';
+import { nameSchema } from '../names.js';
+import { showRow } from '../row-text.js';
+import { LONE_SURROGATE, parseInput, wellFormed } from '../validate.js';
+import type { AdminParts } from './admin-api.js';
+import { overlaps } from './merges.js';
+import { answerCell, answerOf, requestIdOf, unanswered } from './requests.js';
+
+/** A row given as bytes in hex: lower or upper case, whole bytes (empty: the row before all others). */
+const HEX_ROW = z
+  .string()
+  .regex(/^(?:[0-9a-fA-F]{2})*$/, "expected a row's bytes in hex (two digits per byte)");
+const tableNameParam = z.object({ name: nameSchema('table') });
+
+interface UserCompaction {
+  id: string;
+  table: string;
+  tablets: string[];
+}
+
+export function registerUserCompactionRequests(server: RpcServer, parts: () => AdminParts): void {
+  server.route(
+    'POST',
+    '/tables/:name/compact',
+    {
+      body: z.object({
+        startRow: z.string().refine(wellFormed, LONE_SURROGATE).optional(),
+        endRow: z.string().refine(wellFormed, LONE_SURROGATE).optional(),
+        /** The same rows as bytes in hex (binary rows; what the CLI sends). */
+        startRowHex: HEX_ROW.optional(),
+        endRowHex: HEX_ROW.optional(),
+        filters: z.unknown().optional(),
+        /** The queue its jobs go to whatever their size (absent: the table's routes). */
+        queue: nameSchema('queue').optional(),
+      }),
+    },
+    async ({ params, body, query }) => {
+      const p = parts();
+      const { name } = parseInput(tableNameParam, params, 'path');
+      const requestId = requestIdOf(query);
+      const answered = await answerOf<UserCompaction>(p.store, requestId);
+      if (answered) return answered;
+      const table = await p.tables.get(name);
+      const filters = body.filters === undefined ? [] : validateFilters(body.filters);
+      // UNKNOWN_QUEUE for a queue that does not exist (one deleted later leaves the request pending).
+      const queue =
+        body.queue === undefined ? undefined : (await resolveQueue(p.session, p.layout, body.queue)).name;
+      const start = rowOf(body.startRow, body.startRowHex, 'startRow');
+      const end = rowOf(body.endRow, body.endRowHex, 'endRow');
+      if (start && end && Buffer.compare(start, end) > 0)
+        throw new ExcError(
+          'BAD_REQUEST',
+          `the start row ${showRow(start)} is after the end row ${showRow(end)}`,
+        );
+      // The request id names the compaction: a repeat is the same compaction, requested once.
+      const id = requestId ?? ulid();
+      const request = JSON.stringify({ requestedAt: Date.now(), filters, ...(queue ? { queue } : {}) });
+      const chosen = (await p.tables.tablets(table.id)).filter((t) => overlaps(t, start, end));
+      const answer: UserCompaction = { id, table: name, tablets: chosen.map((t) => t.row) };
+      const mutations: Mutation[] = chosen.map((t) => ({
+        conditions: [
+          ...(requestId ? [unanswered(requestId)] : []),
+          { op: 'present' as const, row: t.row, col: 'prev' },
+        ],
+        // With the request, its id in `requests`: a split or merge decided without it is refused.
+        puts: [
+          { row: t.row, col: compactCol(id), value: request },
+          { row: t.row, col: COL_REQUESTS, value: id },
+        ],
+      }));
+      // Its record, to follow it by id later (admin compactions status); with the answer when there is one.
+      const record: UserCompactionRecord = {
+        tableId: table.id,
+        table: name,
+        tablets: answer.tablets,
+        filters,
+        requestedAt: Date.now(),
+        ...(queue ? { queue } : {}),
+      };
+      const recordCell = { row: userCompactionRow(id), col: COL_REQUEST, value: JSON.stringify(record) };
+      mutations.push({
+        conditions: requestId ? [unanswered(requestId)] : [],
+        puts: [...(requestId ? [answerCell(requestId, answer)] : []), recordCell],
+      });
+      const results = await p.commits.submit({ mutations });
+      if (requestId && !results.at(-1)?.applied) return await answerOf<UserCompaction>(p.store, requestId);
+      for (const t of chosen) p.notifyTservers({ tablet: t.row });
+      p.log.info(
+        { table: name, id, tablets: chosen.length, filters: filters.map((f) => f.name), queue },
+        'user compaction requested',
+      );
+      return answer;
+    },
+  );
+
+  server.route('GET', '/tables/:name/compactions/:id', {}, async ({ params }) => {
+    const p = parts();
+    const { name, id } = parseInput(
+      z.object({
+        name: nameSchema('table'),
+        id: z.string().regex(/^[0-9A-Z]{26}$/, 'expected a compaction id'),
+      }),
+      params,
+      'path',
+    );
+    const table = await p.tables.get(name);
+    const pending = (await p.tables.tablets(table.id)).filter((t) => t.userCompactions.has(id));
+    const cancelled = [...cancelledTablets(await p.store.row(userCompactionRow(id))).keys()];
+    return { id, table: name, remaining: pending.map((t) => t.row), cancelled, done: pending.length === 0 };
+  });
+}
+
+/** A row given as UTF-8 text or as hex bytes (`field` and `field`Hex), not both; undefined for neither. */
+function rowOf(text: string | undefined, hex: string | undefined, field: string): Buffer | undefined {
+  if (text !== undefined && hex !== undefined)
+    throw new ExcError('BAD_REQUEST', `give ${field} or ${field}Hex, not both`, { details: { field } });
+  if (hex !== undefined) return Buffer.from(hex, 'hex');
+  return text === undefined ? undefined : Buffer.from(text, 'utf8');
+}
