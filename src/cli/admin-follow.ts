@@ -60,10 +60,12 @@ function printStatus(s: UserCompactionStatus): void {
       `${s.queue ? `, queue: ${s.queue}` : ''}\n\n`,
   );
   printTable(
-    ['TABLET', 'STATE', 'ECID', 'PROGRESS', 'RAN', 'OUTPUT', 'FAILED', 'NOTE'],
+    ['TABLET', 'STATE', 'FILES', 'ECID', 'PROGRESS', 'RAN', 'OUTPUT', 'FAILED', 'NOTE'],
     s.tablets.map((t) => [
       t.tablet,
       t.state === 'done' && !t.ecid && !t.split ? 'done (no files)' : t.state,
+      // The files selected (`--json` names them).
+      t.files?.length ?? null,
       // A split job is no one reservation: its split's id (`--json` lists its sub-jobs' ecids).
       t.ecid ??
         (t.split

@@ -131,9 +131,10 @@ async function tabletStatus(
   const cols = await store.row(row);
   const t: TabletMeta | undefined = cols.size === 0 ? undefined : parseTablet(row, cols);
   if (t?.userCompactions.has(id)) {
+    const selected = t.selection?.ids.includes(id) ? { files: t.selection.files } : {};
     const running = runningFields(t, id, maxAttempts);
-    if (running) return { ...base, ...running };
-    return { ...base, state: t.selection?.ids.includes(id) ? 'selected' : 'pending' };
+    if (running) return { ...base, ...selected, ...running };
+    return { ...base, ...selected, state: selected.files ? 'selected' : 'pending' };
   }
   const c = outcomes?.committed;
   if (c) return { ...base, ...committedFields(c, id) };

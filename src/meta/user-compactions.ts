@@ -92,6 +92,8 @@ export interface TabletCompactionStatus {
    * `ranMs` and `outputBytes` (done) are the whole job's.
    */
   split?: { id: string; ecids: string[] };
+  /** Selected or running: the files its rewrite takes (the tablet's selection). */
+  files?: string[];
   /** For a running job: bytes read so far and the total of its inputs. */
   bytesRead?: number;
   inputBytes?: number;

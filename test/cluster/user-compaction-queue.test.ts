@@ -1,8 +1,9 @@
 /**
  * A user compaction sent to a queue of its own (issue 44; Accumulo's testDispatchUser), with real
  * processes: `admin table compact --queue` runs the job on that queue's compactors whatever the table's
- * routes say, `compactions status` names the queue, and an unknown queue is refused with nothing asked.
+ * routes say, `compactions status` names the queue and the files each tablet selected, and an unknown queue is refused with nothing asked.
  */
+import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { cliOk } from '../support/cli.js';
 import { readTablet, scanLines, useCluster, useProcesses, useZooKeeper, waitFor } from '../support/index.js';
@@ -36,6 +37,17 @@ describe('user compactions to a queue', () => {
 
     const out = await cliOk(c, ['admin', 'table', 'compact', s.table, '--queue', 'rewrites']);
     const id = /compaction (\w+) requested/.exec(out)![1]!;
+    // Selected at once: every file the tablet had, named in its status.
+    const files = [...(await readTablet(s.meta, row)).files.keys()].sort();
+    expect(files).toHaveLength(2);
+    await waitFor(async () => {
+      const status = await s.meta.call<{ tablets: { state: string; files?: string[] }[] }>(
+        'GET',
+        `/v1/user-compactions/${id}`,
+      );
+      return status.tablets[0]?.state === 'selected' && isDeepStrictEqual(status.tablets[0].files, files);
+    }, 'the tablet to select its two files');
+    expect(await cliOk(c, ['admin', 'compactions', 'status', id])).toMatch(/FILES[\s\S]*selected\s+2\s/);
     const compactor = await c.startCompactor('rewrites');
     const started = await compactor.waitForLog((l) => l.msg === 'compaction started', 30_000);
     expect(started.tablet).toBe(row);
