@@ -26,7 +26,8 @@ export interface ElasticContext {
  * The faults of elastic tablets: an admin split of a table at a row of the workload's, an admin merge of
  * two neighbouring tablets, a drain of a tablet server for a while, a tablet server that joins for a
  * while and leaves with SIGTERM (handing its tablets over), a table taken offline for a few seconds (behind
- * the workload's fence on it: no write of it is in flight, none starts until it is back). A refusal (a merge blocked by a user
+ * the workload's fence on it: no write of it is in flight, none starts until it is back), a scratch table
+ * written to, compacting, and deleted a few seconds later. A refusal (a merge blocked by a user
  * compaction pending on part of its range, a split of a tablet being merged) is logged, not a fault.
  */
 export async function elasticFault(ctx: ElasticContext, f: ScheduledFault): Promise<void> {
@@ -88,6 +89,47 @@ export async function elasticFault(ctx: ElasticContext, f: ScheduledFault): Prom
         }
       } finally {
         open();
+      }
+    }
+    case 'table-delete': {
+      const name = `scratch${f.pick % 100_000}`;
+      const made = await ctx.cluster
+        .cli([
+          'admin',
+          'table',
+          'create',
+          name,
+          '--splits',
+          'm',
+          '--config',
+          'queues=small:16384,large',
+          '--config',
+          'ratio=1.5',
+        ])
+        .then(
+          () => true,
+          (err: unknown) => (refused(`create ${name}`)(err), false),
+        );
+      if (!made) return ctx.skip(`${name} could not be created`);
+      ctx.count(name, { forMs: Math.min(f.durationMs, 3_000) });
+      // Files in both tablets, enough for compactions to be queued and running when it goes.
+      for (let ts = 1; ts <= 4; ts++) {
+        const entries = Array.from({ length: 200 }, (_, i) => ({
+          row: `${String.fromCharCode(97 + (i % 26))}${String(i).padStart(4, '0')}`,
+          ts,
+          value: `v${ts}-${i}`,
+        }));
+        await ctx.cluster.client.ingest(name, entries).catch(refused(`ingest into ${name}`));
+      }
+      await sleep(Math.min(f.durationMs, 3_000));
+      // Deleted whatever happens meanwhile (a failover: the request is repeated until it is answered).
+      for (;;) {
+        const r = await ctx.cluster.cli(['admin', 'table', 'delete', name]).then(
+          () => 'deleted',
+          (err: unknown) => (/no table named/.test(String(err)) ? 'gone' : 'again'),
+        );
+        if (r !== 'again') return;
+        await sleep(1_000);
       }
     }
     case 'tserver-join': {

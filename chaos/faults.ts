@@ -347,6 +347,7 @@ export class FaultInjector {
       case 'tserver-drain':
       case 'tserver-join':
       case 'table-offline':
+      case 'table-delete':
         return elasticFault(
           {
             cluster: this.cluster,

@@ -34,6 +34,7 @@ export const FAULT_KINDS = [
   'tserver-drain',
   'tserver-join',
   'table-offline',
+  'table-delete',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -75,6 +76,9 @@ const WEIGHTS: Record<FaultKind, number> = {
   'tserver-join': 2,
   // A table taken offline for a few seconds (its running compactions cancelled) and brought back.
   'table-offline': 3,
+  // A scratch table (outside the workload's model) written, compacting, and deleted: nothing of it may
+  // be left behind (the final collection finds no orphan) or commit after the delete.
+  'table-delete': 3,
 };
 
 export interface ScheduledFault {
