@@ -299,7 +299,11 @@ export class ExcClient {
     const deadline = Date.now() + (this.options.moveTimeoutMs ?? 30_000);
     let tablets = this.tabletCache.get(table) ?? (await this.tablets(table));
     for (let attempt = 0; ; attempt++) {
-      if (this.offline.has(table)) throw tableOfflineError(table);
+      // Offline when last looked up (by any call): looked up again, it may be back.
+      if (this.offline.has(table)) {
+        tablets = await this.tablets(table);
+        if (this.offline.has(table)) throw tableOfflineError(table);
+      }
       const view = tablets.find((t) => t.tablet === tablet);
       if (!view) {
         throw new ExcError('TABLET_CHANGED', `tablet ${tablet} of ${table} no longer exists (it merged)`, {

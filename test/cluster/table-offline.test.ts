@@ -103,8 +103,17 @@ describe('table offline and online', () => {
       expect(r.stderr).toContain('TABLE_OFFLINE');
     }
 
+    // A client that looked the table up while it was offline fails at once…
+    await s.client.tablets(s.table);
+    await expect(s.client.ingest(s.table, rows('a', 1, 9))).rejects.toMatchObject({ code: 'TABLE_OFFLINE' });
+
     // Back online: hosted again, the user compaction completes, and the data is all there.
     expect(await cliOk(c, ['admin', 'table', 'online', s.table])).toBe(`table ${s.table} is online\n`);
+    // …and writes again once it is back, without being told (found by the chaos run: a client that had
+    // seen the table offline refused every later write to it).
+    const late = rows('z', 50, 9);
+    await s.client.ingest(s.table, late);
+    model.write(late);
     await waitFor(
       async () => (await s.client.tablets(s.table)).every((t) => t.loc),
       'the tablets to be hosted again',
@@ -116,7 +125,10 @@ describe('table offline and online', () => {
       60_000,
     );
     expect(await scanLines(s.client, s.table)).toEqual(model.expected());
-    for (const t of s.tablets) expect((await readTablet(s.meta, t.tablet)).files.size).toBe(1);
+    // Each tablet holds the user compaction's output; the last one also the late write's file.
+    const counts = [];
+    for (const t of s.tablets) counts.push((await readTablet(s.meta, t.tablet)).files.size);
+    expect(counts).toEqual([1, 1, 2]);
   }, 150_000);
 
   it('a compaction whose tablet server did not answer the offline is cancelled when the table is back', async () => {
