@@ -22,13 +22,13 @@ import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { MetaBackend } from '../meta/backend.js';
 import { tableRow } from '../meta/keys.js';
-import { COL_FUTURE, COL_LOC, locationValue, queuedCol, type TabletMeta } from '../meta/tablet.js';
+import { COL_FUTURE, COL_LOC, queuedCol, type TabletMeta } from '../meta/tablet.js';
 import type { Mutation } from '../meta/types.js';
 import type { TableInfo } from '../meta/views.js';
 import type { PeerClients } from '../rpc/peers.js';
 import type { CommitQueue } from './commit-queue.js';
 import { answerCell, answerOf } from './requests.js';
-import type { Tables } from './tables.js';
+import { takeAway, type Tables } from './tables.js';
 
 export interface OfflineParts {
   store: MetaBackend;
@@ -70,7 +70,7 @@ export async function takeOffline(p: OfflineParts, name: string, requestId?: str
     });
   }
   const left = await p.tables.tablets(table.id);
-  const takeAways = left.flatMap((t) => takeAway(t));
+  const takeAways = left.flatMap((t) => takeAway(t) ?? []);
   if (takeAways.length > 0) await p.commits.submit({ mutations: takeAways });
   const cleanups = (await p.tables.tablets(table.id)).flatMap((t) => dropEntries(t));
   const info: OfflineAnswer = { ...table, state: 'offline', cancelled };
@@ -147,20 +147,6 @@ async function letGo(p: OfflineParts, server: string, tablet: string): Promise<n
     );
     return undefined;
   }
-}
-
-/** Clears a tablet's `loc` and `future`, each conditional on what was read (none: nothing to do). */
-function takeAway(t: TabletMeta): Mutation[] {
-  const mutation: Mutation = { conditions: [], deletes: [] };
-  for (const [col, loc] of [
-    [COL_LOC, t.loc],
-    [COL_FUTURE, t.future],
-  ] as const) {
-    if (!loc) continue;
-    mutation.conditions!.push({ op: 'equals', row: t.row, col, value: locationValue(loc) });
-    mutation.deletes!.push({ row: t.row, col });
-  }
-  return mutation.deletes!.length > 0 ? [mutation] : [];
 }
 
 /** The queue entries of an unhosted tablet, removed with its record of them. */

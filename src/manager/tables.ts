@@ -274,16 +274,8 @@ export class Tables {
       const hosted: TabletMeta[] = [];
       const takeAways: Mutation[] = [];
       for (const tablet of await this.tablets(tableId)) {
-        const mutation: Mutation = { conditions: [], deletes: [] };
-        for (const [col, loc] of [
-          [COL_LOC, tablet.loc],
-          [COL_FUTURE, tablet.future],
-        ] as const) {
-          if (!loc) continue;
-          mutation.conditions!.push({ op: 'equals', row: tablet.row, col, value: locationValue(loc) });
-          mutation.deletes!.push({ row: tablet.row, col });
-        }
-        if (mutation.deletes!.length === 0) continue;
+        const mutation = takeAway(tablet);
+        if (!mutation) continue;
         hosted.push(tablet);
         takeAways.push(mutation);
       }
@@ -339,6 +331,23 @@ export class Tables {
       mutations: [{ deleteRows: [tableRow(tableId), ...(name ? [tableNameRow(name)] : [])], puts: answer }],
     });
   }
+}
+
+/**
+ * Takes a tablet from its servers: clears its `loc` and `future`, each conditional on the value read, after
+ * which no tablet server can change it. Undefined when it has neither.
+ */
+export function takeAway(t: TabletMeta): Mutation | undefined {
+  const mutation: Mutation = { conditions: [], deletes: [] };
+  for (const [col, loc] of [
+    [COL_LOC, t.loc],
+    [COL_FUTURE, t.future],
+  ] as const) {
+    if (!loc) continue;
+    mutation.conditions!.push({ op: 'equals', row: t.row, col, value: locationValue(loc) });
+    mutation.deletes!.push({ row: t.row, col });
+  }
+  return mutation.deletes!.length > 0 ? mutation : undefined;
 }
 
 /** All tablets with rows in [start, end). */
