@@ -10,51 +10,32 @@
  *   alive, checked last (a zombie, paused past its session and resumed, has lost it and can never commit;
  *   its reservation is cancelled instead).
  * - cancel: by the compactor holding it (a failure, a release) or for it (its node is gone, it stalled,
- *   an admin, its queue deleted).
+ *   an admin, its queue deleted, its tablet merged, its table offline): cancellations.ts.
  *
  * When the metadata store does not confirm a change (OUTCOME_UNKNOWN), hosting has read the tablet back,
  * and the rules decide from what the store holds whether it happened.
  */
 import { ExcError, describeError } from '../errors.js';
 import { ulid } from '../ids.js';
-import type { Logger } from '../log.js';
-import { FAILURE_REASONS } from '../meta/outcomes.js';
 import { newFileName } from '../meta/paths.js';
 import type { HexRange } from '../meta/rows.js';
-import { tableConfigSchema } from '../meta/table-config.js';
 import { rowsOf } from '../meta/tablet.js';
 import type { CommitRequest, ReserveRequest, ReservedJob } from '../queue/protocol.js';
 import type { ZkLayout } from '../zk/index.js';
-import type { CompactorWatch, ReservationRef } from './compactor-watch.js';
+import type { ReservationRef } from './compactor-watch.js';
 import type { HostedTablet, ProgressFigures } from './hosted-tablet.js';
-import type { Hosting } from './hosting.js';
-import {
-  cancelHappened,
-  commitHappened,
-  decideCancel,
-  decideCommit,
-  isAbandoned,
-  ownedReservation,
-  type CancelReason,
-} from './rules.js';
+import { Cancellations, type CancellationsDeps } from './cancellations.js';
+import { commitHappened, decideCommit, isAbandoned, ownedReservation, type CancelReason } from './rules.js';
 import { decideReserve, reserveHappened, reservedJob, type ReserveContext } from './reserve-rules.js';
-import type { TableConfigs } from './table-configs.js';
 import { ProgressReports } from './progress-reports.js';
 import type { CheckpointPersist, ReportedCheckpoint } from './resume-rules.js';
 
 export type { CancelReason } from './rules.js';
 
-export interface ReservationsDeps {
-  hosting: Hosting;
-  watch: CompactorWatch;
-  configs: TableConfigs;
+export interface ReservationsDeps extends CancellationsDeps {
   layout: ZkLayout;
   /** Queue name → id (undefined for a queue that does not exist). */
   queueIdOf: (name: string) => string | undefined;
-  /** Whether a queue's node still exists (a compactor that vanished with its queue did not fail). */
-  queueExists: (queueId: string) => Promise<boolean>;
-  /** Compactors registered in a queue now (a failure on the only one parks a job sooner: isParked). */
-  queueCompactors?: (queueId: string) => Promise<number>;
   /** Whether the output object exists with this size (commit checks what it installs). */
   outputSize: (name: string) => Promise<number | null>;
   /**
@@ -62,23 +43,15 @@ export interface ReservationsDeps {
    * without it, no job is split.
    */
   splitRows?: (inputs: readonly string[], parts: number, rows: HexRange) => Promise<string[]>;
-  log: Logger;
   /** Persist progress at most this often per reservation (default 5 s). */
   progressPersistMs?: number;
   /** Cancel a reservation with no progress for this long (0 disables). */
   stallTimeoutMs?: number;
   /** Record checkpoints at most this often (default 64 MB or 30 s). */
   checkpointPersist?: CheckpointPersist;
-  /** Told, for each reservation of a dead compactor cancelled, how long after `since` (its death) it was. */
-  onReclaimed?: (seconds: number) => void;
   /** Told each reservation recorded, by its compactor (its link may have closed meanwhile). */
   onReserved?: (compactor: string) => void;
-  /** Told each reservation that ended here (committed or cancelled): tablets holding it act on it. */
-  onEnded?: (ecid: string) => void;
 }
-
-/** Used when the table's settings cannot be read to decide whether a failed job is parked. */
-const DEFAULT_MAX_ATTEMPTS = tableConfigSchema.parse({}).maxAttempts;
 
 /** A checkpoint is recorded about every 64 MB of output or 30 s, whichever comes first. */
 export const DEFAULT_CHECKPOINT_PERSIST_BYTES = 64 * 1024 * 1024;
@@ -99,7 +72,10 @@ export class Reservations {
     committedByQueue: Object.create(null) as Record<string, number>,
   };
 
+  private readonly cancellations: Cancellations;
+
   constructor(private readonly deps: ReservationsDeps) {
+    this.cancellations = new Cancellations(deps, this.stats);
     this.reports = new ProgressReports({
       hosting: deps.hosting,
       log: deps.log,
@@ -250,7 +226,7 @@ export class Reservations {
       // A user job whose requests were all cancelled commits nothing (its filter must never be applied,
       // in whole or, for a split, in part): it is cancelled here, before the refresh would.
       if (isAbandoned(tablet.meta, req.ecid)) {
-        await this.cancelLocked(tablet, req.ecid, 'admin');
+        await this.cancellations.cancelLocked(tablet, req.ecid, 'admin');
         throw new ExcError(
           'RESERVATION_GONE',
           `the user compactions of reservation ${req.ecid} were cancelled; reservation cancelled`,
@@ -295,7 +271,7 @@ export class Reservations {
   ): Promise<void> {
     const { watch } = this.deps;
     if (watch.knownAlive(compactor) || (await watch.checkAndWatch(compactor))) return;
-    await this.cancelLocked(tablet, req.ecid, 'compactor-gone');
+    await this.cancellations.cancelLocked(tablet, req.ecid, 'compactor-gone');
     throw new ExcError(
       'RESERVATION_GONE',
       `compactor ${compactor} has no live node; reservation ${req.ecid} cancelled`,
@@ -305,94 +281,19 @@ export class Reservations {
     );
   }
 
-  /**
-   * Cancels a reservation (if it still exists). Resolves whether this call removed it. With `compactor`
-   * (a compactor failing or releasing its job), only that compactor's reservation: RESERVATION_GONE if it
-   * is not.
-   */
-  async cancel(
+  /** Cancels a reservation (if it still exists): cancellations.ts. */
+  cancel(
     tabletRow: string,
     ecid: string,
     reason: CancelReason,
     options: { error?: string; compactor?: string } = {},
   ): Promise<boolean> {
-    const tablet = await this.deps.hosting.get(tabletRow);
-    return tablet.mutex.run(async () => {
-      if (options.compactor !== undefined) {
-        if (tablet.stale) await this.deps.hosting.resync(tablet);
-        ownedReservation(tablet.meta, ecid, options.compactor);
-      }
-      return this.cancelLocked(tablet, ecid, reason, options.error);
-    });
+    return this.cancellations.cancel(tabletRow, ecid, reason, options);
   }
 
-  /** Cancels inside the tablet's mutex. */
-  async cancelLocked(
-    tablet: HostedTablet,
-    ecid: string,
-    reason: CancelReason,
-    error?: string,
-  ): Promise<boolean> {
-    if (tablet.stale) await this.deps.hosting.resync(tablet);
-    const r = tablet.meta.reservations.get(ecid);
-    if (!r || tablet.state !== 'hosted') return false;
-    const settings = await this.deps.configs.get(tablet.meta.tableId).catch(() => undefined);
-    const queueCompactors = FAILURE_REASONS.has(reason)
-      ? await this.deps.queueCompactors?.(r.queueId).catch(() => undefined)
-      : undefined;
-    const decision = decideCancel(tablet.meta, ecid, reason, {
-      ...(queueCompactors === undefined ? {} : { queueCompactors }),
-      now: Date.now(),
-      server: tablet.me.server,
-      ...(error === undefined ? {} : { error }),
-      maxAttempts: settings?.config.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
-      queueExists: reason !== 'compactor-gone' || (await this.deps.queueExists(r.queueId).catch(() => true)),
-    });
-    if (decision.kind === 'none') return false;
-    let applied: boolean;
-    try {
-      applied = await this.deps.hosting.change(tablet, { ...decision.change, replan: true });
-    } catch (err) {
-      if (isUnknown(err) && !tablet.stale && cancelHappened(tablet.meta, ecid)) applied = true;
-      else throw err;
-    }
-    if (!applied) return false;
-    // What its compactor had written when it ended (the work a cancel throws away), before it is forgotten.
-    const written = tablet.reported.get(ecid)?.figures?.bytesWritten;
-    this.deps.watch.remove(r.compactor, ecid);
-    tablet.forgetProgress(ecid);
-    this.deps.onEnded?.(ecid);
-    this.stats.cancelled++;
-    this.deps.log.info(
-      {
-        tablet: tablet.row,
-        ecid,
-        reason: decision.reason,
-        compactor: r.compactor,
-        attempts: decision.failure?.attempts,
-        parked: decision.failure?.parked ?? false,
-        keptCheckpoint: decision.keptCheckpoint,
-        ...(written === undefined ? {} : { bytesWritten: written }),
-      },
-      'reservation cancelled',
-    );
-    return true;
-  }
-
-  /** A compactor's node disappeared: cancel all its reservations here (the reconciler retries failures). */
+  /** A compactor's node disappeared: cancel all its reservations here (cancellations.ts). */
   onCompactorGone(refs: ReservationRef[], since?: number): void {
-    for (const ref of refs) {
-      this.cancel(ref.tablet, ref.ecid, 'compactor-gone').then(
-        (cancelled) => {
-          if (cancelled && since !== undefined) this.deps.onReclaimed?.((Date.now() - since) / 1000);
-        },
-        (err: unknown) =>
-          this.deps.log.warn(
-            { ...ref, err: describeError(err) },
-            'could not cancel the reservation of a dead compactor yet',
-          ),
-      );
-    }
+    this.cancellations.onCompactorGone(refs, since);
   }
 
   /** A progress report (and the checkpoint it may carry): progress-reports.ts. */
