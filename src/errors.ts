@@ -77,6 +77,11 @@ export const ERROR_CODES = {
   NO_WORK: { status: 404, retriable: false },
   RESERVATION_GONE: { status: 409, retriable: false },
   COMPACTOR_GONE: { status: 409, retriable: false },
+  /**
+   * A bulk import waits for a compaction of the tablet that drops delete markers (tserver/import-rules.ts):
+   * sent again, it is applied once the compaction ended.
+   */
+  IMPORT_WAITING: { status: 409, retriable: true },
   /** A change was sent but not confirmed (its answer was lost); it may or may not have been applied. */
   OUTCOME_UNKNOWN: { status: 503, retriable: true },
 } as const satisfies Record<string, CodeInfo>;

@@ -76,7 +76,7 @@ function checkLimits(e: ClientEntry, n: number): void {
   if (!parsed.success) throw new ExcError('BAD_REQUEST', `line ${n}: ${parsed.error.issues[0]!.message}`);
 }
 
-async function* readEntries(path: string): AsyncGenerator<{ line: number; entry: ClientEntry }> {
+export async function* readEntries(path: string): AsyncGenerator<{ line: number; entry: ClientEntry }> {
   for await (const { line, text } of ndjsonLines(path)) {
     const entry = parseLine(text, line);
     if (entry) yield { line, entry };

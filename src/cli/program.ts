@@ -10,6 +10,7 @@ import { registerTserver } from './tserver.js';
 import { registerCompactor } from './compactor.js';
 import { registerAdmin } from './admin.js';
 import { configFrom, connectionOptions } from './connect.js';
+import { registerBulk } from './bulk.js';
 import { registerData } from './data.js';
 import { registerHealth } from './health.js';
 import { registerMonitor } from './monitor.js';
@@ -56,6 +57,7 @@ export function buildProgram(): Command {
   registerCompactor(program);
   registerAdmin(program);
   registerData(program);
+  registerBulk(program);
   registerHealth(program);
   registerMonitor(program);
   return program;

@@ -13,12 +13,13 @@ import { ExcError } from '../errors.js';
 import { ulid } from '../ids.js';
 import type { Logger } from '../log.js';
 import type { MetaClient } from '../meta/client.js';
-import { ALL_ROWS, intersectRows, isEmptyRange, rowInRows, tabletRows, type HexRange } from '../meta/rows.js';
+import { ALL_ROWS, intersectRows, isEmptyRange, rowInRows, type HexRange } from '../meta/rows.js';
 import { tableOfflineError, type TableInfo, type TabletView } from '../meta/views.js';
 import { PeerClients } from '../rpc/peers.js';
 import { backoffDelay, sleep } from '../retry.js';
 import type { WireEntry } from '../rpc/entries.js';
 import { utf8Bytes } from '../validate.js';
+import { router, rowsOfView, tabletFor } from './routing.js';
 
 /** An entry as users give it: byte strings as Buffers or UTF-8 strings. */
 export interface ClientEntry {
@@ -82,6 +83,7 @@ export class ExcClient {
   private readonly tabletCache = new Map<string, TabletView[]>();
   /** Tables the last look-up found offline: their calls fail at once with TABLE_OFFLINE. */
   private readonly offline = new Set<string>();
+  private readonly tableInfos = new Map<string, TableInfo>();
 
   constructor(private readonly options: ExcClientOptions) {
     this.peers = new PeerClients({
@@ -102,9 +104,22 @@ export class ExcClient {
       },
     );
     this.tabletCache.set(table, shown.tablets);
+    this.tableInfos.set(table, shown.table);
     this.offline.delete(table);
     if (shown.table.state === 'offline') this.offline.add(table);
     return shown.tablets;
+  }
+
+  /** The table as the manager last described it (its id, state and settings). */
+  async table(name: string): Promise<TableInfo> {
+    return this.tableInfos.get(name) ?? (await this.tablets(name), this.tableInfos.get(name)!);
+  }
+
+  /** POSTs a request any number of repeats of which do what one does to the tablet's host (onTablet). */
+  async postToTablet<T>(table: string, tablet: string, path: string, body: unknown): Promise<T> {
+    return this.onTablet(table, tablet, (server) =>
+      this.peers.get(server).post<T>(path, body, { idempotent: true }),
+    );
   }
 
   /**
@@ -361,39 +376,4 @@ const MAX_RECUTS = 50;
 interface PieceEntry {
   wire: WireEntry;
   row: Buffer;
-}
-
-function rowsOfView(t: TabletView): HexRange {
-  const bytes = (h: string | null) => (h === null ? null : Buffer.from(h, 'hex'));
-  return tabletRows(bytes(t.prevEndRowHex), bytes(t.endRowHex));
-}
-
-/**
- * The tablet holding the first row of a scan: the first row after `after` (exclusive), or else `start`
- * (inclusive), or else the table's first row.
- */
-function tabletFor(
-  tablets: readonly TabletView[],
-  after: Buffer | undefined,
-  start: Buffer | undefined,
-): TabletView | undefined {
-  return tablets.find((t) => {
-    if (t.endRowHex === null) return true;
-    const endRow = Buffer.from(t.endRowHex, 'hex');
-    if (after) return Buffer.compare(endRow, after) > 0;
-    return !start || Buffer.compare(endRow, start) >= 0;
-  });
-}
-
-/** Which tablet holds a row: the first whose range (prev, end] does. End rows are decoded once. */
-function router(tablets: readonly TabletView[]): (row: Buffer) => string {
-  const ends = tablets.map((t) => ({
-    tablet: t.tablet,
-    end: t.endRowHex === null ? null : Buffer.from(t.endRowHex, 'hex'),
-  }));
-  return (row) => {
-    const found = ends.find((t) => t.end === null || Buffer.compare(row, t.end) <= 0);
-    if (!found) throw new ExcError('INTERNAL', 'table has no last tablet');
-    return found.tablet;
-  };
 }

@@ -28,6 +28,13 @@ export const INGEST_PREFIX = 'ingest:';
  */
 export const INGEST_DEDUPE_MS = 15 * 60_000;
 
+/**
+ * A bulk import (`excompact import`) is recorded under `import.<id>`, and remembered for a week: the same
+ * files imported again under their id, however much later, are not applied twice.
+ */
+export const IMPORT_PREFIX = 'import.';
+export const IMPORT_DEDUPE_MS = 7 * 86_400_000;
+
 /** What a tablet remembers of a batch it applied: when, and which rows of it (absent: all of them). */
 export interface IngestRecord {
   at: number;
@@ -78,13 +85,19 @@ export function recordApplied(
 
 /**
  * The ids of `ingests` (oldest first, as TabletMeta.ingests keeps them) remembered for longer than
- * INGEST_DEDUPE_MS at `now`: only the expired ones are visited, however many a busy tablet remembers. An
- * id out of order (a clock stepping back) is only forgotten later than it could be, never sooner.
+ * INGEST_DEDUPE_MS at `now` (IMPORT_DEDUPE_MS for an import): only the expired ones and the imports are
+ * visited, however many batches a busy tablet remembers. An id out of order (a clock stepping back) is
+ * only forgotten later than it could be, never sooner.
  */
 export function expiredIngests(ingests: ReadonlyMap<string, IngestRecord>, now: number): string[] {
   const out: string[] = [];
   for (const [id, record] of ingests) {
-    if (now - record.at <= INGEST_DEDUPE_MS) break;
+    const age = now - record.at;
+    if (id.startsWith(IMPORT_PREFIX)) {
+      if (age > IMPORT_DEDUPE_MS) out.push(id);
+      continue;
+    }
+    if (age <= INGEST_DEDUPE_MS) break;
     out.push(id);
   }
   return out;

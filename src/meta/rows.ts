@@ -65,6 +65,26 @@ export function sameRows(a: HexRange, b: HexRange): boolean {
   return cmpStart(a.start, b.start) === 0 && cmpEnd(a.end, b.end) === 0;
 }
 
+/**
+ * The rows of `r` in none of `holes`, as ascending disjoint ranges (none left: empty). A tablet that
+ * applied some rows of an import (a merge joined it with one that had) reads the import's file in the rest.
+ */
+export function rowsOutside(r: HexRange, holes: readonly HexRange[]): HexRange[] {
+  const sorted = holes.filter((h) => !isEmptyRange(h)).sort((a, b) => cmpStart(a.start, b.start));
+  const out: HexRange[] = [];
+  let rest: HexRange | null = r;
+  for (const h of sorted) {
+    if (rest === null || isEmptyRange(rest)) break;
+    if (h.start !== undefined) {
+      const before = intersectRows(rest, { end: h.start });
+      if (!isEmptyRange(before)) out.push(before);
+    }
+    rest = h.end === undefined ? null : intersectRows(rest, { start: h.end });
+  }
+  if (rest !== null && !isEmptyRange(rest)) out.push(rest);
+  return out;
+}
+
 /** Whether `row` is in `r`. */
 export function rowInRows(row: Uint8Array, r: HexRange): boolean {
   if (r.start !== undefined && compareBytes(row, bytes(r.start)) < 0) return false;

@@ -36,6 +36,7 @@ export {
   type Compression,
 } from './rfile/compression.js';
 export { RFileReader, type ScanOptions } from './rfile/reader.js';
+export { verifyRFile, type FileFacts } from './rfile/verify.js';
 export { boundsAt, fileProfile, splitRows, type FileProfile } from './split-rows.js';
 export { bytesWithin, middleOf, rowSpans, type RowBounds, type RowSpan } from './row-share.js';
 export {

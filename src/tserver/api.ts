@@ -8,6 +8,7 @@
  *   POST /v1/tablets/merge    { tablets, waitMs }        from the manager (admin table merge, mergeBelow)
  *   POST /v1/ingest           { tablet, entries }
  *   POST /v1/scan             { tablet, startRow?, endRow?, afterRow?, limit?, filters? }
+ *   POST /v1/import           { tablet, importId, rows, files }      a bulk import's files (bulk-import.ts)
  *   POST /v1/reserve          { tablet, queueId, compactor }          → { job } or { job: null } (no work)
  *   POST /v1/commit           { tablet, ecid, compactor, output }
  *   POST /v1/progress         { tablet, ecid, compactor, progress, checkpoint? }
@@ -120,6 +121,7 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
 
   server.route('POST', '/ingest', {}, ({ body }) => current().data.ingest(body));
   server.route('POST', '/scan', {}, ({ body }) => current().data.scan(body));
+  server.route('POST', '/import', {}, ({ body }) => current().imports.import(body));
 
   server.route(
     'POST',

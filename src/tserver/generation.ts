@@ -18,6 +18,7 @@ import type { ZkLayout, ZkSession } from '../zk/index.js';
 import { CompactorLinks, type UnfinishedFence } from './compactor-links.js';
 import { CompactorProbe } from './compactor-probe.js';
 import { CompactorWatch } from './compactor-watch.js';
+import { BulkImports } from './bulk-import.js';
 import { DataPath } from './data.js';
 import { Hosting } from './hosting.js';
 import { Reconciler } from './reconciler.js';
@@ -54,6 +55,8 @@ export interface GenerationContext {
   onFenced: (err: ExcError) => void;
   /** Fences of compactors the server's session before left unfinished: this one finishes them. */
   unfinishedFences?: readonly UnfinishedFence[];
+  /** The collector's grace period (EXC_GC_GRACE_MS): an import's file must be referenced well within it. */
+  gcGraceMs?: number;
 }
 
 /** Every half second: a crashed compactor's work is back about this long after this server took it over. */
@@ -69,6 +72,7 @@ export class Generation {
   readonly hosting: Hosting;
   readonly reservations: Reservations;
   readonly data: DataPath;
+  readonly imports: BulkImports;
   readonly reconciler: Reconciler;
   readonly splits: TabletSplits;
   readonly merges: TabletMerges;
@@ -165,6 +169,7 @@ export class Generation {
         );
       }
     });
+    this.imports = new BulkImports(this.hosting, ctx.store, (ctx.gcGraceMs ?? 600_000) / 2);
     this.reconciler = new Reconciler(this.hosting, this.watch, log, {
       everyMs: ctx.compactorSweepMs,
       eachRound: () => this.holds.sweep(),

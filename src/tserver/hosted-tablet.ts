@@ -44,6 +44,8 @@ export class HostedTablet {
   private clock: number;
   /** The stamps of batches being ingested: drawn, neither applied nor failed yet (see mayDropDeletes). */
   private readonly inFlight = new Set<number>();
+  /** Until when an import waits for compactions that drop delete markers (import-rules.ts). */
+  private deletesHeldUntil = 0;
 
   constructor(
     public meta: TabletMeta,
@@ -82,9 +84,18 @@ export class HostedTablet {
    * applied: only a batch in flight with a stamp at or below it may be hidden by one. Ask in the mutex,
    * with the copy up to date. (Stamping in the mutex instead would put every batch's file write there.)
    */
-  mayDropDeletes(): boolean {
+  mayDropDeletes(now = Date.now()): boolean {
+    if (now < this.deletesHeldUntil) return false;
     for (const ts of this.inFlight) if (ts <= this.meta.time) return false;
     return true;
+  }
+
+  /**
+   * An import waits for the compactions that drop delete markers (import-rules.ts): none more is reserved
+   * for `ms`, which the import's next try (within it) extends.
+   */
+  holdDeletes(ms: number, now = Date.now()): void {
+    this.deletesHeldUntil = Math.max(this.deletesHeldUntil, now + ms);
   }
 
   /** Starts the progress clock of a reservation made or found now. */

@@ -64,6 +64,8 @@ export interface TserverOptions extends ServerOptions {
   checkpointMs?: number;
   /** On close, wait up to this long for the manager to move the tablets elsewhere (default 0: do not). */
   tserverHandoverMs?: number;
+  /** The collector's grace period (EXC_GC_GRACE_MS; default 10 minutes): bulk imports stay within it. */
+  gcGraceMs?: number;
 }
 
 interface Events {
@@ -219,6 +221,7 @@ export class TabletServer extends EventEmitter<Events> {
         onReclaimed: (seconds) => this.reclaim.observe(seconds),
         onFenced: (err) => this.expire(session, `the manager fenced a mutation: ${err.message}`),
         unfinishedFences: this.unfinishedFences,
+        gcGraceMs: this.options.gcGraceMs,
       });
       try {
         await this.register(session);

@@ -491,6 +491,28 @@ function workerRoutes(k: Known): fc.Arbitrary<Case>[] {
       }),
     ),
     post(
+      '/v1/import',
+      fields({
+        tablet,
+        importId: fc.oneof(fc.constantFrom('imp-1'), fc.string({ maxLength: 70 })),
+        rows: fc.oneof(fc.constant({}), fc.record({ start: fc.string({ maxLength: 6 }) })),
+        files: fc.array(
+          fields({
+            // Names of the table's imports (missing objects), of others' files, and hostile ones.
+            name: fc.oneof(
+              fc.ulid().map((u) => `tables/0001/B${u.toUpperCase()}.rf`),
+              fc.constantFrom('tables/0002/Bx.rf', '../../etc/passwd', 'tables/0001/I0.rf', ''),
+              fc.string({ maxLength: 20 }),
+            ),
+            entries: numberArb,
+            oldestTs: numberArb,
+            newestTs: numberArb,
+          }),
+          { maxLength: 3 },
+        ),
+      }),
+    ),
+    post(
       '/v1/scan',
       fields({
         tablet,
