@@ -20,6 +20,8 @@ export interface ElasticContext {
   unhold(slot: Slot): void;
   /** Holds the workload's writes to a table until the function it resolves is called. */
   fence(table: string): Promise<() => void>;
+  /** Imports a file of new rows into a workload table, run again until it succeeds; resolves its entries. */
+  bulkImport(table: string, pick: number): Promise<number>;
 }
 
 /**
@@ -27,7 +29,7 @@ export interface ElasticContext {
  * two neighbouring tablets, a drain of a tablet server for a while, a tablet server that joins for a
  * while and leaves with SIGTERM (handing its tablets over), a table taken offline for a few seconds (behind
  * the workload's fence on it: no write of it is in flight, none starts until it is back), a scratch table
- * written to, compacting, and deleted a few seconds later. A refusal (a merge blocked by a user
+ * written to, compacting, and deleted a few seconds later, a bulk import of new rows into a workload table. A refusal (a merge blocked by a user
  * compaction pending on part of its range, a split of a tablet being merged) is logged, not a fault.
  */
 export async function elasticFault(ctx: ElasticContext, f: ScheduledFault): Promise<void> {
@@ -131,6 +133,12 @@ export async function elasticFault(ctx: ElasticContext, f: ScheduledFault): Prom
         if (r !== 'again') return;
         await sleep(1_000);
       }
+    }
+    case 'bulk-import': {
+      ctx.count(table, { pick: f.pick });
+      const entries = await ctx.bulkImport(table, f.pick);
+      ctx.log.event('bulk-imported', { table, pick: f.pick, entries });
+      return;
     }
     case 'tserver-join': {
       const slot = ctx.cluster.slots.find((s) => s.optional && s.role === 'tserver');

@@ -55,6 +55,8 @@ export class FaultInjector {
   readonly counts: Record<string, number> = {};
   /** Holds the workload's writes to a table (and its scans) until the function it resolves is called. */
   fence: (table: string) => Promise<() => void> = () => Promise.resolve(() => undefined);
+  /** Imports a file of new rows into a workload table (Workload.bulkImport); resolves its entries. */
+  bulkImport: (table: string, pick: number) => Promise<number> = () => Promise.resolve(0);
   readonly skipped: Record<string, number> = {};
   readonly compactorKills: KillRecord[] = [];
   /** Compactor faults by what the compactor was running when it was hit. */
@@ -348,6 +350,7 @@ export class FaultInjector {
       case 'tserver-join':
       case 'table-offline':
       case 'table-delete':
+      case 'bulk-import':
         return elasticFault(
           {
             cluster: this.cluster,
@@ -358,6 +361,7 @@ export class FaultInjector {
             hold: (slot, ms) => this.hold(slot, ms),
             unhold: (slot) => this.held.delete(slot.name),
             fence: (table) => this.fence(table),
+            bulkImport: (table, pick) => this.bulkImport(table, pick),
           },
           f,
         );

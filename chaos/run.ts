@@ -70,6 +70,7 @@ export async function runChaos(
   );
   await workload.createTables();
   injector.fence = (table) => workload.tables.find((t) => t.spec.name === table)!.fence();
+  injector.bulkImport = (table, pick) => workload.bulkImport(table, pick, cluster.options.dir);
   for (const t of TABLES) {
     while (!(await cluster.client.tablets(t.name)).every((x) => x.loc)) await sleep(200);
   }

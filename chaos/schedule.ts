@@ -35,6 +35,7 @@ export const FAULT_KINDS = [
   'tserver-join',
   'table-offline',
   'table-delete',
+  'bulk-import',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -79,6 +80,9 @@ const WEIGHTS: Record<FaultKind, number> = {
   // A scratch table (outside the workload's model) written, compacting, and deleted: nothing of it may
   // be left behind (the final collection finds no orphan) or commit after the delete.
   'table-delete': 3,
+  // A file of new rows over every tablet of a workload table, imported (and run again until it succeeds)
+  // while compactions, splits and merges run: each entry once, deletes in it applied.
+  'bulk-import': 4,
 };
 
 export interface ScheduledFault {

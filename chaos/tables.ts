@@ -2,7 +2,7 @@
  * The chaos run's tables as the workload sees them: each table's spec, its exact model, the cells its
  * writes chose so far, and the fence that holds new writes while a scan compares the table with the model.
  */
-import { TableModel, type ChaosEntry } from './model.js';
+import { TableModel, cellKey, type ChaosEntry } from './model.js';
 
 export interface TableSpec {
   name: string;
@@ -62,6 +62,35 @@ export class TableState {
 
   /** Puts in flight per cell: a delete of such a cell waits (see makeOp). */
   readonly puttingTo = new Map<string, number>();
+
+  /**
+   * Makes an op once no fence holds its table and runs `write` with it, counted in flight (a fence waits
+   * for it) and its puts counted per cell (a delete of such a cell waits: see makeOp).
+   */
+  async track(running: () => boolean, make: () => Op, write: (op: Op) => Promise<void>): Promise<void> {
+    // The gate is checked and the write registered in flight in one synchronous step, so that a fence
+    // taken in between cannot miss it.
+    for (let gate = this.opened; gate; gate = this.opened) await gate;
+    if (!running()) return;
+    const op = make();
+    if (op.entries.length === 0) return;
+    let resolve!: () => void;
+    const entry = { op, done: new Promise<void>((r) => (resolve = r)) };
+    this.inflight.add(entry);
+    const cells = op.entries.filter((e) => !e.delete).map((e) => cellKey(e.row, e.cf, e.cq));
+    for (const c of cells) this.puttingTo.set(c, (this.puttingTo.get(c) ?? 0) + 1);
+    try {
+      await write(op);
+    } finally {
+      for (const c of cells) {
+        const n = this.puttingTo.get(c)! - 1;
+        if (n === 0) this.puttingTo.delete(c);
+        else this.puttingTo.set(c, n);
+      }
+      this.inflight.delete(entry);
+      resolve();
+    }
+  }
 
   /** Holds new writes and waits for those in flight that match `which`. */
   async fence(which: (op: Op) => boolean = () => true): Promise<() => void> {

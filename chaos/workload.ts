@@ -13,6 +13,7 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 import type { ScannedEntry } from '../src/client/client.js';
 import { describeError } from '../src/errors.js';
 import { sleep } from '../src/retry.js';
+import { importEntries, runImport } from './bulk-imports.js';
 import type { ChaosCluster } from './cluster.js';
 import { cellKey, type Comparison } from './model.js';
 import type { ChaosLog } from './report.js';
@@ -109,29 +110,37 @@ export class Workload {
   private async writeOnce(rng: Rng): Promise<void> {
     const table = rng.weighted(Object.fromEntries(this.tables.map((t, i) => [String(i), t.spec.weight])));
     const t = this.tables[Number(table)]!;
-    // The gate is checked and the write registered in flight in one synchronous step, so that a fence
-    // taken in between cannot miss it.
-    for (let gate = t.opened; gate; gate = t.opened) await gate;
-    if (!this.running) return;
-    const op = this.makeOp(t, rng);
-    if (op.entries.length === 0) return;
-    const requestId = `chaos-${this.seed}-${++this.opCount}`;
-    let resolve!: () => void;
-    const entry = { op, done: new Promise<void>((r) => (resolve = r)) };
-    t.inflight.add(entry);
-    const cells = op.entries.filter((e) => !e.delete).map((e) => cellKey(e.row, e.cf, e.cq));
-    for (const c of cells) t.puttingTo.set(c, (t.puttingTo.get(c) ?? 0) + 1);
-    try {
-      await this.ingest(t, op, requestId);
-    } finally {
-      for (const c of cells) {
-        const n = t.puttingTo.get(c)! - 1;
-        if (n === 0) t.puttingTo.delete(c);
-        else t.puttingTo.set(c, n);
-      }
-      t.inflight.delete(entry);
-      resolve();
-    }
+    await t.track(
+      () => this.running,
+      () => this.makeOp(t, rng),
+      (op) => this.ingest(t, op, `chaos-${this.seed}-${++this.opCount}`),
+    );
+  }
+
+  /**
+   * A bulk import into `table` (bulk-imports.ts), counted in flight like a write until the import command
+   * succeeded and the model learnt its entries.
+   */
+  async bulkImport(table: string, pick: number, dir: string): Promise<number> {
+    const t = this.tables.find((x) => x.spec.name === table)!;
+    let count = 0;
+    await t.track(
+      () => this.running,
+      () => ({ entries: importEntries(pick, () => this.tick()), rowGen: t.rowGen, familyGen: t.familyGen }),
+      async (op) => {
+        try {
+          await runImport(this.cluster, this.log, dir, table, t.model, pick, op.entries);
+        } catch (err) {
+          // It may still be applied, in part: the model can no longer be exact for this table.
+          this.figures.stuckWrites++;
+          throw err;
+        }
+        t.model.apply(op.entries);
+        count = op.entries.length;
+        this.figures.entries += count;
+      },
+    );
+    return count;
   }
 
   /** Writes one op under its request id until the cluster acknowledges it, then records it. */
