@@ -92,10 +92,12 @@ describe('table offline and online', () => {
     expect(info.table.state).toBe('offline');
     expect(await cliOk(c, ['admin', 'table', 'info', s.table])).toContain('(offline)');
 
-    // Reading and writing it fail at once, naming the table and its state.
+    // Reading, writing, splitting and merging it fail at once, naming the table and its state.
     for (const [args, input] of [
       [['scan', s.table], undefined],
       [['ingest', s.table], '{"row":"a1","value":"v"}\n'],
+      [['admin', 'table', 'split', s.table, 'b5'], undefined],
+      [['admin', 'table', 'merge', s.table], undefined],
     ] as const) {
       const r = await c.cli([...args], input === undefined ? {} : { input });
       expect(r.code).toBe(1);
