@@ -18,57 +18,13 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/meta/embedd
 import { ZkLayout, ZkSession, digestAuthFromSecret, ensureLayout } from '../src/zk/index.js';
 import { startZooKeeperEnsemble, type ZooKeeperEnsemble } from '../test/support/ensemble.js';
 import { FaultProxy } from '../test/support/fault-proxy.js';
-import { startProxy, type TcpProxy } from '../test/support/proxy.js';
+import { startProxy } from '../test/support/proxy.js';
 import { ProcessGroup, runCli, type LogLine, type ManagedProcess } from '../test/support/process-group.js';
 import { startTestS3, type TestS3 } from '../test/support/s3-server.js';
 import type { ChaosLog } from './report.js';
+import type { Role, Slot, UnexpectedExit } from './slots.js';
 
-export type Role = 'manager' | 'tserver' | 'compactor';
-
-/** An exit a fault announced: its exit code or signal, and until when it may happen. */
-export interface ExpectedExit {
-  codes: (number | null)[];
-  signals: NodeJS.Signals[];
-  until: number;
-  why: string;
-}
-
-export interface Slot {
-  name: string;
-  role: Role;
-  queue?: string;
-  proc?: ManagedProcess;
-  expect?: ExpectedExit;
-  /** A fault keeps the slot down; it is started again only when released. */
-  held: boolean;
-  /** Delay before the next restart, set by the fault that stopped it. */
-  restartAfterMs: number;
-  /** A compactor's current node path; a tablet server's name; a manager's URL. */
-  identity?: string;
-  /** When the slot's current process became ready. */
-  readyAt?: number;
-  starts: number;
-  /**
-   * A slot that runs only while a fault wants it (the tablet server that joins for a while): down and
-   * held, it is not missing, and the cluster is settled without it.
-   */
-  optional?: boolean;
-  /** The slot's way to each ZooKeeper server (a fault cuts them all to cut the process off). */
-  zkProxies?: TcpProxy[];
-  /**
-   * The way its peers reach the slot's process: it listens on `port` and advertises the proxy's port, so
-   * that a fault can cut it off from every peer (tablet servers, compactors, managers, clients) at once.
-   */
-  peer?: { port: number; proxy: TcpProxy };
-}
-
-export interface UnexpectedExit {
-  slot: string;
-  code: number | null;
-  signal: string | null;
-  at: number;
-  log: string;
-}
+export type { ExpectedExit, Role, Slot, UnexpectedExit } from './slots.js';
 
 export interface ChaosClusterOptions {
   dir: string;
@@ -100,6 +56,8 @@ export class ChaosCluster {
   /** The metadata store's database, with `meta: 'postgres'`. */
   postgres?: { server: EmbeddedPostgres; url: string };
   proxy!: FaultProxy;
+  /** The sick compactor's way to the object store: every PUT refused. */
+  sickProxy!: FaultProxy;
   session!: ZkSession;
   meta!: MetaClient;
   client!: ExcClient;
@@ -156,6 +114,12 @@ export class ChaosCluster {
     }
     this.proxy = await FaultProxy.start(Number(new URL(this.s3.endpoint).port));
     this.proxy.record = false;
+    this.sickProxy = await FaultProxy.start(Number(new URL(this.s3.endpoint).port));
+    this.sickProxy.record = false;
+    this.sickProxy.inject(
+      { kind: 'status', status: 403, code: 'AccessDenied' },
+      { times: Infinity, method: 'PUT' },
+    );
     this.log.event('cluster', {
       zk: this.ensemble.connectString,
       s3: this.s3.endpoint,
@@ -183,6 +147,13 @@ export class ChaosCluster {
         await this.launch(s);
       }
     }
+    const small = this.options.queues[0]!.name;
+    this.slots.push({
+      ...this.slot('compactor-sick', 'compactor', small),
+      held: true,
+      optional: true,
+      sick: true,
+    });
   }
 
   private slot(name: string, role: Role, queue?: string): Slot {
@@ -209,7 +180,13 @@ export class ChaosCluster {
     }
     args.push('--port', String(slot.peer.port));
     const proc = await this.procs.start(`${slot.name}.${slot.starts}`, args, {
-      env: { ...this.env(slot), EXC_ADVERTISE_PORT: String(slot.peer.proxy.port) },
+      env: {
+        ...this.env(slot),
+        EXC_ADVERTISE_PORT: String(slot.peer.proxy.port),
+        ...(slot.sick
+          ? { EXC_S3_ENDPOINT: this.sickProxy.endpoint, EXC_COMPACTOR_BACKOFF_MAX_MS: '1000' }
+          : {}),
+      },
       readyWhen: READY[slot.role],
       readyTimeoutMs: 60_000,
     });
@@ -240,10 +217,12 @@ export class ChaosCluster {
     slot.proc = undefined;
     const now = Date.now();
     const e = slot.expect;
+    // The sick compactor exits 5 by itself, as a compactor does after failing job after job.
     const expected =
-      e !== undefined &&
-      now <= e.until &&
-      (e.codes.includes(code) || (signal !== null && e.signals.includes(signal)));
+      (slot.sick === true && code === 5) ||
+      (e !== undefined &&
+        now <= e.until &&
+        (e.codes.includes(code) || (signal !== null && e.signals.includes(signal))));
     this.log.event(
       'exited',
       { slot: slot.name, pid: proc.pid, code, signal, expected, why: e?.why ?? null },
@@ -387,6 +366,7 @@ export class ChaosCluster {
     }
     await this.session?.close().catch(() => undefined);
     await this.proxy?.stop().catch(() => undefined);
+    await this.sickProxy?.stop().catch(() => undefined);
     await this.s3?.stop().catch(() => undefined);
     await this.postgres?.server.stop().catch(() => undefined);
     await this.ensemble?.stop().catch(() => undefined);

@@ -2,6 +2,7 @@
  * The chaos run's faults of elastic tablets (faults.ts carries out the schedule and hands these here).
  */
 import { sleep } from '../src/retry.js';
+import { allTablets } from '../test/support/meta-rows.js';
 import type { ChaosCluster, Slot } from './cluster.js';
 import type { ChaosLog } from './report.js';
 import type { ScheduledFault } from './schedule.js';
@@ -22,6 +23,8 @@ export interface ElasticContext {
   fence(table: string): Promise<() => void>;
   /** Imports a file of new rows into a workload table, run again until it succeeds; resolves its entries. */
   bulkImport(table: string, pick: number): Promise<number>;
+  /** Jobs parked with failures on the sick compactor alone (each a violation). */
+  sickParked: string[];
 }
 
 /**
@@ -29,7 +32,8 @@ export interface ElasticContext {
  * two neighbouring tablets, a drain of a tablet server for a while, a tablet server that joins for a
  * while and leaves with SIGTERM (handing its tablets over), a table taken offline for a few seconds (behind
  * the workload's fence on it: no write of it is in flight, none starts until it is back), a scratch table
- * written to, compacting, and deleted a few seconds later, a bulk import of new rows into a workload table. A refusal (a merge blocked by a user
+ * written to, compacting, and deleted a few seconds later, a bulk import of new rows into a workload table,
+ * and a sick compactor whose object-store writes all fail (it must park no job). A refusal (a merge blocked by a user
  * compaction pending on part of its range, a split of a tablet being merged) is logged, not a fault.
  */
 export async function elasticFault(ctx: ElasticContext, f: ScheduledFault): Promise<void> {
@@ -138,6 +142,39 @@ export async function elasticFault(ctx: ElasticContext, f: ScheduledFault): Prom
       ctx.count(table, { pick: f.pick });
       const entries = await ctx.bulkImport(table, f.pick);
       ctx.log.event('bulk-imported', { table, pick: f.pick, entries });
+      return;
+    }
+    case 'compactor-sick': {
+      const slot = ctx.cluster.slots.find((s) => s.sick);
+      if (!slot || !slot.held || slot.proc) return ctx.skip('the sick compactor is up already');
+      const forMs = Math.max(f.durationMs, 15_000);
+      ctx.count(slot.name, { forMs });
+      ctx.hold(slot, forMs + 60_000);
+      // It fails every job it takes, exits 5 after ten in a row and is started again, as an orchestrator
+      // would; the identities it had are what the failure records name.
+      ctx.cluster.release(slot);
+      const identities = new Set<string>();
+      for (const until = Date.now() + forMs; Date.now() < until; await sleep(200))
+        if (slot.identity) identities.add(slot.identity);
+      slot.held = true;
+      // (Read through a function: the slot's process changes under this fault.)
+      const proc = ((s: Slot) => s.proc)(slot);
+      if (proc) {
+        slot.expect = { codes: [0], signals: [], until: Infinity, why: 'SIGTERM: the sick compactor leaves' };
+        await proc.terminate(30_000).catch(() => proc.kill());
+      }
+      ctx.unhold(slot);
+      // Its failures never park a job: a job is parked only after failing on two compactors.
+      for (const t of await allTablets(ctx.cluster.meta))
+        for (const [key, failure] of t.failures)
+          if (failure.parked && (failure.failedOn ?? []).every((c) => identities.has(c))) {
+            ctx.sickParked.push(`${t.row} ${key}`);
+            ctx.log.event(
+              'sick-parked',
+              { tablet: t.row, key, failure },
+              `VIOLATION: ${t.row} parked by the sick compactor alone`,
+            );
+          }
       return;
     }
     case 'tserver-join': {

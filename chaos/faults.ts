@@ -9,12 +9,11 @@
 import { describeError } from '../src/errors.js';
 import type { RunningCompaction } from '../src/meta/views.js';
 import { sleep } from '../src/retry.js';
-import type { Fault } from '../test/support/fault-proxy.js';
 import type { ChaosCluster, Slot } from './cluster.js';
 import { elasticFault } from './elastic-faults.js';
 import type { ChaosLog } from './report.js';
 import type { Rng } from './rng.js';
-import type { FaultSpan, ScheduledFault } from './schedule.js';
+import { STORE_FAULTS, type FaultSpan, type ScheduledFault } from './schedule.js';
 
 /**
  * The queues whose compactors compactor faults take (chaos/main.ts creates them): half of them the bulk
@@ -57,6 +56,8 @@ export class FaultInjector {
   fence: (table: string) => Promise<() => void> = () => Promise.resolve(() => undefined);
   /** Imports a file of new rows into a workload table (Workload.bulkImport); resolves its entries. */
   bulkImport: (table: string, pick: number) => Promise<number> = () => Promise.resolve(0);
+  /** Jobs parked with failures on the sick compactor alone. */
+  readonly sickParked: string[] = [];
   readonly skipped: Record<string, number> = {};
   readonly compactorKills: KillRecord[] = [];
   /** Compactor faults by what the compactor was running when it was hit. */
@@ -225,25 +226,7 @@ export class FaultInjector {
       case 's3-resets':
       case 's3-half-put': {
         if (Date.now() < this.s3Until) return this.skip(f, 'an object-store fault is running');
-        const faults: Record<string, { p: number; faults: Fault[]; method?: string }> = {
-          's3-errors': {
-            p: 0.3,
-            faults: [
-              { kind: 'status', status: 503, code: 'SlowDown' },
-              { kind: 'status', status: 500, code: 'InternalError' },
-            ],
-          },
-          's3-slow': {
-            p: 0.5,
-            faults: [
-              { kind: 'delay', ms: 300 },
-              { kind: 'delay', ms: 1_500 },
-            ],
-          },
-          's3-resets': { p: 0.2, faults: [{ kind: 'reset' }] },
-          's3-half-put': { p: 0.5, faults: [{ kind: 'cut-request', fraction: 0.5 }], method: 'PUT' },
-        };
-        const spec = faults[f.kind]!;
+        const spec = STORE_FAULTS[f.kind]!;
         this.count(f, 'object store', { forMs: f.durationMs, probability: spec.p });
         this.s3Until = Date.now() + f.durationMs;
         const rng = this.rng.fork(`s3-${f.at}`);
@@ -351,6 +334,7 @@ export class FaultInjector {
       case 'table-offline':
       case 'table-delete':
       case 'bulk-import':
+      case 'compactor-sick':
         return elasticFault(
           {
             cluster: this.cluster,
@@ -362,6 +346,7 @@ export class FaultInjector {
             unhold: (slot) => this.held.delete(slot.name),
             fence: (table) => this.fence(table),
             bulkImport: (table, pick) => this.bulkImport(table, pick),
+            sickParked: this.sickParked,
           },
           f,
         );

@@ -250,6 +250,7 @@ export async function runChaos(
     longestDeadReservationMs: dead.longestMs,
     checksFailed: checks.filter((c) => !c.ok).length,
     stuckWrites: workload.figures.stuckWrites,
+    sickParked: injector.sickParked.length,
     stalls,
     historyAgrees,
     cancelledByReason: history.counts.cancelled,
@@ -285,6 +286,7 @@ export async function runChaos(
     figures.deadReservations +
     figures.checksFailed +
     figures.stuckWrites +
+    figures.sickParked +
     stalls +
     (historyAgrees ? 0 : 1) +
     (figures.compactions < options.minCompactions ? 1 : 0) +
@@ -328,7 +330,7 @@ export async function runChaos(
     `${el.splits} splits, ${el.merges} merges, ${el.moves} moves, ` +
     `${lost} lost, ${resurrected} resurrected, ${wrong} wrong, ${figures.double} double, ${figures.leaked} leaked, ` +
     `${orphans} orphans, ${figures.unexpectedExits} unexpected exits, ${figures.zombieCommits} zombie commits, ` +
-    `${figures.deadReservations} dead reservations, ${figures.checksFailed} failed checks, ${figures.stuckWrites} stuck writes, ${stalls} stalls`;
+    `${figures.deadReservations} dead reservations, ${figures.checksFailed} failed checks, ${figures.stuckWrites} stuck writes, ${figures.sickParked} parked by a sick compactor, ${stalls} stalls`;
   return { violations, summary, report: figures };
 
   /** Faults drained, every process up, writes paused: scan every table and run the consistency check. */

@@ -5,6 +5,7 @@
  * schedule. Faults overlap: a tablet server may be paused while the object store fails and a compactor is
  * killed. The injector (faults.ts) carries it out.
  */
+import type { Fault } from '../test/support/fault-proxy.js';
 import type { Rng } from './rng.js';
 
 export const FAULT_KINDS = [
@@ -36,6 +37,7 @@ export const FAULT_KINDS = [
   'table-offline',
   'table-delete',
   'bulk-import',
+  'compactor-sick',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -83,6 +85,29 @@ const WEIGHTS: Record<FaultKind, number> = {
   // A file of new rows over every tablet of a workload table, imported (and run again until it succeeds)
   // while compactions, splits and merges run: each entry once, deletes in it applied.
   'bulk-import': 4,
+  // A compactor of `small` whose object-store writes all fail, for 15 s or more: it backs off, exits 5
+  // and is started again; no job may be parked by its failures alone.
+  'compactor-sick': 2,
+};
+
+/** What each object-store fault does to the requests through the proxy while it lasts. */
+export const STORE_FAULTS: Partial<Record<FaultKind, { p: number; faults: Fault[]; method?: string }>> = {
+  's3-errors': {
+    p: 0.3,
+    faults: [
+      { kind: 'status', status: 503, code: 'SlowDown' },
+      { kind: 'status', status: 500, code: 'InternalError' },
+    ],
+  },
+  's3-slow': {
+    p: 0.5,
+    faults: [
+      { kind: 'delay', ms: 300 },
+      { kind: 'delay', ms: 1_500 },
+    ],
+  },
+  's3-resets': { p: 0.2, faults: [{ kind: 'reset' }] },
+  's3-half-put': { p: 0.5, faults: [{ kind: 'cut-request', fraction: 0.5 }], method: 'PUT' },
 };
 
 export interface ScheduledFault {
