@@ -85,6 +85,34 @@ export function rowsOutside(r: HexRange, holes: readonly HexRange[]): HexRange[]
   return out;
 }
 
+/** Ascending, disjoint ranges: `rows` sorted, and those that touch or overlap joined. */
+export function joinRows(rows: readonly HexRange[]): HexRange[] {
+  const startOf = (r: HexRange) => (r.start === undefined ? Buffer.alloc(0) : bytes(r.start));
+  const sorted = [...rows].sort((a, b) => Buffer.compare(startOf(a), startOf(b)));
+  const out: HexRange[] = [];
+  for (const r of sorted) {
+    const prev = out[out.length - 1];
+    // Touching or overlapping: the one before ends where this one starts, or later.
+    const touches =
+      prev !== undefined && (prev.end === undefined || Buffer.compare(startOf(r), bytes(prev.end)) <= 0);
+    if (!touches) {
+      out.push({ ...r });
+      continue;
+    }
+    const later =
+      prev.end === undefined || r.end === undefined
+        ? undefined
+        : Buffer.compare(bytes(r.end), bytes(prev.end)) > 0
+          ? r.end
+          : prev.end;
+    out[out.length - 1] = {
+      ...(prev.start === undefined ? {} : { start: prev.start }),
+      ...(later === undefined ? {} : { end: later }),
+    };
+  }
+  return out;
+}
+
 /** Whether `row` is in `r`. */
 export function rowInRows(row: Uint8Array, r: HexRange): boolean {
   if (r.start !== undefined && compareBytes(row, bytes(r.start)) < 0) return false;

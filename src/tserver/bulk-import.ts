@@ -67,6 +67,7 @@ export class BulkImports {
     const tablet = await this.hosting.get(req.tablet);
     const { tableId } = tablet.meta;
     const files: ImportedFile[] = [];
+    const uploaded = new Map<string, number>();
     for (const [i, f] of req.files.entries()) {
       if (!isImportFileOf(tableId, f.name)) {
         throw new ExcError(
@@ -79,13 +80,17 @@ export class BulkImports {
         throw new ExcError('BAD_REQUEST', `files.${i}: oldestTs is after newestTs`, {
           details: { field: `files.${i}` },
         });
-      files.push(await this.read(f));
+      const { file, modifiedMs } = await this.read(f);
+      files.push(file);
+      uploaded.set(file.name, modifiedMs);
     }
     return tablet.mutex.run(async () => {
       if (tablet.stale) await this.hosting.resync(tablet);
       if (!coversRows(rowsOf(tablet.meta), req.rows))
         throw tabletChanged(tablet.meta, `the rows ${describeRows(req.rows)} of the import`);
       const now = Date.now();
+      // Again, right before the change: the mutex may have kept this request waiting.
+      for (const [name, modifiedMs] of uploaded) this.checkAge(name, modifiedMs, now);
       const decision = decideImport(tablet.meta, req.importId, req.rows, files, now);
       if (decision.kind === 'duplicate') return { added: [], duplicate: true as const };
       if (decision.kind === 'wait') {
@@ -139,28 +144,35 @@ export class BulkImports {
   }
 
   /** A file's index and size, read from the store: whole, and young enough not to be collected. */
-  private async read(f: z.output<typeof importSchema>['files'][number]): Promise<ImportedFile> {
+  private async read(
+    f: z.output<typeof importSchema>['files'][number],
+  ): Promise<{ file: ImportedFile; modifiedMs: number }> {
     const info = await this.store.stat(f.name);
     if (!info)
       throw new ExcError('OBJECT_NOT_FOUND', `no file ${f.name}: upload it first`, {
         details: { file: f.name },
       });
-    const age = Date.now() - info.modifiedMs;
-    if (age > this.maxAgeMs) {
-      throw new ExcError(
-        'BAD_REQUEST',
-        `${f.name} was uploaded ${Math.round(age / 1000)} s ago, more than half the collector's grace period: it may be collected before it is referenced; run the import again (it uploads the files anew)`,
-        { details: { file: f.name } },
-      );
-    }
+    this.checkAge(f.name, info.modifiedMs, Date.now());
     const profile = await fileProfile(this.store, f.name);
+    const { entries, oldestTs, newestTs } = f;
     return {
-      name: f.name,
-      entries: f.entries,
-      size: info.size,
-      oldestTs: f.oldestTs,
-      newestTs: f.newestTs,
-      profile,
+      file: { name: f.name, entries, size: info.size, oldestTs, newestTs, profile },
+      modifiedMs: info.modifiedMs,
     };
+  }
+
+  /**
+   * A file uploaded longer ago than half the collector's grace period is refused: once one tablet
+   * compacted it away, its deletion mark ages towards the grace period, after which the collector may
+   * delete it whoever references it next.
+   */
+  private checkAge(name: string, modifiedMs: number, now: number): void {
+    const age = now - modifiedMs;
+    if (age <= this.maxAgeMs) return;
+    throw new ExcError(
+      'BAD_REQUEST',
+      `${name} was uploaded ${Math.round(age / 1000)} s ago, more than half the collector's grace period: it may be collected before it is referenced; run the import again (it uploads the files anew)`,
+      { details: { file: name } },
+    );
   }
 }

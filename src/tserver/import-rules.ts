@@ -8,7 +8,8 @@
  *     and one that did not) reads the files in the other rows only (a fence: meta/tablet.ts).
  *   - Each file is added as the tablet's share of it, estimated from its index (a file usually spans
  *     several tablets, and each reads its own rows). A file none of whose rows are the tablet's is not
- *     added.
+ *     added. A merged tablet may take two pieces of one import, one per tablet it was merged from: the
+ *     second widens the file's fence to the rows of both (it never replaces the first's).
  *   - A compaction that drops delete markers (it had all of the tablet's files) was reserved on the
  *     deletes applied before it. An imported entry as old as its reference time may be one of those a
  *     marker hides; added while the compaction runs, it would show once the compaction commits without
@@ -19,7 +20,15 @@
  *     sent after an import hides what it imported.
  */
 import { ingestRecordValue, recordApplied, IMPORT_PREFIX, type IngestRecord } from '../meta/ingest-ids.js';
-import { intersectRows, isEmptyRange, rowsOutside, sameRows, type HexRange } from '../meta/rows.js';
+import {
+  coversRows,
+  intersectRows,
+  isEmptyRange,
+  joinRows,
+  rowsOutside,
+  sameRows,
+  type HexRange,
+} from '../meta/rows.js';
 import { rowsOf, type FileMeta, type TabletMeta } from '../meta/tablet.js';
 import { bytesWithin, rowSpans, type FileProfile } from '../storage/index.js';
 
@@ -130,7 +139,18 @@ export function decideImport(
   let time = meta.time;
   for (const f of files) {
     if (!touches(f.profile, todo)) continue;
-    added.set(f.name, { ...shareOf(f, todo), ...(whole ? {} : { fence: todo }) });
+    const share = shareOf(f, todo);
+    const had = meta.files.get(f.name);
+    if (had && !had.fence) continue; // it reads every row of the file already
+    // Another piece of the import applied it here before, in other rows (a merged tablet): the file is
+    // read in those and these.
+    const fence = joinRows([...(had?.fence ?? []), ...todo]);
+    const all = whole || (fence.length === 1 && coversRows(fence[0]!, tablet));
+    added.set(f.name, {
+      size: (had?.size ?? 0) + share.size,
+      entries: (had?.entries ?? 0) + share.entries,
+      ...(all ? {} : { fence }),
+    });
     if (f.newestTs <= now + IMPORT_CLOCK_AHEAD_MS) time = Math.max(time, f.newestTs);
   }
   let record: IngestRecord | undefined = before;

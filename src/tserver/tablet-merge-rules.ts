@@ -19,7 +19,15 @@
  *    row rewritten as the merged one, the other rows deleted with their ingest ids and queue entries.
  */
 import { ingestRecordValue, ingestRow, type IngestRecord } from '../meta/ingest-ids.js';
-import { ALL_ROWS, coversRows, intersectRows, isEmptyRange, rowInRows, type HexRange } from '../meta/rows.js';
+import {
+  ALL_ROWS,
+  coversRows,
+  intersectRows,
+  isEmptyRange,
+  joinRows,
+  rowInRows,
+  type HexRange,
+} from '../meta/rows.js';
 import { holdCol } from '../meta/holds.js';
 import { delRow } from '../meta/keys.js';
 import {
@@ -137,7 +145,7 @@ export function decideTabletMerge(
   const files = new Map<string, FileMeta>();
   for (const [name, { file, rows }] of spans) {
     const { fence: _fence, ...rest } = file;
-    const joined = join(rows);
+    const joined = joinRows(rows);
     const whole = joined.length === 1 && coversRows(joined[0]!, mergedRows);
     const profile = profiles.get(name);
     const inside =
@@ -212,36 +220,6 @@ export function decideTabletMerge(
     },
   };
 }
-
-/** Ascending, disjoint ranges: `rows` sorted, and those that touch or overlap joined. */
-function join(rows: HexRange[]): HexRange[] {
-  const startOf = (r: HexRange) => (r.start === undefined ? Buffer.alloc(0) : hex(r.start));
-  const sorted = [...rows].sort((a, b) => Buffer.compare(startOf(a), startOf(b)));
-  const out: HexRange[] = [];
-  for (const r of sorted) {
-    const prev = out[out.length - 1];
-    // Touching or overlapping: the one before ends where this one starts, or later.
-    const touches =
-      prev !== undefined && (prev.end === undefined || Buffer.compare(startOf(r), hex(prev.end)) <= 0);
-    if (!touches) {
-      out.push({ ...r });
-      continue;
-    }
-    const later =
-      prev.end === undefined || r.end === undefined
-        ? undefined
-        : Buffer.compare(hex(r.end), hex(prev.end)) > 0
-          ? r.end
-          : prev.end;
-    out[out.length - 1] = {
-      ...(prev.start === undefined ? {} : { start: prev.start }),
-      ...(later === undefined ? {} : { end: later }),
-    };
-  }
-  return out;
-}
-
-const hex = (h: string): Buffer => Buffer.from(h, 'hex');
 
 /**
  * The merged tablet's ingest records: per batch, every rows range the tablets recorded, a whole record

@@ -99,6 +99,29 @@ describe('bulk import rules', () => {
     expect(o.files.size).toBe(0);
   });
 
+  it('a merged tablet given two pieces of one file reads it in both (found by the chaos run: the second replaced the first)', () => {
+    const meta = tablet();
+    const [bf, fm] = [
+      tabletRows(Buffer.from('b'), Buffer.from('f')),
+      tabletRows(Buffer.from('f'), Buffer.from('m')),
+    ];
+    // The client's pieces for the two tablets it knew, (b, f] and (f, m], both reaching the merged (b, m].
+    const one = decideImport(meta, 'x', bf, [file('B5')], NOW);
+    if (one.kind !== 'apply') throw new Error(one.kind);
+    expect(one.files.get('B5')!.fence).toEqual([bf]);
+    for (const [name, f] of one.files) meta.files.set(name, f);
+    meta.ingests.set('import.x', one.record);
+    const two = decideImport(meta, 'x', fm, [file('B5')], NOW);
+    if (two.kind !== 'apply') throw new Error(two.kind);
+    // Every row of the tablet now: no fence, and the shares added up.
+    const both = two.files.get('B5')!;
+    expect(both.fence).toBeUndefined();
+    expect(both.size).toBeGreaterThan(one.files.get('B5')!.size);
+    for (const [name, f] of two.files) meta.files.set(name, f);
+    meta.ingests.set('import.x', two.record);
+    expect(decideImport(meta, 'x', undefined, [file('B5')], NOW).kind).toBe('duplicate');
+  });
+
   it('waits for a running compaction that drops deletes reserved at or after the oldest entry', () => {
     const meta = tablet();
     meta.reservations.set('E1', dropping(15));
