@@ -15,7 +15,7 @@ import { importFiles, type ImportFile } from '../client/bulk-import.js';
 import type { Compression } from '../compressions.js';
 import { ExcError } from '../errors.js';
 import { newFileName } from '../meta/paths.js';
-import type { Entry } from '../storage/index.js';
+import { sameEntryCell, type Entry } from '../storage/index.js';
 import { tableOfflineError } from '../meta/views.js';
 import { batchFile } from '../tserver/ingest-batch.js';
 import { withCluster } from './connect.js';
@@ -186,15 +186,8 @@ export async function runImport(
 async function* newestAt(entries: AsyncIterable<Entry>, ts: number): AsyncGenerator<Entry> {
   let last: Entry | undefined;
   for await (const e of entries) {
-    const k = e.key;
-    if (
-      last &&
-      last.key.row.equals(k.row) &&
-      last.key.family.equals(k.family) &&
-      last.key.qualifier.equals(k.qualifier)
-    )
-      continue;
+    if (last && sameEntryCell(last, e)) continue;
     last = e;
-    yield { key: { ...k, timestamp: ts }, value: e.value };
+    yield { key: { ...e.key, timestamp: ts }, value: e.value };
   }
 }

@@ -6,13 +6,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { COMPRESSIONS } from '../compressions.js';
 import type { ImportFlags, WriteRFileFlags } from './bulk-run.js';
 import { action } from './exit.js';
-import { intOption, nonEmpty } from './flags.js';
-
-function importIdOption(value: string): string {
-  if (!/^[0-9A-Za-z_-]{1,64}$/.test(value))
-    throw new InvalidArgumentError('--id must be 1-64 letters, digits, _ or -');
-  return value;
-}
+import { idOption, intOption, nonEmpty } from './flags.js';
 
 function compressionOption(value: string): string {
   if (!(COMPRESSIONS as readonly string[]).includes(value))
@@ -55,7 +49,7 @@ Examples:
     .description('Add sorted RFiles to a table (bulk import): each tablet takes the rows that are its own.')
     .argument('<table>', 'table name', nonEmpty('the table name'))
     .argument('<paths...>', 'RFiles, or directories of them (their *.rf files)')
-    .option('--id <id>', "name of this import (default: one made of the files' contents)", importIdOption)
+    .option('--id <id>', "name of this import (default: one made of the files' contents)", idOption('--id'))
     .option('--stamp', "give every entry the import's time (each cell keeps its newest entry)")
     .option(
       '--wait-ms <ms>',

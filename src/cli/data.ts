@@ -7,17 +7,10 @@
  * Ingest validates the whole input before writing anything (stdin is spooled to a temporary file first),
  * so a bad line is reported with its number and nothing is written.
  */
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import type { IngestFlags } from './data-run.js';
 import { action } from './exit.js';
-import { intOption, nonEmpty } from './flags.js';
-
-/** A batch id names the batches of an ingest (`<id>.<n>`); tablets accept 1-100 of [0-9A-Za-z._-]. */
-function batchIdOption(value: string): string {
-  if (!/^[0-9A-Za-z_-]{1,64}$/.test(value))
-    throw new InvalidArgumentError('--batch-id must be 1-64 letters, digits, _ or -');
-  return value;
-}
+import { idOption, intOption, nonEmpty } from './flags.js';
 
 export function registerData(program: Command): void {
   program
@@ -28,7 +21,7 @@ export function registerData(program: Command): void {
     .option(
       '--batch-id <id>',
       'name of this ingest (default: a new one); the same input under the same id is written once',
-      batchIdOption,
+      idOption('--batch-id'),
     )
     .option(
       '--skip-batches <n>',

@@ -35,6 +35,15 @@ export function nonEmpty(what: string): (value: string) => string {
   };
 }
 
+/** The parser of a name a command gives what it writes (`--batch-id`, `--id`): 1-64 of [0-9A-Za-z_-]. */
+export function idOption(flag: string): (value: string) => string {
+  return (value) => {
+    if (!/^[0-9A-Za-z_-]{1,64}$/.test(value))
+      throw new InvalidArgumentError(`${flag} must be 1-64 letters, digits, _ or -`);
+    return value;
+  };
+}
+
 /** Flags shared by every server process; each overrides its environment variable. */
 export interface ServerFlags {
   port?: string;

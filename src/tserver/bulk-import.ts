@@ -53,8 +53,6 @@ export interface ImportResult {
 }
 
 export class BulkImports {
-  readonly stats = { imports: 0, files: 0 };
-
   constructor(
     private readonly hosting: Hosting,
     private readonly store: ObjectStore,
@@ -137,8 +135,6 @@ export class BulkImports {
           details: { tablet: tablet.row },
         });
       }
-      this.stats.imports++;
-      this.stats.files += decision.files.size;
       return { added: [...decision.files.keys()] };
     });
   }
