@@ -29,6 +29,9 @@
 #define GROW (-4)
 #define HEARTBEAT 65536
 #define ERRLEN 256
+/* Slots of run's figures; exported as `figures`, so that JavaScript refuses a binary built from an older
+ * source (one that does not fill them all). */
+#define FIGURES 10
 
 typedef struct {
   const uint8_t *base;
@@ -71,6 +74,9 @@ typedef struct {
   uint8_t *out;
   uint32_t outCap, outPos, outStart, blockSize, outCount;
   uint32_t lastKeptStart, lastKeptEnd;
+  /* the output block's delete markers and oldest and newest timestamp (the file's stats, FileStats) */
+  uint32_t outDeletes;
+  uint64_t outOldest, outNewest;
   int sealBoundary;
   uint32_t need;
   /* the run's phase */
@@ -359,6 +365,10 @@ static int emit(Merge *m, const Ent *e) {
   m->outPos += size;
   m->lastKeptEnd = m->outPos;
   m->outCount++;
+  uint64_t ts = tsOf(e);
+  if (ts < m->outOldest) m->outOldest = ts;
+  if (ts > m->outNewest) m->outNewest = ts;
+  m->outDeletes += e->del;
   return 0;
 }
 
@@ -584,6 +594,9 @@ static napi_value SetOutput(napi_env env, napi_callback_info info) {
   m->outCap = (uint32_t)len;
   m->outStart = m->outPos = start;
   m->outCount = 0;
+  m->outDeletes = 0;
+  m->outOldest = UINT64_MAX;
+  m->outNewest = 0;
   return NULL;
 }
 
@@ -607,9 +620,11 @@ static napi_value Resize(napi_env env, napi_callback_info info) {
 }
 
 /*
- * run(handle, figures: Float64Array(8)) -> status. figures: [0] the end of the output block's entries,
- * [1] its entry count, [2] and [3] the start and end of its last entry, [4] 1 when that entry ends a cell
- * (SEAL), [5] entries merged so far, [6] bytes needed (GROW).
+ * run(handle, figures: Float64Array(FIGURES)) -> status. figures: [0] the end of the output block's
+ * entries, [1] its entry count, [2] and [3] the start and end of its last entry, [4] 1 when that entry
+ * ends a cell (SEAL), [5] entries merged so far, [6] bytes needed (GROW), [7] the block's delete markers,
+ * [8] and [9] its oldest and newest timestamp (exact: timestamps are below 2^53; meaningless while it
+ * has no entry).
  */
 static napi_value Run(napi_env env, napi_callback_info info) {
   size_t argc = 2;
@@ -623,8 +638,8 @@ static napi_value Run(napi_env env, napi_callback_info info) {
   napi_value ab;
   size_t off;
   CHECK(napi_get_typedarray_info(env, argv[1], &type, &n, &data, &ab, &off));
-  if (type != napi_float64_array || n < 8) {
-    napi_throw_type_error(env, "EXC_NATIVE", "native merge: figures must be a Float64Array(8)");
+  if (type != napi_float64_array || n < FIGURES) {
+    napi_throw_type_error(env, "EXC_NATIVE", "native merge: figures must be a Float64Array(10)");
     return NULL;
   }
   int status = run(m);
@@ -636,6 +651,9 @@ static napi_value Run(napi_env env, napi_callback_info info) {
   f[4] = m->sealBoundary;
   f[5] = m->read;
   f[6] = m->need;
+  f[7] = m->outDeletes;
+  f[8] = (double)m->outOldest;
+  f[9] = (double)m->outNewest;
   napi_value result;
   CHECK(napi_create_int32(env, status, &result));
   return result;
@@ -650,6 +668,9 @@ static napi_value Init(napi_env env, napi_value exports) {
       {"run", NULL, Run, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  napi_value figures;
+  napi_create_int32(env, FIGURES, &figures);
+  napi_set_named_property(env, exports, "figures", figures);
   return exports;
 }
 

@@ -30,6 +30,8 @@ interface Binding {
   setOutput(handle: unknown, block: Buffer, start: number): void;
   resize(handle: unknown, block: Buffer): void;
   run(handle: unknown, figures: Float64Array): number;
+  /** The slots of run's figures the binary fills (absent: built from an older source). */
+  figures?: number;
 }
 
 interface NativeOptions {
@@ -50,17 +52,27 @@ const DONE = -2;
 const FLUSH = -1;
 const SEAL = -3;
 const GROW = -4;
+/**
+ * The slots of run's figures (merge.c, Run): [0] the end of the output block's entries, [1] its entry
+ * count, [2] and [3] its last entry's start and end, [4] that entry ends a cell, [5] entries merged so
+ * far, [6] bytes needed (GROW), [7] the block's delete markers, [8] and [9] its oldest and newest timestamp.
+ */
+const FIGURES = 10;
 
 /** Where `npm run setup` builds the binding, from this file in src/storage or dist/storage. */
 const BINDING = new URL('../../native/build/Release/excompact_merge.node', import.meta.url);
 
 let binding: Binding | null | undefined;
 
-/** The binding, or null when it is not built. */
+/**
+ * The binding, or null when it is not built, or was built from an older merge.c (`npm run setup`
+ * rebuilds it): such a binary fills fewer figures, and its files would report wrong stats.
+ */
 export function nativeMerge(): Binding | null {
   if (binding !== undefined) return binding;
   try {
-    binding = createRequire(import.meta.url)(BINDING.pathname) as Binding;
+    const loaded = createRequire(import.meta.url)(BINDING.pathname) as Binding;
+    binding = loaded.figures === FIGURES ? loaded : null;
   } catch {
     binding = null;
   }
@@ -145,7 +157,7 @@ async function* assemble(args: NativeFeedArgs, feed: BlockFeed): AsyncGenerator<
       ? spare
       : Buffer.allocUnsafe(BLOCK_HEADER_SIZE + blockSize);
   };
-  const figures = new Float64Array(8);
+  const figures = new Float64Array(FIGURES);
   let out = fresh();
   const sealed = (final: boolean): AssembledBlock => ({
     block: out,
@@ -155,6 +167,9 @@ async function* assemble(args: NativeFeedArgs, feed: BlockFeed): AsyncGenerator<
     lastEnd: figures[3]!,
     boundary: !final && figures[4] === 1,
     final,
+    deletes: figures[7]!,
+    oldestTs: figures[8]!,
+    newestTs: figures[9]!,
   });
   try {
     if (k === 0) return;

@@ -126,3 +126,16 @@ export function show(entries: readonly Entry[]): string[] {
       `${hex(e.key.row)}|${hex(e.key.family)}|${hex(e.key.qualifier)}|${e.key.timestamp}|${e.key.deleted ? 'DEL' : 'put'}|${hex(e.value)}`,
   );
 }
+
+/** The stats a file of `entries` reports (FileStats): undefined when it has none. */
+export function modelStats(
+  entries: readonly Entry[],
+): { deletes: number; oldestTs: number; newestTs: number } | undefined {
+  if (entries.length === 0) return undefined;
+  const timestamps = entries.map((e) => e.key.timestamp);
+  return {
+    deletes: entries.filter((e) => e.key.deleted).length,
+    oldestTs: Math.min(...timestamps),
+    newestTs: Math.max(...timestamps),
+  };
+}

@@ -1,7 +1,7 @@
 /**
  * The native merge (native/merge.c, src/storage/native-merge.ts) against the JavaScript merge it stands
  * in for: on the same random inputs, settings, codec, block size and row range, the same file byte for
- * byte, the same entries read; a run killed after a checkpoint by one and resumed by the other, the same
+ * byte, the same entries read, the same summary (its stats those of the file's entries); a run killed after a checkpoint by one and resumed by the other, the same
  * file as an uninterrupted run (a cluster may mix compactors that have the binding and some that do
  * not); the same error for a damaged block.
  */
@@ -12,6 +12,7 @@ import {
   compactFiles,
   compileSettings,
   MemoryObjectStore,
+  RFileReader,
   writeRFile,
   type Checkpoint,
   type CompactFilesArgs,
@@ -19,7 +20,9 @@ import {
 } from '../../src/storage/index.js';
 import { nativeMerge, runsNatively } from '../../src/storage/native-merge.js';
 import { BLOCK_HEADER_SIZE, crc32 } from '../../src/storage/rfile/codec.js';
+import { collect } from '../support/entries.js';
 import { entryArb, ROWS, runs, settingsArb, sorted, wideEntryArb } from './arbitraries.js';
+import { modelStats } from './model.js';
 
 const available = nativeMerge() !== null;
 
@@ -76,7 +79,8 @@ describe.skipIf(!available)('native merge', () => {
     expect(runsNatively(compileSettings(filtered))).toBe(false);
   });
 
-  it('writes the file the JavaScript merge writes, byte for byte', async () => {
+  it('writes the file the JavaScript merge writes, byte for byte, with the same stats', async () => {
+    const seen = { deletesKept: 0, deletesDropped: 0 };
     await fc.assert(
       fc.asyncProperty(
         filesArb,
@@ -96,10 +100,20 @@ describe.skipIf(!available)('native merge', () => {
           expect(native.result.entriesWritten).toBe(js.result.entriesWritten);
           expect(native.result.output).toEqual(js.result.output);
           expect(native.bytes?.equals(js.bytes!) ?? js.bytes === null).toBe(true);
+          if (js.result.empty) return;
+          // The stats describe the file written: its delete markers, oldest and newest timestamp.
+          const written = await collect((await RFileReader.open(store, 'tables/t/Cjs.rf')).scan());
+          expect(native.result.output?.stats).toEqual(modelStats(written));
+          expect(js.result.output?.stats).toEqual(modelStats(written));
+          if (settings.dropDeletes) seen.deletesDropped++;
+          else if (written.some((e) => e.key.deleted)) seen.deletesKept++;
         },
       ),
       { numRuns: runs(300) },
     );
+    // Both kinds of job ran: markers dropped (a full compaction), and kept (a partial one).
+    expect(seen.deletesDropped).toBeGreaterThan(30);
+    expect(seen.deletesKept).toBeGreaterThan(30);
   });
 
   it('resumes what the JavaScript merge checkpointed, and the other way round, to the same bytes', async () => {
@@ -145,6 +159,8 @@ describe.skipIf(!available)('native merge', () => {
             resume: checkpoint,
           });
           expect(resumed.bytes!.equals(whole.bytes!)).toBe(true);
+          expect(resumed.result.output?.stats).toBeDefined();
+          expect(resumed.result.output).toEqual(whole.result.output);
         },
       ),
       { numRuns: runs(500) },

@@ -1,8 +1,8 @@
 /**
  * Resume, don't redo (DESIGN.md, "Resume"): a compaction killed after any of its checkpoints and resumed
  * from it — once or twice, by fresh attempts writing under fresh names — produces byte for byte the file
- * an uninterrupted compaction of the same inputs produces, whatever the inputs, settings, codec, block and
- * index block sizes. The kill is real as far as the compaction can tell: its signal aborts right after the
+ * an uninterrupted compaction of the same inputs produces, and reports the same summary (its stats too),
+ * whatever the inputs, settings, codec, block and index block sizes. The kill is real as far as the compaction can tell: its signal aborts right after the
  * checkpoint was handed out, so what the next attempt has is the parts and the checkpoint, nothing else.
  */
 import fc from 'fast-check';
@@ -18,6 +18,7 @@ import {
   type ObjectStore,
   writeRFile,
   type Checkpoint,
+  type FileSummary,
   type IteratorSettings,
 } from '../../src/storage/index.js';
 import { fileArb, runs, settingsArb } from './arbitraries.js';
@@ -38,7 +39,12 @@ type Case = typeof caseArb extends fc.Arbitrary<infer T> ? T : never;
 async function play(
   c: Case,
   store: ObjectStore,
-): Promise<{ expected: Buffer | null; got: Buffer | null; resumed: number }> {
+): Promise<{
+  expected: Buffer | null;
+  got: Buffer | null;
+  resumed: number;
+  summaries: [FileSummary | null, FileSummary | null];
+}> {
   const inputs: string[] = [];
   for (const [i, entries] of c.files.entries()) {
     inputs.push(`tables/t/I${i}.rf`);
@@ -85,7 +91,12 @@ async function play(
       });
       if (resume) resumed++;
       expect(result.resumedBytes).toBe(resume?.bytes ?? 0);
-      return { expected, got: result.empty ? null : await read(store, output), resumed };
+      return {
+        expected,
+        got: result.empty ? null : await read(store, output),
+        resumed,
+        summaries: [whole.output, result.output],
+      };
     } catch (err) {
       if (!abort.signal.aborted) throw err;
       // Killed: the next attempt starts from the checkpoint it was killed after.
@@ -118,11 +129,16 @@ describe('compaction resume - property', () => {
           fc.asyncProperty(caseArb, async (c) => {
             const store = open();
             stores.push(store);
-            const { expected, got, resumed } = await play(c, store);
+            const { expected, got, resumed, summaries } = await play(c, store);
             if (resumed > 0) resumedCases++;
             expect(got === null ? null : got.toString('hex')).toBe(
               expected === null ? null : expected.toString('hex'),
             );
+            const [whole, resumedSummary] = summaries;
+            // Counted over the placed blocks only: those a resumed run writes again are not counted twice.
+            expect(resumedSummary?.stats).toEqual(whole?.stats);
+            expect(resumedSummary).toEqual(whole);
+            if (whole !== null) expect(whole.stats).toBeDefined();
           }),
           { numRuns },
         );

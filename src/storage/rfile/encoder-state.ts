@@ -13,17 +13,22 @@
  *   State := { "v": 1, "offset": int, "entries": int, "blocks": int,
  *              "firstKey": KeyRecord, "lastKey": KeyRecord,
  *              "index": bytes, "indexCount": int, "indexLastKey": KeyRecord | null,
- *              "root": [ [offset, length, count, KeyRecord] ... ] }
+ *              "root": [ [offset, length, count, KeyRecord] ... ],
+ *              "stats"?: { "deletes": int, "oldestTs": int, "newestTs": int } | null }
  *     offset      bytes of the file written so far (data blocks and sealed index blocks)
  *     entries     entries in them; blocks: data blocks in them (the next one is numbered `blocks`)
  *     firstKey    the file's first key; lastKey: the last key written (it ends a cell)
  *     index       the payload of the index block being filled (IndexRecord*), indexCount records
  *     root        the records of the index blocks already sealed
+ *     stats       the delete markers, oldest and newest timestamp of the entries written (FileStats);
+ *                 null when there are none. Absent in states of older versions, which did not count
+ *                 them: a file resumed from one reports no stats.
  */
 import { z } from 'zod';
 import { ExcError } from '../../errors.js';
 import type { Key } from '../key.js';
 import { ByteReader, readKeyRecord, type EncodedIndexRecord } from './codec.js';
+import type { FileStats } from './file-stats.js';
 
 export interface EncoderState {
   offset: number;
@@ -39,6 +44,8 @@ export interface EncoderState {
   /** Encoded last key of the index block being filled (null when it is empty). */
   indexLastKey: Buffer | null;
   root: EncodedIndexRecord[];
+  /** Of the entries written; null: none; absent: not recorded (a state of an older version). */
+  stats?: FileStats | null;
 }
 
 const int = z.number().int().nonnegative();
@@ -54,6 +61,11 @@ const stateSchema = z.object({
   indexCount: int,
   indexLastKey: b64.nullable(),
   root: z.array(z.tuple([int, int, int, b64])),
+  stats: z
+    .object({ deletes: int, oldestTs: int, newestTs: int })
+    .refine((t) => t.oldestTs <= t.newestTs, 'oldestTs is after newestTs')
+    .nullable()
+    .optional(),
 });
 
 export function encodeEncoderState(s: EncoderState): string {
@@ -68,7 +80,13 @@ export function encodeEncoderState(s: EncoderState): string {
     indexCount: s.indexCount,
     indexLastKey: s.indexLastKey?.toString('base64') ?? null,
     root: s.root.map((r) => [r.offset, r.length, r.count, r.lastKey.toString('base64')]),
+    // Left out when unknown (resumed from an older state), so that a later resume knows it is unknown.
+    ...(s.stats === undefined ? {} : { stats: s.stats && statsRecord(s.stats) }),
   });
+}
+
+function statsRecord(t: FileStats): FileStats {
+  return { deletes: t.deletes, oldestTs: t.oldestTs, newestTs: t.newestTs };
 }
 
 /** BAD_REQUEST when `text` is not a state this version wrote. */
@@ -94,6 +112,7 @@ export function decodeEncoderState(text: string): EncoderState {
       count,
       lastKey: Buffer.from(key, 'base64'),
     })),
+    ...(parsed.stats === undefined ? {} : { stats: parsed.stats }),
   };
 }
 

@@ -6,6 +6,9 @@ import type { BatchSource } from '../batches.js';
 import type { Key } from '../key.js';
 import type { Compression } from './compression.js';
 import type { EncoderState } from './encoder-state.js';
+import type { FileStats } from './file-stats.js';
+
+export type { FileStats } from './file-stats.js';
 
 /** What {@link RFileEncoder.encodeMarked} yields: bytes of the file, and the checkpoints asked for. */
 export type EncodedChunk = Buffer | EncoderState;
@@ -33,6 +36,8 @@ export interface FileSummary {
   lastKey: Key | null;
   /** Data blocks. */
   blocks: number;
+  /** Absent when the file has no entries, or when it was resumed from a checkpoint that did not record them (written by an older version). */
+  stats?: FileStats;
 }
 
 export const DEFAULT_BLOCK_SIZE = 64 * 1024;
@@ -50,6 +55,11 @@ export interface AssembledBlock {
   boundary: boolean;
   /** The file's last data block. */
   final: boolean;
+  /** Delete markers among the block's entries. */
+  deletes: number;
+  /** The oldest and newest timestamp of the block's entries. */
+  oldestTs: number;
+  newestTs: number;
 }
 
 /**
@@ -66,10 +76,19 @@ export function isBlockFeed(source: BatchSource | BlockFeed): source is BlockFee
   return (source as BlockFeed).kind === 'blocks';
 }
 
+/** What the index, a checkpoint and the file's stats need of a sealed data block, besides its bytes. */
+export interface SealedBlock {
+  count: number;
+  /** Encoded (KeyRecord). */
+  lastKey: Buffer;
+  /** Its last entry ends a cell (a checkpoint may follow the block). */
+  boundary: boolean;
+  /** Of its entries: added to the file's once the block is placed (file-stats.ts). */
+  stats: FileStats;
+}
+
 /** A data block being compressed on the thread pool, placed once done, in order. */
 export interface PendingBlock {
   done: Promise<{ chunks: Buffer[]; length: number }>;
-  count: number;
-  lastKey: Buffer;
-  boundary: boolean;
+  sealed: SealedBlock;
 }

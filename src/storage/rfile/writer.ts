@@ -4,6 +4,8 @@
  * appears under its name only once complete. Memory: the current data block, the current index block,
  * the root, and with deflate up to {@link COMPRESSION_DEPTH} blocks being deflated on the thread pool
  * while the next ones are encoded (lz4 and zstd compress each block as it is sealed, compression.ts).
+ * The summary's stats (delete markers, oldest and newest timestamp) are counted as entries go in
+ * (file-stats.ts).
  */
 import { ExcError } from '../../errors.js';
 import type { BatchSource } from '../batches.js';
@@ -24,6 +26,7 @@ import {
 import { decodeKeyRecord, type EncoderState } from './encoder-state.js';
 import { checkEntry, copyKey, dataHeader, grow, positive } from './encoder-util.js';
 import { BufferPool, Lender } from './buffer-pool.js';
+import { FileStatsCounter } from './file-stats.js';
 import { IndexBlocks } from './index-blocks.js';
 
 export { copyKey } from './encoder-util.js';
@@ -42,6 +45,7 @@ import {
   type FileSummary,
   type PendingBlock,
   type RFileWriteOptions,
+  type SealedBlock,
 } from './writer-types.js';
 
 /** The first buffers of a file are this small and grow as needed: most flushes are a few KiB. */
@@ -76,6 +80,7 @@ export class RFileEncoder {
   private readonly compressed = new Lender(new BufferPool(128 * 1024, 8));
   private placedDataBlocks = 0;
   private placedEntries = 0;
+  private readonly stats: FileStatsCounter;
   /** Offset from which the next block placed that ends a cell is followed by a checkpoint. */
   private cutAt = Infinity;
   private cutEvery = Infinity;
@@ -97,6 +102,7 @@ export class RFileEncoder {
     // are, should not cost two 64 KiB allocations.
     this.block = Buffer.allocUnsafe(Math.min(BLOCK_HEADER_SIZE + this.blockSize, FIRST_BUFFER));
     this.indexes = new IndexBlocks(this.indexBlockSize, options.resume);
+    this.stats = new FileStatsCounter(options.resume);
     if (options.resume) this.restore(options.resume);
   }
 
@@ -172,12 +178,14 @@ export class RFileEncoder {
         `writing ${this.file}: the store wrote ${size} bytes, the encoder produced ${this.offset}`,
       );
     }
+    const stats = this.stats.placedStats();
     return {
       entries: this.entries,
       size,
       firstKey: this.firstKey,
       lastKey: this.last ? copyKey(this.last.key) : null,
       blocks: this.placedDataBlocks,
+      ...(stats ? { stats } : {}),
     };
   }
 
@@ -225,6 +233,8 @@ export class RFileEncoder {
       this.pos = writeEntry(this.block, this.pos, e.key, e.value);
     }
     if (this.entries === 0) this.firstKey = copyKey(e.key);
+    // A BlockEntry's own fields: its key would make Buffers.
+    this.stats.entry(isBlockEntry ? e.timestamp : e.key.timestamp, isBlockEntry ? e.deleted : e.key.deleted);
     this.count++;
     this.entries++;
     this.last = e;
@@ -247,6 +257,7 @@ export class RFileEncoder {
     this.count = a.count;
     this.entries += a.count;
     this.last = { key: copyKey(lastEntry.key), value: NO_VALUE };
+    this.stats.assembled(a);
     // As encodeMarked does before it seals the last block of entries: no checkpoint after it.
     if (a.final) this.cutAt = Infinity;
     this.sealDataBlock(a.boundary);
@@ -272,19 +283,12 @@ export class RFileEncoder {
     const number = this.sealedDataBlocks++;
     const count = this.count;
     const lastKey = encodeKeyRecord(this.last!.key);
+    const sealed: SealedBlock = { count, lastKey, boundary, stats: this.stats.seal() };
     const block = this.block;
     const payload = block.subarray(BLOCK_HEADER_SIZE, this.pos);
     let reusable = false;
     if (this.codec === CODEC_NONE) {
-      this.placeStoredBlock(
-        block.subarray(0, this.pos),
-        payload,
-        number,
-        rawLength,
-        count,
-        lastKey,
-        boundary,
-      );
+      this.placeStoredBlock(block.subarray(0, this.pos), payload, number, rawLength, sealed);
     } else if (this.codec === CODEC_DEFLATE) {
       const done = deflateBlock(payload).then((compressed) => {
         const header = Buffer.allocUnsafe(BLOCK_HEADER_SIZE);
@@ -296,31 +300,17 @@ export class RFileEncoder {
       });
       // Awaited in order by placeOldestPending; until then a failure must not be an unhandled rejection.
       done.catch(() => undefined);
-      this.pending.push({ done, count, lastKey, boundary });
+      this.pending.push({ done, sealed });
     } else {
       const compressed = compressSync(this.codec, payload, this.compressed.lend);
       if (compressed.length < rawLength) {
         // The compressed bytes are elsewhere (lent memory, or lz4's): the block buffer can take the next block.
         const header = Buffer.allocUnsafe(BLOCK_HEADER_SIZE);
         writeBlockHeader(header, 0, dataHeader(this.codec, number, compressed, rawLength, count));
-        this.placeDataBlock(
-          [header, compressed],
-          BLOCK_HEADER_SIZE + compressed.length,
-          count,
-          lastKey,
-          boundary,
-        );
+        this.placeDataBlock([header, compressed], BLOCK_HEADER_SIZE + compressed.length, sealed);
         reusable = true;
       } else {
-        this.placeStoredBlock(
-          block.subarray(0, this.pos),
-          payload,
-          number,
-          rawLength,
-          count,
-          lastKey,
-          boundary,
-        );
+        this.placeStoredBlock(block.subarray(0, this.pos), payload, number, rawLength, sealed);
       }
     }
     // A block handed out as is belongs to the output now; the next block needs a buffer of its own.
@@ -337,33 +327,27 @@ export class RFileEncoder {
     payload: Buffer,
     number: number,
     rawLength: number,
-    count: number,
-    lastKey: Buffer,
-    boundary: boolean,
+    sealed: SealedBlock,
   ): void {
-    writeBlockHeader(block, 0, dataHeader(CODEC_NONE, number, payload, rawLength, count));
-    this.placeDataBlock([block], block.length, count, lastKey, boundary);
+    writeBlockHeader(block, 0, dataHeader(CODEC_NONE, number, payload, rawLength, sealed.count));
+    this.placeDataBlock([block], block.length, sealed);
   }
 
   private async placeOldestPending(): Promise<void> {
     const p = this.pending.shift()!;
     const { chunks, length } = await p.done;
-    this.placeDataBlock(chunks, length, p.count, p.lastKey, p.boundary);
+    this.placeDataBlock(chunks, length, p.sealed);
   }
 
   /** Gives a finished data block its offset and its record in the current index block. */
-  private placeDataBlock(
-    chunks: Buffer[],
-    length: number,
-    count: number,
-    lastKey: Buffer,
-    boundary: boolean,
-  ): void {
+  private placeDataBlock(chunks: Buffer[], length: number, sealed: SealedBlock): void {
+    const { count, lastKey, boundary } = sealed;
     const record = { offset: this.offset, length, count, lastKey };
     this.out.push(...chunks);
     this.offset += length;
     this.placedDataBlocks++;
     this.placedEntries += count;
+    this.stats.place(sealed.stats);
     if (this.indexes.add(record)) this.sealIndexBlock();
     // Blocks sealed after this one (pending deflates, the block being filled) hold only entries of later
     // cells: a run resumed from here rebuilds them from the inputs, byte for byte.
@@ -376,6 +360,7 @@ export class RFileEncoder {
         firstKey: encodeKeyRecord(this.firstKey),
         lastKey,
         ...this.indexes.state(),
+        stats: this.stats.placedStats(),
       });
     }
   }
