@@ -118,6 +118,7 @@ async function check(path: string): Promise<Checked> {
         firstRow: facts.firstRow,
         lastRow: facts.lastRow,
         entries: facts.entries,
+        deletes: facts.deletes,
         oldestTs: facts.oldestTs,
         newestTs: facts.newestTs,
       },
@@ -163,7 +164,15 @@ export async function runImport(
         try {
           const reader = await RFileReader.open(local, basename(f.path));
           const summary = await writeRFile(store, name, newestAt(reader.scan(), stamp));
-          files.push({ name, ...f.facts, entries: summary.entries, oldestTs: stamp, newestTs: stamp });
+          const deletes = summary.stats?.deletes ?? 0;
+          files.push({
+            name,
+            ...f.facts,
+            entries: summary.entries,
+            deletes,
+            oldestTs: stamp,
+            newestTs: stamp,
+          });
         } finally {
           await local.close();
         }

@@ -18,6 +18,8 @@ export interface ImportFile {
   firstRow: Buffer;
   lastRow: Buffer;
   entries: number;
+  /** Delete markers among them. */
+  deletes: number;
   oldestTs: number;
   newestTs: number;
 }
@@ -67,6 +69,7 @@ export async function importFiles(
       files: mine.map((f) => ({
         name: f.name,
         entries: f.entries,
+        deletes: f.deletes,
         oldestTs: f.oldestTs,
         newestTs: f.newestTs,
       })),

@@ -23,6 +23,7 @@
 import { setMaxListeners } from 'node:events';
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { statsFields } from '../meta/file-stats.js';
 import type { MetaClient } from '../meta/client.js';
 import { ALL_ROWS, intersectRows } from '../meta/rows.js';
 import type { PeerClients } from '../rpc/peers.js';
@@ -254,7 +255,9 @@ async function commit(
 ): Promise<JobOutcome> {
   const { job } = running;
   const output =
-    result.empty || !result.output ? null : { size: result.output.size, entries: result.output.entries };
+    result.empty || !result.output
+      ? null
+      : { size: result.output.size, entries: result.output.entries, ...statsFields(result.output.stats) };
   const body = { tablet: job.tablet, ecid: job.ecid, compactor: deps.compactor, output };
   const deadline = Date.now() + COMMIT_DEADLINE_MS;
   let unknownOutcome = false;

@@ -77,6 +77,7 @@ export function committedFields(c: Outcome & { ecid: string }, id: string): Stat
       endedAt: c.at,
       ranMs: c.at - whole.createdAt,
       outputBytes: whole.outputBytes,
+      ...(c.files ? { files: c.files } : {}),
       ...coalesced,
     };
   }
@@ -87,6 +88,7 @@ export function committedFields(c: Outcome & { ecid: string }, id: string): Stat
     endedAt: c.at,
     ranMs: c.at - c.reservedAt,
     ...(c.outputBytes === undefined ? {} : { outputBytes: c.outputBytes }),
+    ...(c.files ? { files: c.files } : {}),
     ...coalesced,
   };
 }

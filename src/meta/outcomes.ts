@@ -11,6 +11,7 @@
  * reservation. Rows older than the retention are trimmed by the manager's garbage collector.
  */
 import { z } from 'zod';
+import { fileStatsFields } from './file-stats.js';
 import type { Condition } from './types.js';
 
 export const DONE_PREFIX = '~done:';
@@ -43,11 +44,15 @@ export const outcomeSchema = z.object({
   compactor: z.string(),
   kind: z.enum(['system', 'user']),
   inputs: z.number().int().nonnegative(),
+  /** For a user job's commit: the files it rewrote (what its selection chose). */
+  files: z.array(z.string()).optional(),
   /** Entries written, for a commit (0: the output was empty). */
   entries: z.number().int().nonnegative().optional(),
   /** Bytes of the inputs and of the output, for a commit. */
   inputBytes: z.number().int().nonnegative().optional(),
   outputBytes: z.number().int().nonnegative().optional(),
+  /** The output's statistics, for a commit of a job that is not a split's (meta/file-stats.ts). */
+  ...fileStatsFields,
   /** For a user job: the user compactions (`admin table compact` ids) it satisfies. */
   userCompactionIds: z.array(z.string()).optional(),
   /**

@@ -4,8 +4,9 @@
  *   prev            JSON hex of the previous tablet's end row, or null for a table's first tablet
  *   loc             JSON { server, session }: the hosting tablet server and its ZooKeeper session
  *   future          JSON { server, session }: assigned by the manager, not yet loaded
- *   file:<name>     JSON { size, entries, group? }: a file of the tablet (group: the split job that wrote it);
- *                   size and entries are the tablet's share of it, estimated when a split shared it
+ *   file:<name>     JSON { size, entries, deletes?, oldestTs?, newestTs?, group?, fence? }: a file of the
+ *                   tablet (group: the split job that wrote it); size, entries and deletes are the
+ *                   tablet's share of it, estimated when a split shared it (file-stats.ts)
  *   ecomp:<ecid>    JSON reservation: an external compaction in progress
  *   compact:<id>    JSON user compaction request
  *   requests        the id of the last user compaction the manager asked of this tablet (it writes it with
@@ -34,6 +35,7 @@
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { COMPRESSIONS } from '../compressions.js';
+import { fileStatsFields } from './file-stats.js';
 import { HOLD_PREFIX, holdSchema, type Hold } from './holds.js';
 import { INGEST_PREFIX, parseIngestRecord, type IngestRecord } from './ingest-ids.js';
 export { INGEST_PREFIX } from './ingest-ids.js';
@@ -89,6 +91,8 @@ export const fileMetaSchema = z.object({
   /** Bytes and entries of the file in this tablet's rows (the whole file's, unless a split shared it). */
   size: z.number().int().nonnegative(),
   entries: z.number().int().nonnegative(),
+  /** What was recorded as it was written: delete markers, oldest and newest timestamp (file-stats.ts). */
+  ...fileStatsFields,
   /**
    * The split job that wrote it: the outputs of one split hold disjoint row ranges of one compaction, and
    * the planner weighs them as one file (queue/tablet-plan.ts).
@@ -181,6 +185,7 @@ export const splitPartSchema = z.object({
   output: z.string().min(1).nullable(),
   size: z.number().int().nonnegative(),
   entries: z.number().int().nonnegative(),
+  ...fileStatsFields,
   /** The reservation that committed it (absent in a part recorded before it was kept). */
   ecid: z.string().optional(),
 });

@@ -3,6 +3,7 @@
  * compaction"): what a compactor sends to reserve and commit, and what a reservation gives it.
  */
 import type { Reservation } from '../meta/tablet.js';
+import type { FileFigures } from '../meta/file-stats.js';
 
 export interface ReserveRequest {
   tablet: string;
@@ -45,6 +46,6 @@ export interface CommitRequest {
   tablet: string;
   ecid: string;
   compactor: string;
-  /** The output as written, or null when nothing survived the iterators (no file). */
-  output: { size: number; entries: number } | null;
+  /** The output as written (with its statistics), or null when nothing survived the iterators (no file). */
+  output: FileFigures | null;
 }

@@ -21,6 +21,7 @@
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
+import { fileFiguresSchema } from '../meta/file-stats.js';
 import { QUEUE_ID_RE } from '../meta/keys.js';
 import type { RpcServer } from '../rpc/server.js';
 import type { Generation } from './generation.js';
@@ -145,8 +146,8 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
         tablet,
         ecid,
         compactor,
-        output: z
-          .object({ size: z.number().int().nonnegative(), entries: z.number().int().positive() })
+        output: fileFiguresSchema
+          .refine((o) => o.entries > 0, { message: 'an output holds at least one entry (null: none)' })
           .nullable(),
       }),
     },

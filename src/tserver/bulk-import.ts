@@ -35,6 +35,8 @@ export const importSchema = z.object({
         name: z.string().min(1).max(1024),
         /** What the client's full read of the file found (storage/rfile/verify.ts). */
         entries: z.number().int().positive(),
+        /** Delete markers among them (absent from a client that predates it: the file records none). */
+        deletes: z.number().int().nonnegative().optional(),
         oldestTs: timestamp,
         newestTs: timestamp,
       }),
@@ -150,9 +152,13 @@ export class BulkImports {
       });
     this.checkAge(f.name, info.modifiedMs, Date.now());
     const profile = await fileProfile(this.store, f.name);
-    const { entries, oldestTs, newestTs } = f;
+    const { entries, deletes, oldestTs, newestTs } = f;
+    if (deletes !== undefined && deletes > entries)
+      throw new ExcError('BAD_REQUEST', `${f.name}: more deletes (${deletes}) than entries (${entries})`, {
+        details: { file: f.name },
+      });
     return {
-      file: { name: f.name, entries, size: info.size, oldestTs, newestTs, profile },
+      file: { name: f.name, entries, deletes, size: info.size, oldestTs, newestTs, profile },
       modifiedMs: info.modifiedMs,
     };
   }

@@ -20,6 +20,7 @@
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
+import { statsFields } from '../meta/file-stats.js';
 import { newFileName } from '../meta/paths.js';
 import {
   expiredIngests,
@@ -209,7 +210,7 @@ export class DataPath {
       compression: settings?.config.compression,
       blockSize: settings?.config.blockSize,
     });
-    const file = { size: summary.size, entries: summary.entries };
+    const file = { size: summary.size, entries: summary.entries, ...statsFields(summary.stats) };
     let refused: ExcError | undefined;
     const applied = await tablet.mutex.run(async () => {
       // Decided on the tablet as the store has it (a change whose answer was lost may have moved its time).

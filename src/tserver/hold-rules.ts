@@ -16,6 +16,7 @@
  *    go is always safe: the inputs still hold the data.
  * 3. Running. The reservation is still there: nothing changes.
  */
+import { shareFigures, statsFields, statsOf } from '../meta/file-stats.js';
 import { delRow } from '../meta/keys.js';
 import { holdCol, type Hold } from '../meta/holds.js';
 import type { Outcome } from '../meta/outcomes.js';
@@ -84,10 +85,11 @@ export function decideHold(
     entries > 0
       ? {
           name: hold.output,
-          file: {
-            size: Math.max(1, Math.round((outcome.outputBytes ?? 0) * hold.share)),
-            entries: Math.max(1, Math.round(entries * hold.share)),
-          },
+          file: shareFigures(
+            { size: outcome.outputBytes ?? 0, entries, ...statsFields(statsOf(outcome)) },
+            hold.share,
+            true,
+          ),
         }
       : undefined;
   const inputs = new Set(hold.inputs);

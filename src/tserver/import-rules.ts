@@ -29,6 +29,7 @@ import {
   sameRows,
   type HexRange,
 } from '../meta/rows.js';
+import { addFigures, shareFigures, statsFields, type FileFigures } from '../meta/file-stats.js';
 import { rowsOf, type FileMeta, type TabletMeta } from '../meta/tablet.js';
 import { bytesWithin, rowSpans, type FileProfile } from '../storage/index.js';
 
@@ -36,6 +37,8 @@ import { bytesWithin, rowSpans, type FileProfile } from '../storage/index.js';
 export interface ImportedFile {
   name: string;
   entries: number;
+  /** Absent: not known (a client that predates it). */
+  deletes?: number | undefined;
   size: number;
   oldestTs: number;
   newestTs: number;
@@ -74,8 +77,11 @@ export function importConflicts(meta: TabletMeta, oldestTs: number): string[] {
   return out;
 }
 
-/** The tablet's share of a file within `rows`: bytes from its index, entries in proportion. */
-export function shareOf(file: ImportedFile, rows: readonly HexRange[]): { size: number; entries: number } {
+/**
+ * The tablet's share of a file within `rows`: bytes from its index, entries and deletes in proportion,
+ * the file's timestamps (meta/file-stats.ts).
+ */
+export function shareOf(file: ImportedFile, rows: readonly HexRange[]): FileFigures {
   const spans = rowSpans(file.profile);
   const total = spans.reduce((n, s) => n + s.bytes, 0);
   let bytes = 0;
@@ -87,10 +93,9 @@ export function shareOf(file: ImportedFile, rows: readonly HexRange[]): { size: 
     for (const s of spans) bytes += bytesWithin(s, bounds);
   }
   const fraction = total > 0 ? Math.min(1, bytes / total) : 0;
-  return {
-    size: Math.max(1, Math.round(file.size * fraction)),
-    entries: Math.max(1, Math.round(file.entries * fraction)),
-  };
+  const { size, entries, deletes, oldestTs, newestTs } = file;
+  const stats = deletes === undefined ? undefined : { deletes, oldestTs, newestTs };
+  return shareFigures({ size, entries, ...statsFields(stats) }, fraction, true);
 }
 
 /**
@@ -146,11 +151,9 @@ export function decideImport(
     // read in those and these.
     const fence = joinRows([...(had?.fence ?? []), ...todo]);
     const all = whole || (fence.length === 1 && coversRows(fence[0]!, tablet));
-    added.set(f.name, {
-      size: (had?.size ?? 0) + share.size,
-      entries: (had?.entries ?? 0) + share.entries,
-      ...(all ? {} : { fence }),
-    });
+    const { fence: _fence, ...before } = had ?? {};
+    const figures = had ? addFigures(share, before as FileFigures) : share;
+    added.set(f.name, { ...figures, ...(all ? {} : { fence }) });
     if (f.newestTs <= now + IMPORT_CLOCK_AHEAD_MS) time = Math.max(time, f.newestTs);
   }
   let record: IngestRecord | undefined = before;

@@ -52,6 +52,7 @@ import {
   type TabletMeta,
 } from '../meta/tablet.js';
 import type { CommitRequest } from '../queue/protocol.js';
+import { statsFields, statsOf, type FileFigures } from '../meta/file-stats.js';
 import { keptResume, mootResumes, resumeCell } from './resume-rules.js';
 import { filesPresent, reservationExists, type RuleChange } from './rule-change.js';
 import {
@@ -135,6 +136,7 @@ function ended(
     compactor: r.compactor,
     kind: r.kind,
     inputs: r.inputs.length,
+    ...(r.kind === 'user' && how.outcome === 'committed' ? { files: r.inputs } : {}),
     reservedAt: r.reservedAt,
     server,
   };
@@ -171,6 +173,7 @@ export function decideCommit(
           entries: output?.entries ?? 0,
           inputBytes: Math.round(inputBytes / share),
           outputBytes: output?.size ?? 0,
+          ...(output && !r.split ? statsFields(statsOf(output)) : {}),
           at: ctx.now,
         },
         completes,
@@ -238,7 +241,7 @@ export function decideCommit(
 function replaceInputs(
   meta: TabletMeta,
   r: Reservation,
-  outputs: { name: string; size: number; entries: number; group?: string }[],
+  outputs: (FileFigures & { name: string; group?: string })[],
   now: number,
 ): Omit<RuleChange, 'conditions'> {
   const { row } = meta;

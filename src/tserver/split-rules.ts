@@ -25,6 +25,7 @@
  */
 import { ExcError } from '../errors.js';
 import type { WholeSplit } from '../meta/outcomes.js';
+import { statsFields, statsOf, type FileFigures } from '../meta/file-stats.js';
 import type { TableConfig } from '../meta/table-config.js';
 import {
   failureKey,
@@ -156,11 +157,17 @@ export function splitAfterCommit(
   index: number,
   ecid: string,
   name: string,
-  output: { size: number; entries: number } | null,
+  output: FileFigures | null,
 ): { split: SplitJob; complete: boolean } {
   const done = split.done.map((d, i) =>
     i === index
-      ? { output: output ? name : null, size: output?.size ?? 0, entries: output?.entries ?? 0, ecid }
+      ? {
+          output: output ? name : null,
+          size: output?.size ?? 0,
+          entries: output?.entries ?? 0,
+          ...(output ? statsFields(statsOf(output)) : {}),
+          ecid,
+        }
       : d,
   );
   return { split: { ...split, done }, complete: done.every((d) => d !== null) };
@@ -182,12 +189,11 @@ export function wholeSplit(split: SplitJob): WholeSplit {
 }
 
 /** The files a complete split installs: every sub-job's output that holds anything, tagged with the split. */
-export function splitOutputs(
-  id: string,
-  split: SplitJob,
-): { name: string; size: number; entries: number; group: string }[] {
+export function splitOutputs(id: string, split: SplitJob): (FileFigures & { name: string; group: string })[] {
   return split.done.flatMap((d) =>
-    d?.output ? [{ name: d.output, size: d.size, entries: d.entries, group: id }] : [],
+    d?.output
+      ? [{ name: d.output, size: d.size, entries: d.entries, ...statsFields(statsOf(d)), group: id }]
+      : [],
   );
 }
 

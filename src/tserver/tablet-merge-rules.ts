@@ -11,10 +11,11 @@
  * 2. The merged tablet keeps the last tablet's row (its end row is the same) and starts where the first
  *    starts. Files are shared, never rewritten: each file is read, in the merged tablet, in the rows of
  *    the tablets that referenced it — its fence (meta/tablet.ts), joined where they touch, left out when
- *    it covers the merged tablet's rows or holds no row outside it (by its first and last row). Sizes and
- *    entries add up. The requests stay, their selections go (the merged tablet selects again, every file
- *    it has); failure records go. Ingest records join: a record of a whole batch becomes the rows of the
- *    tablet it came from (meta/ingest-ids.ts). The clock is the latest.
+ *    it covers the merged tablet's rows or holds no row outside it (by its first and last row). Sizes,
+ *    entries and deletes add up, timestamps span both (meta/file-stats.ts). The requests stay, their
+ *    selections go (the merged tablet selects again, by the requests' selectors); failure records go.
+ *    Ingest records join: a record of a whole batch becomes the rows of the tablet it came from
+ *    (meta/ingest-ids.ts). The clock is the latest.
  * 3. The change is one mutation, conditional on every tablet's location and version: the last tablet's
  *    row rewritten as the merged one, the other rows deleted with their ingest ids and queue entries.
  */
@@ -28,6 +29,7 @@ import {
   rowInRows,
   type HexRange,
 } from '../meta/rows.js';
+import { addFigures } from '../meta/file-stats.js';
 import { holdCol } from '../meta/holds.js';
 import { delRow } from '../meta/keys.js';
 import {
@@ -136,8 +138,7 @@ export function decideTabletMerge(
         spans.set(name, { file: { ...f }, rows: read });
         continue;
       }
-      seen.file.size += f.size;
-      seen.file.entries += f.entries;
+      seen.file = addFigures(seen.file, f);
       if (seen.file.group !== f.group) delete seen.file.group;
       seen.rows.push(...read);
     }

@@ -33,6 +33,7 @@
  *    conditional on the row not existing. No reservation is cancelled, nothing waits for a compaction.
  */
 import { ingestRecordValue, ingestRow } from '../meta/ingest-ids.js';
+import { shareFigures } from '../meta/file-stats.js';
 import { holdCol, type Hold } from '../meta/holds.js';
 import { tabletRow, type EndRow } from '../meta/keys.js';
 import { ALL_ROWS, coversRows, tabletRows, type HexRange } from '../meta/rows.js';
@@ -140,11 +141,7 @@ export function decideTabletSplit(
     shares.forEach((share, i) => {
       const kept = share ?? (i === last && pinned.has(name) ? 0 : null);
       if (kept === null) return;
-      files[i]!.set(name, {
-        ...file,
-        size: Math.max(1, Math.round(file.size * kept)),
-        entries: Math.round(file.entries * kept),
-      });
+      files[i]!.set(name, shareFigures(file, kept));
     });
   }
   const bytesOf = (names: readonly string[], of: ReadonlyMap<string, FileMeta>): number =>

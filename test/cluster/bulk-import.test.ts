@@ -219,6 +219,7 @@ describe('bulk import', () => {
       return {
         name,
         entries: f.entries,
+        deletes: f.deletes,
         oldestTs: f.oldestTs,
         newestTs: f.newestTs,
         firstRow: f.firstRow!,

@@ -143,6 +143,8 @@ describe('user compaction status', () => {
       endedAt: 9_000,
       ranMs: 6_000,
       outputBytes: 700,
+      // The files it rewrote, from its commit's outcome.
+      files: ['a', 'b'],
     });
   });
 
@@ -264,6 +266,7 @@ describe('user compaction status', () => {
       endedAt: 9_000,
       ranMs: 8_000,
       outputBytes: 900,
+      files: ['a', 'b', 'c'],
     });
   });
 
