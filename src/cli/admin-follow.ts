@@ -4,6 +4,7 @@
  * after `admin table compact` printed the id (while the manager keeps its record).
  */
 import type { Outcome } from '../meta/outcomes.js';
+import { showSelector } from '../meta/selectors.js';
 import { ENDED_STATES, type UserCompactionStatus } from '../meta/user-compactions.js';
 import { sleep } from '../retry.js';
 import type { Cluster } from './connect.js';
@@ -57,7 +58,8 @@ function printStatus(s: UserCompactionStatus): void {
   process.stdout.write(
     `${summary(s)}${s.done ? ' (finished)' : ''}\n` +
       `${s.requestedAt ? `requested ${age(now - s.requestedAt)} ago` : 'requested'}, filters: ${filters.join(' ') || 'none'}` +
-      `${s.queue ? `, queue: ${s.queue}` : ''}\n\n`,
+      `${s.queue ? `, queue: ${s.queue}` : ''}` +
+      `${s.select ? `, select: ${s.select.map(showSelector).join(' ')}` : ''}\n\n`,
   );
   printTable(
     ['TABLET', 'STATE', 'FILES', 'ECID', 'PROGRESS', 'RAN', 'OUTPUT', 'FAILED', 'NOTE'],

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { ExcError } from '../errors.js';
 import { parseConfigAssignments } from '../meta/table-config.js';
 import { isParked } from '../meta/tablet.js';
+import { parseSelector } from '../meta/selectors.js';
 import type { TableInfo, TabletView } from '../meta/views.js';
 import { sleep } from '../retry.js';
 import { parseRow } from '../row-text.js';
@@ -190,11 +191,18 @@ ${examples(['excompact admin table config events queues=small:64M,large ratio=2'
 
   table
     .command('compact')
-    .description('Compact all files of the table (or of a row range), optionally through filters.')
+    .description(
+      'Compact the files of the table (or of a row range): all of them, or those selectors choose; optionally through filters.',
+    )
     .argument('<name>', 'table name', nonEmpty('the table name'))
     .option('--start <row>', 'first row (inclusive; text, or 0x and its bytes in hex)')
     .option('--end <row>', 'last row (inclusive; text, or 0x and its bytes in hex)')
     .option('--filter <name:json>', 'a built-in filter with JSON options (repeat for more)', collect)
+    .option(
+      '--select <selector>',
+      'rewrite only the files it chooses (repeat: the files every one chooses); see below',
+      collect,
+    )
     .option(
       '--queue <queue>',
       "send its jobs to this queue whatever their size (default: the table's routes)",
@@ -206,8 +214,13 @@ ${examples(['excompact admin table config events queues=small:64M,large ratio=2'
       `
 Filters: dropRowPrefix {"prefixes":[...]}, keepRowPrefix {"prefixes":[...]}, dropFamily {"families":[...]},
 keepFamily {"families":[...]}, keepRowRange {"start":..,"end":..}.
+Selectors: all (the default); smaller-than:<size> (files smaller than 64M, 1G, ...); older-than:<age>
+(files whose newest entry is older than 7d, 12h, ...); deletes-above:<ratio> (every file of a tablet
+whose files hold more than ratio delete markers per entry, so they are dropped). Not with --filter.
 ${examples([
   'excompact admin table compact events --wait',
+  'excompact admin table compact events --select smaller-than:16M',
+  'excompact admin table compact events --select deletes-above:0.25 --wait',
   `excompact admin table compact events --start a --end m --filter 'dropRowPrefix:{"prefixes":["tmp_"]}' --wait`,
   'excompact admin table compact events --queue rewrites',
 ])}`,
@@ -220,12 +233,14 @@ ${examples([
             start?: string;
             end?: string;
             filter?: string[];
+            select?: string[];
             queue?: string;
             wait?: boolean;
           },
           cmd: Command,
         ) => {
           const filters = (opts.filter ?? []).map(parseFilterFlag);
+          const select = (opts.select ?? []).map(parseSelector);
           const start = opts.start === undefined ? undefined : parseRow(opts.start, '--start');
           const end = opts.end === undefined ? undefined : parseRow(opts.end, '--end');
           await withCluster(cmd, async (c) => {
@@ -236,6 +251,7 @@ ${examples([
                 ...(start === undefined ? {} : { startRowHex: start.toString('hex') }),
                 ...(end === undefined ? {} : { endRowHex: end.toString('hex') }),
                 filters,
+                ...(select.length === 0 ? {} : { select }),
                 ...(opts.queue === undefined ? {} : { queue: opts.queue }),
               },
             );

@@ -87,6 +87,7 @@ export async function userCompactionStatus(p: ViewSources, id: string): Promise<
     table,
     filters: record?.filters ?? [],
     ...(record?.queue ? { queue: record.queue } : {}),
+    ...(record?.select ? { select: record.select } : {}),
     requestedAt: record?.requestedAt ?? 0,
     tablets,
     done: tablets.every((t) => ENDED_STATES.has(t.state)),

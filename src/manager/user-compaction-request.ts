@@ -1,7 +1,8 @@
 /**
  * The manager's API for asking user compactions (`excompact admin table compact`):
  *
- *   POST /v1/tables/:name/compact            { startRow?, endRow?, startRowHex?, endRowHex?, filters?, queue? }
+ *   POST /v1/tables/:name/compact            { startRow?, endRow?, startRowHex?, endRowHex?, filters?, queue?,
+ *                                              select? }
  *   GET  /v1/tables/:name/compactions/:id    which of its tablets it is still pending on
  *
  * A request writes `compact:<id>` (and its id in `requests`) on every tablet overlapping the range, and its
@@ -12,6 +13,7 @@
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { ulid } from '../ids.js';
+import { selectorsSchema, showSelector } from '../meta/selectors.js';
 import { COL_REQUESTS, compactCol } from '../meta/tablet.js';
 import type { Mutation } from '../meta/types.js';
 import {
@@ -56,6 +58,8 @@ export function registerUserCompactionRequests(server: RpcServer, parts: () => A
         filters: z.unknown().optional(),
         /** The queue its jobs go to whatever their size (absent: the table's routes). */
         queue: nameSchema('queue').optional(),
+        /** Which files of each tablet it rewrites (meta/selectors.ts; absent: every file). */
+        select: selectorsSchema.optional(),
       }),
     },
     async ({ params, body, query }) => {
@@ -66,6 +70,15 @@ export function registerUserCompactionRequests(server: RpcServer, parts: () => A
       if (answered) return answered;
       const table = await p.tables.get(name);
       const filters = body.filters === undefined ? [] : validateFilters(body.filters);
+      // `all` chooses what no selector does: left out, so the request coalesces with those without any.
+      const select = (body.select ?? []).filter((s) => s.name !== 'all');
+      if (select.length > 0 && filters.length > 0)
+        // A filter drops entries of the files rewritten only: older versions in the files a selector
+        // left alone would show again where it dropped newer ones.
+        throw new ExcError(
+          'BAD_REQUEST',
+          'filters and selectors cannot be combined: a filter applied to some files only would let older versions in the others show again',
+        );
       // UNKNOWN_QUEUE for a queue that does not exist (one deleted later leaves the request pending).
       const queue =
         body.queue === undefined ? undefined : (await resolveQueue(p.session, p.layout, body.queue)).name;
@@ -78,7 +91,9 @@ export function registerUserCompactionRequests(server: RpcServer, parts: () => A
         );
       // The request id names the compaction: a repeat is the same compaction, requested once.
       const id = requestId ?? ulid();
-      const request = JSON.stringify({ requestedAt: Date.now(), filters, ...(queue ? { queue } : {}) });
+      const requestedAt = Date.now();
+      const kind = { ...(queue ? { queue } : {}), ...(select.length > 0 ? { select } : {}) };
+      const request = JSON.stringify({ requestedAt, filters, ...kind });
       const chosen = (await p.tables.tablets(table.id)).filter((t) => overlaps(t, start, end));
       const answer: UserCompaction = { id, table: name, tablets: chosen.map((t) => t.row) };
       const mutations: Mutation[] = chosen.map((t) => ({
@@ -98,8 +113,8 @@ export function registerUserCompactionRequests(server: RpcServer, parts: () => A
         table: name,
         tablets: answer.tablets,
         filters,
-        requestedAt: Date.now(),
-        ...(queue ? { queue } : {}),
+        requestedAt,
+        ...kind,
       };
       const recordCell = { row: userCompactionRow(id), col: COL_REQUEST, value: JSON.stringify(record) };
       mutations.push({
@@ -110,7 +125,14 @@ export function registerUserCompactionRequests(server: RpcServer, parts: () => A
       if (requestId && !results.at(-1)?.applied) return await answerOf<UserCompaction>(p.store, requestId);
       for (const t of chosen) p.notifyTservers({ tablet: t.row });
       p.log.info(
-        { table: name, id, tablets: chosen.length, filters: filters.map((f) => f.name), queue },
+        {
+          table: name,
+          id,
+          tablets: chosen.length,
+          filters: filters.map((f) => f.name),
+          queue,
+          select: select.map(showSelector),
+        },
         'user compaction requested',
       );
       return answer;

@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { selectorsSchema } from './selectors.js';
 
 export const progressSchema = z.object({
   at: z.number(),
@@ -21,6 +22,8 @@ export const userCompactionSchema = z.object({
   filters: z.array(z.object({ name: z.string(), options: z.unknown().optional() })).default([]),
   /** The queue its job goes to whatever its size (`--queue`); absent: the table's routes decide. */
   queue: z.string().optional(),
+  /** Which files it rewrites (`--select`, selectors.ts); absent: every file. */
+  select: selectorsSchema.min(1).optional(),
 });
 export type UserCompaction = z.infer<typeof userCompactionSchema>;
 
@@ -38,6 +41,8 @@ export const selectionSchema = z.object({
   filters: z.array(z.object({ name: z.string(), options: z.unknown().optional() })),
   /** The requests' queue (they coalesce only with requests of the same queue). */
   queue: z.string().optional(),
+  /** The requests' selectors (they coalesce only with requests of the same); absent: every file. */
+  select: selectorsSchema.min(1).optional(),
 });
 export type Selection = z.infer<typeof selectionSchema>;
 

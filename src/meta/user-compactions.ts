@@ -12,6 +12,7 @@
  * name it.
  */
 import { z } from 'zod';
+import { selectorsSchema } from './selectors.js';
 import type { Cell } from './types.js';
 
 export const UCOMP_PREFIX = '~ucomp:';
@@ -51,6 +52,8 @@ export const userCompactionRecordSchema = z.object({
   requestedAt: z.number(),
   /** The queue it was sent to (`--queue`); absent: the table's routes. */
   queue: z.string().optional(),
+  /** Its selectors (`--select`, selectors.ts); absent: every file. */
+  select: selectorsSchema.optional(),
 });
 export type UserCompactionRecord = z.infer<typeof userCompactionRecordSchema>;
 
@@ -92,7 +95,7 @@ export interface TabletCompactionStatus {
    * `ranMs` and `outputBytes` (done) are the whole job's.
    */
   split?: { id: string; ecids: string[] };
-  /** Selected or running: the files its rewrite takes (the tablet's selection). */
+  /** Selected or running: the files its rewrite takes (the tablet's selection); done: those it rewrote. */
   files?: string[];
   /** For a running job: bytes read so far and the total of its inputs. */
   bytesRead?: number;
@@ -127,6 +130,8 @@ export interface UserCompactionStatus {
   filters: UserCompactionRecord['filters'];
   /** The queue it was sent to (absent: the table's routes). */
   queue?: string;
+  /** Its selectors (absent: every file). */
+  select?: NonNullable<UserCompactionRecord['select']>;
   requestedAt: number;
   tablets: TabletCompactionStatus[];
   /** Every tablet done (or cancelled, or gone). */

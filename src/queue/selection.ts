@@ -8,7 +8,11 @@
  *   one rewrite; a request with others waits for the ones before it (each runs once, in order). A request
  *   with a queue (`--queue`) sends its job there whatever its size.
  * - Selection. The selection takes every file the tablet has (so the requests' data is all in it, and
- *   every file outside it is newer). It is made at once, even while system jobs hold some of the files:
+ *   every file outside it is newer), or with selectors (`--select`, meta/selectors.ts) the files they
+ *   choose, with every input of a running job that holds one of them (its output takes their place). A
+ *   selection of selectors never grows, and requests coalesce only with requests of the same selectors
+ *   (the newest one's time is their reference: a superset of what each chose). It is made at once, even
+ *   while system jobs hold some of the files:
  *   the user job waits for those, and their outputs take their place in the selection. System jobs go on
  *   over the files outside it, so a tablet under ingest never waits for a user compaction.
  * - Joining. A request that arrives while the selection's job has not started, with the same filters as
@@ -43,7 +47,9 @@ import {
   type Selection,
   type SplitJob,
   type TabletMeta,
+  type UserCompaction,
 } from '../meta/tablet.js';
+import { chooseFiles, type Selector } from '../meta/selectors.js';
 import type { Cell } from '../meta/types.js';
 
 /** What the step changes: the selection cell, the requests it completes, and the same on a copy. */
@@ -82,17 +88,23 @@ export function userStep(meta: TabletMeta, now: number): UserStep | undefined {
     [...meta.userCompactions]
       .filter(([id]) => !selection?.ids.includes(id) && !finished.includes(id))
       .sort(([a, x], [b, y]) => x.requestedAt - y.requestedAt || (a < b ? -1 : a > b ? 1 : 0));
-  /** The oldest pending requests with the same filters (and queue) as the oldest. */
+  /** The oldest pending requests with the same filters, queue and selectors as the oldest. */
   const nextRun = () => {
     const [first, ...rest] = pending();
     if (!first) return undefined;
     const run = [first];
     for (const next of rest) {
-      if (!isDeepStrictEqual(next[1].filters, first[1].filters) || next[1].queue !== first[1].queue) break;
+      if (!sameKind(next[1], first[1])) break;
       run.push(next);
     }
-    const queue = first[1].queue;
-    return { ids: run.map(([id]) => id), filters: first[1].filters, ...(queue ? { queue } : {}) };
+    const { queue, select } = first[1];
+    return {
+      ids: run.map(([id]) => id),
+      filters: first[1].filters,
+      ...(queue ? { queue } : {}),
+      ...(select ? { select } : {}),
+      requestedAt: Math.max(...run.map(([, u]) => u.requestedAt)),
+    };
   };
   const allFiles = [...meta.files.keys()].sort();
   // Each round selects a run of requests or completes a selection without files: at most two per request.
@@ -107,13 +119,14 @@ export function userStep(meta: TabletMeta, now: number): UserStep | undefined {
     if (!selection) {
       selection = {
         ids: run.ids,
-        files: allFiles,
+        files: run.select ? chosenFiles(meta, run.select, run.requestedAt) : allFiles,
         filters: run.filters,
         ...(run.queue ? { queue: run.queue } : {}),
+        ...(run.select ? { select: run.select } : {}),
       };
       continue;
     }
-    if (canJoin(meta, selection, run.filters) && run.queue === selection.queue) {
+    if (canJoin(meta, selection, run.filters) && run.queue === selection.queue && !run.select) {
       // A job over other files from now on: the failure record and the kept checkpoint of the job over
       // the old ones go with them (left, a parked record showed a job that runs again, and an admin's
       // cancel of it was refused as a system job's).
@@ -165,9 +178,44 @@ export function userStep(meta: TabletMeta, now: number): UserStep | undefined {
   };
 }
 
+/** Whether two requests are satisfied by one rewrite: the same filters, queue and selectors. */
+function sameKind(a: UserCompaction, b: UserCompaction): boolean {
+  return (
+    isDeepStrictEqual(a.filters, b.filters) && a.queue === b.queue && isDeepStrictEqual(a.select, b.select)
+  );
+}
+
+/**
+ * The files `select` chooses (meta/selectors.ts), with every input of a job that holds one of them: a
+ * running job's inputs are all in the selection or all outside it, so that its output takes their place
+ * in it or stays out (selectionAfterCommit; a system job never runs over selected files).
+ */
+function chosenFiles(meta: TabletMeta, select: Selector[], requestedAt: number): string[] {
+  const chosen = new Set(chooseFiles(meta.files, select, requestedAt));
+  const jobs = [
+    ...[...meta.reservations.values()].map((r) => r.inputs),
+    ...[...meta.splits.values()].map((s) => s.inputs),
+    ...[...meta.holds.values()].map((h) => h.inputs),
+  ];
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const inputs of jobs) {
+      if (!inputs.some((f) => chosen.has(f))) continue;
+      for (const f of inputs) {
+        if (chosen.has(f) || !meta.files.has(f)) continue;
+        chosen.add(f);
+        grew = true;
+      }
+    }
+  }
+  return [...chosen].sort();
+}
+
 /** Whether requests with `filters` can join `selection` now (see the module comment). */
 function canJoin(meta: TabletMeta, selection: Selection, filters: Selection['filters']): boolean {
   if (!isDeepStrictEqual(filters, selection.filters)) return false;
+  // A selector's selection is its files only: grown to every file, it would rewrite what none asked for.
+  if (selection.select) return false;
   const selected = new Set(selection.files);
   for (const r of meta.reservations.values()) {
     if (r.kind === 'user') return false; // the rewrite has started

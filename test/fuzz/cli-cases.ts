@@ -160,6 +160,13 @@ export function cliCaseArb(k: Known): fc.Arbitrary<CliCase> {
       opt('--start', value),
       opt('--end', value),
       opt('--filter', filter),
+      opt(
+        '--select',
+        fc.oneof(
+          fc.constantFrom('all', 'smaller-than:64M', 'older-than:7d', 'deletes-above:0.2', 'deletes-above:2'),
+          value,
+        ),
+      ),
     ]),
     c('admin compactors list', [opt('--queue', queue)]),
     c('admin compactions list', [

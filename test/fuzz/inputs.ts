@@ -162,6 +162,15 @@ export const filterArb: fc.Arbitrary<unknown> = fc.oneof(
   fields({ name: fc.oneof(fc.constantFrom(...PROTOTYPE_NAMES), weird), options: anyJson }),
 );
 
+/** A user compaction selector: one of the built-ins with plausible or broken figures, or anything. */
+export const selectorArb: fc.Arbitrary<unknown> = fc.oneof(
+  fields({ name: fc.constantFrom('all') }),
+  fields({ name: fc.constantFrom('smaller-than'), bytes: numberArb }),
+  fields({ name: fc.constantFrom('older-than'), ms: numberArb }),
+  fields({ name: fc.constantFrom('deletes-above'), ratio: numberArb }),
+  fields({ name: fc.oneof(fc.constantFrom(...PROTOTYPE_NAMES), weird), bytes: anyJson }),
+);
+
 /** A table config: plausible settings, broken ones, unknown keys. */
 export function tableConfigArb(queues: string[]): fc.Arbitrary<unknown> {
   const route = fields({ queue: nameArb(queues), maxInputBytes: numberArb });

@@ -13,6 +13,7 @@ import {
   filterArb,
   nameArb,
   numberArb,
+  selectorArb,
   tableConfigArb,
   ulidArb,
   wrongArb,
@@ -342,6 +343,7 @@ function managerRoutes(k: Known): fc.Arbitrary<Case>[] {
               },
             ),
             filters: fc.oneof(fc.array(filterArb, { maxLength: 3 }), anyJson),
+            select: fc.oneof(fc.array(selectorArb, { maxLength: 3 }), anyJson),
           }),
           requestIdQuery,
         )
@@ -538,7 +540,16 @@ function workerRoutes(k: Known): fc.Arbitrary<Case>[] {
         tablet,
         ecid,
         compactor,
-        output: fc.oneof(fc.constant(null), fields({ size: numberArb, entries: numberArb })),
+        output: fc.oneof(
+          fc.constant(null),
+          fields({
+            size: numberArb,
+            entries: numberArb,
+            deletes: numberArb,
+            oldestTs: numberArb,
+            newestTs: numberArb,
+          }),
+        ),
       }),
     ),
     post(
