@@ -2,7 +2,7 @@
  * The chaos run's workload: continuous ingest into every table — new rows, overwrites of existing cells,
  * deletes, puts with explicit older timestamps, rows and families meant to be filtered out, and on the
  * table with a ttl, puts long expired — with an exact model of each table; scans behind a write fence;
- * user compactions with filters now and then.
+ * user compactions with filters or selectors now and then.
  *
  * Every write is an `ingest` with a request id, retried with the same id until it is acknowledged (the
  * cluster applies a request id once), so each acknowledged write is applied exactly once and the model
@@ -19,6 +19,7 @@ import { cellKey, type Comparison } from './model.js';
 import type { ChaosLog } from './report.js';
 import type { Rng } from './rng.js';
 import { TableState, type Op, type TableSpec } from './tables.js';
+import { followCompaction, requestCompaction, selectedCompaction } from './user-compactions.js';
 
 const LETTERS = 'abcdefghijklmnopqrstuvwxyz'.split('');
 const ROWS_PER_LETTER = 300;
@@ -331,12 +332,18 @@ export class Workload {
   /**
    * A user compaction with a filter, as an operator would run one: the rows (or the family) of the current
    * generation are retired — writers move to the next — and once the writes using them are in, the table
-   * is compacted with a filter dropping them. When it completes, the model drops them too.
+   * is compacted with a filter dropping them. When it completes, the model drops them too. Now and then
+   * instead, a compaction of the files selectors choose (user-compactions.ts), which changes no entry.
    */
   async userCompaction(t: TableState, rng: Rng): Promise<void> {
     if (t.compacting) return;
     t.compacting = true;
     try {
+      if (rng.chance(0.3)) {
+        await selectedCompaction(this.cluster, this.log, t, rng);
+        this.figures.userCompactions++;
+        return;
+      }
       const byFamily = rng.chance(0.4);
       // Retired under the table's fence, so that no scan is running: every scan either captured the
       // retirement when it began (and leaves those rows out) or began after the model dropped them.
@@ -354,49 +361,13 @@ export class Workload {
       const filter = byFamily
         ? `dropFamily:${JSON.stringify({ families: [`s${gen}`] })}`
         : `dropRowPrefix:${JSON.stringify({ prefixes })}`;
-      // Requested again until a request is acknowledged (an earlier one that may have been applied drops
-      // the same retired rows, so it is harmless); then followed until every tablet is done.
-      let id: string | undefined;
-      while (!id) {
-        try {
-          const out = await this.cluster.cli([
-            'admin',
-            'table',
-            'compact',
-            t.spec.name,
-            '--filter',
-            filter,
-            '--json',
-          ]);
-          id = (JSON.parse(out) as { id: string }).id;
-        } catch (err) {
-          this.log.event('user-compaction-retry', { table: t.spec.name, err: String(err).slice(0, 300) });
-          await sleep(1_000);
-        }
-      }
+      const id = await requestCompaction(this.cluster, this.log, t, ['--filter', filter]);
       this.log.event(
         'user-compaction',
         { table: t.spec.name, id, filter },
         `user compaction ${id} of ${t.spec.name} (${byFamily ? `family s${gen}` : `rows *tmp${gen}.`})`,
       );
-      // A job failing attempt after attempt under the faults is parked, and a parked job waits for an
-      // operator: after a minute the run releases the table's parked jobs every 30 s, as one would.
-      const following = Date.now();
-      let released = following + 60_000;
-      for (;;) {
-        const status = await this.cluster.meta
-          .call<{ done: boolean }>('GET', `/v1/tables/${t.spec.name}/compactions/${id}`)
-          .catch(() => ({ done: false }));
-        if (status.done) break;
-        if (Date.now() >= released) {
-          released = Date.now() + 30_000;
-          const out = await this.cluster
-            .cli(['admin', 'compactions', 'release', '--table', t.spec.name])
-            .catch((err: unknown) => String(err));
-          this.log.event('user-compaction-release', { table: t.spec.name, id, out: out.slice(0, 300) });
-        }
-        await sleep(500);
-      }
+      await followCompaction(this.cluster, this.log, t, id);
       if (byFamily) t.model.dropFamilies([`s${gen}`]);
       else t.model.dropRowPrefixes(prefixes);
       this.figures.userCompactions++;
