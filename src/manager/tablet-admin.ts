@@ -22,6 +22,7 @@ import { nameSchema } from '../names.js';
 import { showRow } from '../row-text.js';
 import { backoffDelay, sleep } from '../retry.js';
 import { parseInput } from '../validate.js';
+import { HEX_ROW, rowOf } from './row-params.js';
 import { mergeTable, type MergeParts } from './merges.js';
 import { requestIdOf } from './requests.js';
 import { bringOnline, takeOffline, type OfflineParts } from './table-offline.js';
@@ -33,8 +34,6 @@ export interface TabletAdminParts extends OfflineParts {
   log: Logger;
   merging: MergeParts;
 }
-
-const HEX_ROW = z.string().regex(/^(?:[0-9a-f]{2})*$/, "expected a row's bytes in lower-case hex");
 
 /** How long a split waits for the tablets to be hosted (and for their hosts to answer). */
 export const SPLIT_WAIT_MS = 30_000;
@@ -107,14 +106,6 @@ export function registerTabletAdminApi(server: RpcServer, parts: () => TabletAdm
     const { name } = parseInput(z.object({ name: nameSchema('table') }), params, 'path');
     return bringOnline(parts(), name, requestIdOf(query));
   });
-}
-
-/** A row given as UTF-8 text or as hex bytes, not both; undefined for neither. */
-function rowOf(text: string | undefined, hex: string | undefined, field: string): Buffer | undefined {
-  if (text !== undefined && hex !== undefined)
-    throw new ExcError('BAD_REQUEST', `give ${field} or ${field}Hex, not both`, { details: { field } });
-  if (hex !== undefined) return Buffer.from(hex, 'hex');
-  return text === undefined ? undefined : Buffer.from(text, 'utf8');
 }
 
 /** Makes every one of `rows` a split point of table `name` (see the module comment). */

@@ -12,6 +12,7 @@
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
+import { HEX_ROW, rowOf } from './row-params.js';
 import { ulid } from '../ids.js';
 import { selectorsSchema, showSelector } from '../meta/selectors.js';
 import { COL_REQUESTS, compactCol } from '../meta/tablet.js';
@@ -32,10 +33,6 @@ import type { AdminParts } from './admin-api.js';
 import { overlaps } from './merges.js';
 import { answerCell, answerOf, requestIdOf, unanswered } from './requests.js';
 
-/** A row given as bytes in hex: lower or upper case, whole bytes (empty: the row before all others). */
-const HEX_ROW = z
-  .string()
-  .regex(/^(?:[0-9a-fA-F]{2})*$/, "expected a row's bytes in hex (two digits per byte)");
 const tableNameParam = z.object({ name: nameSchema('table') });
 
 interface UserCompaction {
@@ -154,12 +151,4 @@ export function registerUserCompactionRequests(server: RpcServer, parts: () => A
     const cancelled = [...cancelledTablets(await p.store.row(userCompactionRow(id))).keys()];
     return { id, table: name, remaining: pending.map((t) => t.row), cancelled, done: pending.length === 0 };
   });
-}
-
-/** A row given as UTF-8 text or as hex bytes (`field` and `field`Hex), not both; undefined for neither. */
-function rowOf(text: string | undefined, hex: string | undefined, field: string): Buffer | undefined {
-  if (text !== undefined && hex !== undefined)
-    throw new ExcError('BAD_REQUEST', `give ${field} or ${field}Hex, not both`, { details: { field } });
-  if (hex !== undefined) return Buffer.from(hex, 'hex');
-  return text === undefined ? undefined : Buffer.from(text, 'utf8');
 }
