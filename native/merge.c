@@ -31,7 +31,9 @@
 #define ERRLEN 256
 /* Slots of run's figures; exported as `figures`, so that JavaScript refuses a binary built from an older
  * source (one that does not fill them all). */
-#define FIGURES 10
+#define FIGURES 12
+/* Families an output block counts by name (file-stats.ts, MAX_FAMILIES); the others' entries together. */
+#define MAX_FAMILIES 16
 
 typedef struct {
   const uint8_t *base;
@@ -51,6 +53,13 @@ typedef struct {
   const uint8_t *p;
   uint32_t len;
 } Bytes;
+
+/* A family of the output block: its bytes at `off` in the block (offsets survive resize, which moves
+ * the bytes), and the block's entries of it. */
+typedef struct {
+  uint32_t off, len;
+  uint32_t count;
+} Family;
 
 typedef struct {
   int k;
@@ -74,9 +83,14 @@ typedef struct {
   uint8_t *out;
   uint32_t outCap, outPos, outStart, blockSize, outCount;
   uint32_t lastKeptStart, lastKeptEnd;
-  /* the output block's delete markers and oldest and newest timestamp (the file's stats, FileStats) */
+  /* the output block's figures (the file's stats, FileStats): delete markers, oldest and newest
+   * timestamp, key and value bytes, and its first MAX_FAMILIES families in the order met (the entries
+   * of the others in otherFamilies); prevSlot: the slot of the last entry's family (-1: other) */
   uint32_t outDeletes;
-  uint64_t outOldest, outNewest;
+  uint64_t outOldest, outNewest, outKeyBytes, outValueBytes;
+  Family families[MAX_FAMILIES];
+  int familyCount, prevSlot;
+  uint32_t prevFamOff, prevFamLen, otherFamilies;
   int sealBoundary;
   uint32_t need;
   /* the run's phase */
@@ -335,6 +349,36 @@ static int accept(Merge *m, const Ent *e) {
   return 1;
 }
 
+/* Counts an entry of the output block whose family is at `off` in it, `len` bytes (file-stats.ts,
+ * BlockTally: the same rule). */
+static void countFamily(Merge *m, uint32_t off, uint32_t len) {
+  const uint8_t *fam = m->out + off;
+  int slot = -1;
+  /* Consecutive entries mostly share their family: the last entry's, in the block, first. */
+  if (m->outCount > 0 && len == m->prevFamLen && memcmp(m->out + m->prevFamOff, fam, len) == 0) {
+    slot = m->prevSlot;
+  } else {
+    int i = 0;
+    for (; i < m->familyCount; i++) {
+      Family *f = &m->families[i];
+      if (f->len == len && memcmp(m->out + f->off, fam, len) == 0) break;
+    }
+    if (i < m->familyCount) {
+      slot = i;
+    } else if (m->familyCount < MAX_FAMILIES) {
+      slot = m->familyCount++;
+      m->families[slot].off = off;
+      m->families[slot].len = len;
+      m->families[slot].count = 0;
+    }
+  }
+  m->prevFamOff = off;
+  m->prevFamLen = len;
+  m->prevSlot = slot;
+  if (slot < 0) m->otherFamilies++;
+  else m->families[slot].count++;
+}
+
 /* Copies a kept entry into the output block, or says why it cannot yet (SEAL, GROW); 0 when done. */
 static int emit(Merge *m, const Ent *e) {
   uint32_t size = e->end - e->start;
@@ -361,6 +405,8 @@ static int emit(Merge *m, const Ent *e) {
     return GROW;
   }
   memcpy(m->out + m->outPos, e->base + e->start, size);
+  /* Before outCount counts it: countFamily compares with the entry before it only if there is one. */
+  countFamily(m, m->outPos + (e->fam - e->start), e->qual - e->fam);
   m->lastKeptStart = m->outPos;
   m->outPos += size;
   m->lastKeptEnd = m->outPos;
@@ -369,6 +415,8 @@ static int emit(Merge *m, const Ent *e) {
   if (ts < m->outOldest) m->outOldest = ts;
   if (ts > m->outNewest) m->outNewest = ts;
   m->outDeletes += e->del;
+  m->outKeyBytes += e->val - e->row;
+  m->outValueBytes += e->end - e->val;
   return 0;
 }
 
@@ -597,6 +645,10 @@ static napi_value SetOutput(napi_env env, napi_callback_info info) {
   m->outDeletes = 0;
   m->outOldest = UINT64_MAX;
   m->outNewest = 0;
+  m->outKeyBytes = 0;
+  m->outValueBytes = 0;
+  m->familyCount = 0;
+  m->otherFamilies = 0;
   return NULL;
 }
 
@@ -624,7 +676,7 @@ static napi_value Resize(napi_env env, napi_callback_info info) {
  * entries, [1] its entry count, [2] and [3] the start and end of its last entry, [4] 1 when that entry
  * ends a cell (SEAL), [5] entries merged so far, [6] bytes needed (GROW), [7] the block's delete markers,
  * [8] and [9] its oldest and newest timestamp (exact: timestamps are below 2^53; meaningless while it
- * has no entry).
+ * has no entry), [10] and [11] its key bytes (row, family, qualifier) and value bytes.
  */
 static napi_value Run(napi_env env, napi_callback_info info) {
   size_t argc = 2;
@@ -639,7 +691,7 @@ static napi_value Run(napi_env env, napi_callback_info info) {
   size_t off;
   CHECK(napi_get_typedarray_info(env, argv[1], &type, &n, &data, &ab, &off));
   if (type != napi_float64_array || n < FIGURES) {
-    napi_throw_type_error(env, "EXC_NATIVE", "native merge: figures must be a Float64Array(10)");
+    napi_throw_type_error(env, "EXC_NATIVE", "native merge: figures must be a Float64Array(12)");
     return NULL;
   }
   int status = run(m);
@@ -654,8 +706,40 @@ static napi_value Run(napi_env env, napi_callback_info info) {
   f[7] = m->outDeletes;
   f[8] = (double)m->outOldest;
   f[9] = (double)m->outNewest;
+  f[10] = (double)m->outKeyBytes;
+  f[11] = (double)m->outValueBytes;
   napi_value result;
   CHECK(napi_create_int32(env, status, &result));
+  return result;
+}
+
+/*
+ * families(handle) -> [families: [Buffer, number][], otherFamilies: number]: the output block's
+ * families in the order met (copies of their bytes) with their entries, and the entries of the other
+ * families. Called once the block is sealed (SEAL, DONE), before setOutput starts the next.
+ */
+static napi_value Families(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  Merge *m = unwrap(env, argv[0]);
+  if (!m) return NULL;
+  napi_value list, result, other;
+  CHECK(napi_create_array_with_length(env, (size_t)m->familyCount, &list));
+  for (int i = 0; i < m->familyCount; i++) {
+    const Family *f = &m->families[i];
+    napi_value pair, name, count;
+    CHECK(napi_create_array_with_length(env, 2, &pair));
+    CHECK(napi_create_buffer_copy(env, f->len, m->out + f->off, NULL, &name));
+    CHECK(napi_create_uint32(env, f->count, &count));
+    CHECK(napi_set_element(env, pair, 0, name));
+    CHECK(napi_set_element(env, pair, 1, count));
+    CHECK(napi_set_element(env, list, (uint32_t)i, pair));
+  }
+  CHECK(napi_create_array_with_length(env, 2, &result));
+  CHECK(napi_create_uint32(env, m->otherFamilies, &other));
+  CHECK(napi_set_element(env, result, 0, list));
+  CHECK(napi_set_element(env, result, 1, other));
   return result;
 }
 
@@ -666,6 +750,7 @@ static napi_value Init(napi_env env, napi_value exports) {
       {"setOutput", NULL, SetOutput, NULL, NULL, NULL, napi_default, NULL},
       {"resize", NULL, Resize, NULL, NULL, NULL, napi_default, NULL},
       {"run", NULL, Run, NULL, NULL, NULL, napi_default, NULL},
+      {"families", NULL, Families, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   napi_value figures;

@@ -24,6 +24,7 @@ export {
   copyKey,
   DEFAULT_BLOCK_SIZE,
   DEFAULT_INDEX_BLOCK_SIZE,
+  MAX_FAMILIES,
   type FileStats,
   type FileSummary,
   type RFileWriteOptions,

@@ -30,6 +30,8 @@ interface Binding {
   setOutput(handle: unknown, block: Buffer, start: number): void;
   resize(handle: unknown, block: Buffer): void;
   run(handle: unknown, figures: Float64Array): number;
+  /** The output block's families in the order met, with their entries, and the other families' entries. */
+  families(handle: unknown): [[Buffer, number][], number];
   /** The slots of run's figures the binary fills (absent: built from an older source). */
   figures?: number;
 }
@@ -55,9 +57,10 @@ const GROW = -4;
 /**
  * The slots of run's figures (merge.c, Run): [0] the end of the output block's entries, [1] its entry
  * count, [2] and [3] its last entry's start and end, [4] that entry ends a cell, [5] entries merged so
- * far, [6] bytes needed (GROW), [7] the block's delete markers, [8] and [9] its oldest and newest timestamp.
+ * far, [6] bytes needed (GROW), [7] the block's delete markers, [8] and [9] its oldest and newest timestamp,
+ * [10] and [11] its key bytes (row, family, qualifier) and value bytes.
  */
-const FIGURES = 10;
+const FIGURES = 12;
 
 /** Where `npm run setup` builds the binding, from this file in src/storage or dist/storage. */
 const BINDING = new URL('../../native/build/Release/excompact_merge.node', import.meta.url);
@@ -66,7 +69,8 @@ let binding: Binding | null | undefined;
 
 /**
  * The binding, or null when it is not built, or was built from an older merge.c (`npm run setup`
- * rebuilds it): such a binary fills fewer figures, and its files would report wrong stats.
+ * rebuilds it): such a binary fills fewer figures, counts no families, and its files would report
+ * wrong stats.
  */
 export function nativeMerge(): Binding | null {
   if (binding !== undefined) return binding;
@@ -159,18 +163,26 @@ async function* assemble(args: NativeFeedArgs, feed: BlockFeed): AsyncGenerator<
   };
   const figures = new Float64Array(FIGURES);
   let out = fresh();
-  const sealed = (final: boolean): AssembledBlock => ({
-    block: out,
-    pos: figures[0]!,
-    count: figures[1]!,
-    lastStart: figures[2]!,
-    lastEnd: figures[3]!,
-    boundary: !final && figures[4] === 1,
-    final,
-    deletes: figures[7]!,
-    oldestTs: figures[8]!,
-    newestTs: figures[9]!,
-  });
+  // Its families are asked for before setOutput starts the next block (which forgets them).
+  const sealed = (final: boolean): AssembledBlock => {
+    const [families, otherFamilies] = native.families(handle);
+    return {
+      block: out,
+      pos: figures[0]!,
+      count: figures[1]!,
+      lastStart: figures[2]!,
+      lastEnd: figures[3]!,
+      boundary: !final && figures[4] === 1,
+      final,
+      deletes: figures[7]!,
+      oldestTs: figures[8]!,
+      newestTs: figures[9]!,
+      keyBytes: figures[10]!,
+      valueBytes: figures[11]!,
+      families,
+      otherFamilies,
+    };
+  };
   try {
     if (k === 0) return;
     await Promise.all(iterators.map((_, i) => refill(i)));

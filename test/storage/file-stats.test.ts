@@ -2,7 +2,9 @@
  * The stats a file's summary reports (FileStats: delete markers, oldest and newest timestamp) across
  * checkpoints: a checkpoint records those of the blocks placed before it, not of blocks still being
  * deflated or filled (a resumed run writes those again); its state carries them, and a state of an older
- * version, without them, still resumes, to a file whose summary has none.
+ * version, without them, still resumes, to a file whose summary has none. Families: a block names the
+ * first 16 it meets, the file adds a block's while it names fewer than 16; the JavaScript and native
+ * merges count them alike, resumed or not.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -10,8 +12,10 @@ import { COMPRESSIONS } from '../../src/compressions.js';
 import {
   compactFiles,
   makeEntry,
+  MAX_FAMILIES,
   MemoryObjectStore,
   RFileEncoder,
+  RFileReader,
   writeRFile,
   type Checkpoint,
   type Entry,
@@ -21,8 +25,11 @@ import {
   encodeEncoderState,
   type EncoderState,
 } from '../../src/storage/rfile/encoder-state.js';
-import { fileArb, runs } from './arbitraries.js';
-import { modelStats } from './model.js';
+import { nativeMerge } from '../../src/storage/native-merge.js';
+import { collect } from '../support/entries.js';
+import { fileArb, runs, sorted } from './arbitraries.js';
+import { blockCounts } from './blocks-of.js';
+import { modelStats, type ModelStats } from './model.js';
 
 /** Rows r0000…, timestamps rising with the row, every third entry a delete marker. */
 const rising = (n: number): Entry[] =>
@@ -98,11 +105,46 @@ describe('file stats - checkpoint state', () => {
     delete without.stats;
     expect('stats' in decodeEncoderState(JSON.stringify(without))).toBe(false);
     expect(decodeEncoderState(JSON.stringify({ ...json, stats: null })).stats).toBeNull();
+    // Each a well-formed record (the first decodes) but for one field.
+    const good = json.stats as ModelStats;
+    const n = state!.entries;
+    const seventeen = Array.from({ length: 17 }, (_, i): [string, number] => [
+      i.toString(16).padStart(2, '0'),
+      i === 0 ? n : 0,
+    ]);
+    expect(decodeEncoderState(JSON.stringify({ ...json, stats: good })).stats).toEqual(good);
     for (const stats of [
-      { deletes: 1, oldestTs: 9, newestTs: 8 },
-      { deletes: -1, oldestTs: 1, newestTs: 2 },
-      { deletes: 1, oldestTs: 1.5, newestTs: 2 },
-      { deletes: 1, oldestTs: 1 },
+      { ...good, oldestTs: good.newestTs + 1 },
+      { ...good, deletes: -1 },
+      { ...good, oldestTs: 1.5 },
+      { ...good, keyBytes: undefined },
+      { ...good, valueBytes: -2 },
+      { ...good, otherFamilies: 0.5 },
+      { ...good, families: undefined },
+      // Not hex, upper-case hex, half a byte.
+      { ...good, families: [['fg', n]] },
+      { ...good, families: [['66A0', n]] },
+      { ...good, families: [['660', n]] },
+      // Out of order, twice the same family, more than 16.
+      {
+        ...good,
+        families: [
+          ['67', 1],
+          ['66', n - 1],
+        ],
+      },
+      {
+        ...good,
+        families: [
+          ['66', 1],
+          ['66', n - 1],
+        ],
+      },
+      { ...good, families: seventeen, otherFamilies: 0 },
+      { ...good, families: [['66', -1]], otherFamilies: n + 1 },
+      // Counts that do not add up to the state's entries.
+      { ...good, otherFamilies: good.otherFamilies + 1 },
+      { deletes: 1, oldestTs: 1, newestTs: 2 },
     ]) {
       expect(errorCode(() => decodeEncoderState(JSON.stringify({ ...json, stats })))).toBe('BAD_REQUEST');
     }
@@ -161,5 +203,141 @@ describe('file stats - checkpoint state', () => {
     expect(resumed.output).toEqual(rest);
     expect(later.length).toBeGreaterThan(0);
     for (const s of later) expect(s).not.toHaveProperty('stats');
+  });
+});
+
+/** Entries of row `row`, one per family f<from>…f<to - 1>: 19 bytes each (row, family, qualifier, value 1, 3, 1, 1). */
+const familyEntries = (row: string, from: number, to: number): Entry[] =>
+  Array.from({ length: to - from }, (_, i) =>
+    makeEntry(row, `f${String(from + i).padStart(2, '0')}`, 'q', 7, 'v'),
+  );
+
+const familyHex = (i: number): string => Buffer.from(`f${String(i).padStart(2, '0')}`).toString('hex');
+
+const merges = nativeMerge() === null ? [false] : [false, true];
+
+const keep = { versions: 1, nowMs: 0, filters: [], dropDeletes: false };
+
+/** What a FileStats must hold whatever the blocks: at most 16 families, sorted, counting every entry. */
+function expectConsistent(stats: ModelStats | undefined, entries: number): void {
+  expect(stats).toBeDefined();
+  const { families, otherFamilies } = stats!;
+  expect(families.length).toBeLessThanOrEqual(MAX_FAMILIES);
+  expect(families.map(([f]) => f)).toEqual(families.map(([f]) => f).sort());
+  expect(families.reduce((sum, [, n]) => sum + n, otherFamilies)).toBe(entries);
+}
+
+describe('file stats - families', () => {
+  it('a block names the first 16 families it meets; placed, it adds them to the file while the file names fewer than 16', async () => {
+    // Two blocks of 17 entries (blockSize 17 × 19 bytes): f03…f18 named, f19 other; then f00…f15 named,
+    // f16 other, of which f00, f01 and f02 are new to a file that names 16 already.
+    const entries = [...familyEntries('a', 3, 20), ...familyEntries('b', 0, 17)];
+    const expected = {
+      deletes: 0,
+      oldestTs: 7,
+      newestTs: 7,
+      keyBytes: 34 * 5,
+      valueBytes: 34,
+      families: Array.from({ length: 16 }, (_, i): [string, number] => [familyHex(3 + i), i < 13 ? 2 : 1]),
+      otherFamilies: 1 + 1 + 3,
+    };
+    const store = new MemoryObjectStore();
+    const summary = await writeRFile(store, 'tables/t/I0.rf', entries, { blockSize: 17 * 19 });
+    expect(await blockCounts(store, 'tables/t/I0.rf')).toEqual([17, 17]);
+    expect(summary.stats).toEqual(expected);
+    expect(modelStats(entries, [17, 17])).toEqual(expected);
+    // A compaction that keeps every entry writes the same blocks: the same stats, by either merge.
+    for (const native of merges) {
+      const result = await compactFiles({
+        store,
+        inputs: ['tables/t/I0.rf'],
+        output: `tables/t/C${native}.rf`,
+        settings: keep,
+        blockSize: 17 * 19,
+        compression: 'zstd',
+        nativeMerge: native,
+      });
+      expect(result.nativeMerge).toBe(native);
+      expect(result.output?.stats).toEqual(expected);
+    }
+  });
+
+  it('property - more than 16 families: the same stats from either merge, unbroken or resumed by the other, and what the model counts per block', async () => {
+    const familyArb = fc.integer({ min: 0, max: 39 });
+    const entriesArb = fc
+      .array(
+        fc.record({
+          row: fc.constantFrom('a', 'b', 'c', 'd', 'e'),
+          family: familyArb,
+          qualifier: fc.constantFrom('', 'q'),
+          timestamp: fc.integer({ min: 0, max: 5 }),
+          value: fc.constantFrom('', 'v', 'wide value'),
+        }),
+        // Long enough to hold more than 16 of the 40 families, mostly.
+        { minLength: 20, maxLength: 200, size: 'max' },
+      )
+      .map((raw) =>
+        sorted(raw.map((r) => makeEntry(r.row, `f${r.family}`, r.qualifier, r.timestamp, r.value))),
+      );
+    let many = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        entriesArb,
+        fc.integer({ min: 40, max: 600 }),
+        fc.constantFrom(...merges),
+        fc.constantFrom(...merges),
+        fc.nat(3),
+        async (entries, blockSize, firstNative, thenNative, killAfter) => {
+          const store = new MemoryObjectStore();
+          await writeRFile(store, 'tables/t/I0.rf', entries, { blockSize: 64 });
+          const common = {
+            store,
+            inputs: ['tables/t/I0.rf'],
+            settings: keep,
+            blockSize,
+            compression: 'deflate' as const,
+          };
+          const whole = await compactFiles({ ...common, output: 'tables/t/Cw.rf', nativeMerge: thenNative });
+          const other = await compactFiles({ ...common, output: 'tables/t/Co.rf', nativeMerge: !thenNative });
+          const written = await collect((await RFileReader.open(store, 'tables/t/Cw.rf')).scan());
+          const stats = whole.output?.stats;
+          expectConsistent(stats, written.length);
+          expect(stats).toEqual(modelStats(written, await blockCounts(store, 'tables/t/Cw.rf')));
+          if (merges.length > 1) expect(other.output?.stats).toEqual(stats);
+          if (new Set(written.map((e) => e.key.family.toString('hex'))).size > MAX_FAMILIES) many++;
+
+          const abort = new AbortController();
+          let checkpoint: Checkpoint | undefined;
+          let seen = 0;
+          await compactFiles({
+            ...common,
+            output: 'tables/t/C1.rf',
+            nativeMerge: firstNative,
+            signal: abort.signal,
+            checkpoints: {
+              everyBytes: 1,
+              everyMs: 60_000,
+              onCheckpoint: (cp) => {
+                checkpoint = cp;
+                if (seen++ === killAfter) abort.abort(new Error('killed'));
+              },
+            },
+          }).catch((err: unknown) => {
+            if ((err as Error).message !== 'killed') throw err;
+          });
+          if (checkpoint === undefined) return;
+          const resumed = await compactFiles({
+            ...common,
+            output: 'tables/t/C2.rf',
+            nativeMerge: thenNative,
+            resume: checkpoint,
+          });
+          expect(resumed.output?.stats).toEqual(stats);
+        },
+      ),
+      { numRuns: runs(100) },
+    );
+    // Most files name fewer families than they hold: the rule, not exact counts, is what was checked.
+    expect(many).toBeGreaterThan(runs(100) / 2);
   });
 });

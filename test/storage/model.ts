@@ -127,15 +127,60 @@ export function show(entries: readonly Entry[]): string[] {
   );
 }
 
-/** The stats a file of `entries` reports (FileStats): undefined when it has none. */
-export function modelStats(
-  entries: readonly Entry[],
-): { deletes: number; oldestTs: number; newestTs: number } | undefined {
+export interface ModelStats {
+  deletes: number;
+  oldestTs: number;
+  newestTs: number;
+  keyBytes: number;
+  valueBytes: number;
+  families: [string, number][];
+  otherFamilies: number;
+}
+
+/** Families a block, and a file, count by name (FileStats). */
+export const MODEL_MAX_FAMILIES = 16;
+
+/**
+ * The stats a file of `entries` reports (FileStats): undefined when it has none. Which families are
+ * counted by name depends on the data blocks when there are more than 16: each block names the first 16
+ * it meets and counts the rest together; placing a block adds its named families to the file's, a new
+ * one only while the file names fewer than 16, and the rest to the file's others. `blocks`, the entries
+ * of each data block in order, is needed only then (without it, such entries throw).
+ */
+export function modelStats(entries: readonly Entry[], blocks?: readonly number[]): ModelStats | undefined {
   if (entries.length === 0) return undefined;
   const timestamps = entries.map((e) => e.key.timestamp);
+  const distinct = new Set(entries.map((e) => hex(e.key.family)));
+  if (distinct.size > MODEL_MAX_FAMILIES && blocks === undefined)
+    throw new Error(`the model needs the data blocks of entries of ${distinct.size} families`);
+  const file = new Map<string, number>();
+  let otherFamilies = 0;
+  let at = 0;
+  for (const count of blocks ?? [entries.length]) {
+    const block = new Map<string, number>();
+    for (const e of entries.slice(at, at + count)) {
+      const family = hex(e.key.family);
+      const n = block.get(family);
+      if (n !== undefined) block.set(family, n + 1);
+      else if (block.size < MODEL_MAX_FAMILIES) block.set(family, 1);
+      else otherFamilies++;
+    }
+    at += count;
+    // A Map iterates in insertion order: the order the block met its families.
+    for (const [family, n] of block) {
+      if (file.has(family) || file.size < MODEL_MAX_FAMILIES) file.set(family, (file.get(family) ?? 0) + n);
+      else otherFamilies += n;
+    }
+  }
+  if (at !== entries.length) throw new Error(`the blocks hold ${at} entries, not ${entries.length}`);
+  const bytes = (f: (e: Entry) => number): number => entries.reduce((sum, e) => sum + f(e), 0);
   return {
     deletes: entries.filter((e) => e.key.deleted).length,
     oldestTs: Math.min(...timestamps),
     newestTs: Math.max(...timestamps),
+    keyBytes: bytes((e) => e.key.row.length + e.key.family.length + e.key.qualifier.length),
+    valueBytes: bytes((e) => e.value.length),
+    families: [...file].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+    otherFamilies,
   };
 }

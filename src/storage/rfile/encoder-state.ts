@@ -14,21 +14,26 @@
  *              "firstKey": KeyRecord, "lastKey": KeyRecord,
  *              "index": bytes, "indexCount": int, "indexLastKey": KeyRecord | null,
  *              "root": [ [offset, length, count, KeyRecord] ... ],
- *              "stats"?: { "deletes": int, "oldestTs": int, "newestTs": int } | null }
+ *              "stats"?: Stats | null }
+ *   Stats := { "deletes": int, "oldestTs": int, "newestTs": int, "keyBytes": int, "valueBytes": int,
+ *              "families": [ [hex, int] ... ], "otherFamilies": int }
  *     offset      bytes of the file written so far (data blocks and sealed index blocks)
  *     entries     entries in them; blocks: data blocks in them (the next one is numbered `blocks`)
  *     firstKey    the file's first key; lastKey: the last key written (it ends a cell)
  *     index       the payload of the index block being filled (IndexRecord*), indexCount records
  *     root        the records of the index blocks already sealed
- *     stats       the delete markers, oldest and newest timestamp of the entries written (FileStats);
- *                 null when there are none. Absent in states of older versions, which did not count
- *                 them: a file resumed from one reports no stats.
+ *     stats       the figures of the entries written (FileStats); null when there are none. Absent in
+ *                 states of older versions, which did not count them: a file resumed from one reports
+ *                 no stats.
+ *     families    at most MAX_FAMILIES (16) pairs of a family's bytes (lower-case hex) and its entries,
+ *                 sorted by family; the entries of the families beyond them are in otherFamilies, so the
+ *                 counts add up to `entries`.
  */
 import { z } from 'zod';
 import { ExcError } from '../../errors.js';
 import type { Key } from '../key.js';
 import { ByteReader, readKeyRecord, type EncodedIndexRecord } from './codec.js';
-import type { FileStats } from './file-stats.js';
+import { MAX_FAMILIES, type FileStats } from './file-stats.js';
 
 export interface EncoderState {
   offset: number;
@@ -50,23 +55,42 @@ export interface EncoderState {
 
 const int = z.number().int().nonnegative();
 const b64 = z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/);
-const stateSchema = z.object({
-  v: z.literal(1),
-  offset: int,
-  entries: int,
-  blocks: int,
-  firstKey: b64,
-  lastKey: b64,
-  index: b64,
-  indexCount: int,
-  indexLastKey: b64.nullable(),
-  root: z.array(z.tuple([int, int, int, b64])),
-  stats: z
-    .object({ deletes: int, oldestTs: int, newestTs: int })
-    .refine((t) => t.oldestTs <= t.newestTs, 'oldestTs is after newestTs')
-    .nullable()
-    .optional(),
-});
+const hex = z.string().regex(/^(?:[0-9a-f]{2})*$/);
+const statsSchema = z
+  .object({
+    deletes: int,
+    oldestTs: int,
+    newestTs: int,
+    keyBytes: int,
+    valueBytes: int,
+    families: z.array(z.tuple([hex, int])).max(MAX_FAMILIES),
+    otherFamilies: int,
+  })
+  .refine((t) => t.oldestTs <= t.newestTs, 'oldestTs is after newestTs')
+  // Sorted and distinct: a family counted twice would be merged into one on resume.
+  .refine(
+    (t) => t.families.every(([name], i) => i === 0 || t.families[i - 1]![0] < name),
+    'families are not sorted, or repeat a family',
+  );
+const stateSchema = z
+  .object({
+    v: z.literal(1),
+    offset: int,
+    entries: int,
+    blocks: int,
+    firstKey: b64,
+    lastKey: b64,
+    index: b64,
+    indexCount: int,
+    indexLastKey: b64.nullable(),
+    root: z.array(z.tuple([int, int, int, b64])),
+    stats: statsSchema.nullable().optional(),
+  })
+  .refine(
+    ({ stats, entries }) =>
+      !stats || stats.families.reduce((sum, [, n]) => sum + n, stats.otherFamilies) === entries,
+    'the families do not count the entries written',
+  );
 
 export function encodeEncoderState(s: EncoderState): string {
   return JSON.stringify({
@@ -86,7 +110,15 @@ export function encodeEncoderState(s: EncoderState): string {
 }
 
 function statsRecord(t: FileStats): FileStats {
-  return { deletes: t.deletes, oldestTs: t.oldestTs, newestTs: t.newestTs };
+  return {
+    deletes: t.deletes,
+    oldestTs: t.oldestTs,
+    newestTs: t.newestTs,
+    keyBytes: t.keyBytes,
+    valueBytes: t.valueBytes,
+    families: t.families.map(([name, n]) => [name, n]),
+    otherFamilies: t.otherFamilies,
+  };
 }
 
 /** BAD_REQUEST when `text` is not a state this version wrote. */

@@ -7,12 +7,15 @@
 import { compareEntries, type Entry } from '../key.js';
 import type { ObjectStore } from '../object-store.js';
 import { corruptFile } from './corrupt.js';
+import { FileStatsCounter, type FileStats } from './file-stats.js';
 import { RFileReader } from './reader.js';
 
 export interface FileFacts {
   size: number;
   entries: number;
   deletes: number;
+  /** Key and value bytes, entries per family: what the writer's summary would say (null: no entries). */
+  stats: FileStats | null;
   /** First and last rows; null for a file without entries. */
   firstRow: Buffer | null;
   lastRow: Buffer | null;
@@ -32,12 +35,15 @@ export async function verifyRFile(
     size: reader.summary.size,
     entries: 0,
     deletes: 0,
+    stats: null,
     firstRow: null,
     lastRow: null,
     oldestTs: Number.MAX_SAFE_INTEGER,
     newestTs: 0,
   };
   let last: Entry | undefined;
+  // The whole file as one block of the writer's rule (file-stats.ts): its first 16 families by name.
+  const counter = new FileStatsCounter();
   for await (const e of reader.scan({}, { signal })) {
     if (last && compareEntries(last, e) >= 0) {
       throw corruptFile(
@@ -48,6 +54,7 @@ export async function verifyRFile(
     }
     if (!last) facts.firstRow = Buffer.from(e.key.row);
     facts.entries++;
+    counter.entry(e);
     if (e.key.deleted) facts.deletes++;
     facts.oldestTs = Math.min(facts.oldestTs, e.key.timestamp);
     facts.newestTs = Math.max(facts.newestTs, e.key.timestamp);
@@ -55,6 +62,8 @@ export async function verifyRFile(
   }
   if (last) facts.lastRow = Buffer.from(last.key.row);
   else facts.oldestTs = 0;
+  counter.place(counter.seal());
+  facts.stats = counter.placedStats() ?? null;
   const { summary } = reader;
   if (facts.entries !== summary.entries)
     throw corruptFile(name, 'footer', `says ${summary.entries} entries, the blocks hold ${facts.entries}`);

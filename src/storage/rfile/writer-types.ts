@@ -6,9 +6,9 @@ import type { BatchSource } from '../batches.js';
 import type { Key } from '../key.js';
 import type { Compression } from './compression.js';
 import type { EncoderState } from './encoder-state.js';
-import type { FileStats } from './file-stats.js';
+import type { AssembledStats, BlockStats, FileStats } from './file-stats.js';
 
-export type { FileStats } from './file-stats.js';
+export { MAX_FAMILIES, type FileStats } from './file-stats.js';
 
 /** What {@link RFileEncoder.encodeMarked} yields: bytes of the file, and the checkpoints asked for. */
 export type EncodedChunk = Buffer | EncoderState;
@@ -43,8 +43,11 @@ export interface FileSummary {
 export const DEFAULT_BLOCK_SIZE = 64 * 1024;
 export const DEFAULT_INDEX_BLOCK_SIZE = 64 * 1024;
 
-/** A data block's entries assembled elsewhere (the native merge), in `block` from BLOCK_HEADER_SIZE to `pos`. */
-export interface AssembledBlock {
+/**
+ * A data block's entries assembled elsewhere (the native merge), in `block` from BLOCK_HEADER_SIZE to
+ * `pos`, with their figures (AssembledStats: delete markers, timestamps, bytes, families).
+ */
+export interface AssembledBlock extends AssembledStats {
   block: Buffer;
   pos: number;
   count: number;
@@ -55,11 +58,6 @@ export interface AssembledBlock {
   boundary: boolean;
   /** The file's last data block. */
   final: boolean;
-  /** Delete markers among the block's entries. */
-  deletes: number;
-  /** The oldest and newest timestamp of the block's entries. */
-  oldestTs: number;
-  newestTs: number;
 }
 
 /**
@@ -84,7 +82,7 @@ export interface SealedBlock {
   /** Its last entry ends a cell (a checkpoint may follow the block). */
   boundary: boolean;
   /** Of its entries: added to the file's once the block is placed (file-stats.ts). */
-  stats: FileStats;
+  stats: BlockStats;
 }
 
 /** A data block being compressed on the thread pool, placed once done, in order. */

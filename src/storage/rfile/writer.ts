@@ -4,8 +4,8 @@
  * appears under its name only once complete. Memory: the current data block, the current index block,
  * the root, and with deflate up to {@link COMPRESSION_DEPTH} blocks being deflated on the thread pool
  * while the next ones are encoded (lz4 and zstd compress each block as it is sealed, compression.ts).
- * The summary's stats (delete markers, oldest and newest timestamp) are counted as entries go in
- * (file-stats.ts).
+ * The summary's stats (delete markers, timestamps, key and value bytes, families) are counted as entries
+ * go in (file-stats.ts).
  */
 import { ExcError } from '../../errors.js';
 import type { BatchSource } from '../batches.js';
@@ -233,8 +233,8 @@ export class RFileEncoder {
       this.pos = writeEntry(this.block, this.pos, e.key, e.value);
     }
     if (this.entries === 0) this.firstKey = copyKey(e.key);
-    // A BlockEntry's own fields: its key would make Buffers.
-    this.stats.entry(isBlockEntry ? e.timestamp : e.key.timestamp, isBlockEntry ? e.deleted : e.key.deleted);
+    if (isBlockEntry) this.stats.blockEntry(e);
+    else this.stats.entry(e);
     this.count++;
     this.entries++;
     this.last = e;
