@@ -8,6 +8,7 @@ import type { TableInfo, TabletView } from '../meta/views.js';
 import { sleep } from '../retry.js';
 import { parseRow } from '../row-text.js';
 import { collect, examples, type JsonFlag } from './admin-common.js';
+import { registerSummaryCommand } from './admin-summaries.js';
 import { registerTableStateCommands } from './admin-table-state.js';
 import { registerTabletCommands } from './admin-tablets.js';
 import { withCluster } from './connect.js';
@@ -176,6 +177,7 @@ ${examples(['excompact admin table config events queues=small:64M,large ratio=2'
 
   registerTabletCommands(table);
   registerTableStateCommands(table);
+  registerSummaryCommand(table);
 
   table
     .command('delete')

@@ -15,7 +15,7 @@ import { importFiles, type ImportFile } from '../client/bulk-import.js';
 import type { Compression } from '../compressions.js';
 import { ExcError } from '../errors.js';
 import { newFileName } from '../meta/paths.js';
-import { sameEntryCell, type Entry } from '../storage/index.js';
+import { sameEntryCell, type Entry, type FileStats } from '../storage/index.js';
 import { tableOfflineError } from '../meta/views.js';
 import { batchFile } from '../tserver/ingest-batch.js';
 import { withCluster } from './connect.js';
@@ -119,6 +119,7 @@ async function check(path: string): Promise<Checked> {
         lastRow: facts.lastRow,
         entries: facts.entries,
         deletes: facts.deletes,
+        ...summaryFigures(facts.stats),
         oldestTs: facts.oldestTs,
         newestTs: facts.newestTs,
       },
@@ -170,6 +171,7 @@ export async function runImport(
             ...f.facts,
             entries: summary.entries,
             deletes,
+            ...summaryFigures(summary.stats ?? null),
             oldestTs: stamp,
             newestTs: stamp,
           });
@@ -199,4 +201,11 @@ async function* newestAt(entries: AsyncIterable<Entry>, ts: number): AsyncGenera
     last = e;
     yield { key: { ...e.key, timestamp: ts }, value: e.value };
   }
+}
+
+/** What a file's summary adds to an import request: key and value bytes, entries per family. */
+function summaryFigures(stats: FileStats | null): Partial<ImportFile> {
+  if (!stats) return {};
+  const { keyBytes, valueBytes, families, otherFamilies } = stats;
+  return { keyBytes, valueBytes, families, otherFamilies };
 }

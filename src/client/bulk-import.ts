@@ -22,6 +22,11 @@ export interface ImportFile {
   deletes: number;
   oldestTs: number;
   newestTs: number;
+  /** Bytes of keys and values, entries per family (hex) and of the others, as the read found them. */
+  keyBytes?: number;
+  valueBytes?: number;
+  families?: [string, number][];
+  otherFamilies?: number;
 }
 
 export interface ImportOutcome {
@@ -72,6 +77,8 @@ export async function importFiles(
         deletes: f.deletes,
         oldestTs: f.oldestTs,
         newestTs: f.newestTs,
+        ...(f.keyBytes === undefined ? {} : { keyBytes: f.keyBytes, valueBytes: f.valueBytes }),
+        ...(f.families === undefined ? {} : { families: f.families, otherFamilies: f.otherFamilies }),
       })),
     };
     try {

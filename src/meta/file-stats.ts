@@ -1,17 +1,25 @@
 /**
- * What the metadata knows of a file's data (DESIGN.md, "Chosen files"): its bytes and entries, and the
- * statistics recorded as it was written — its delete markers and the oldest and newest timestamp of its
- * entries — so that a selector chooses files without reading them (meta/selectors.ts).
+ * What the metadata knows of a file's data (DESIGN.md, "Chosen files" and "Summaries"): its bytes and
+ * entries, and the statistics recorded as it was written — its delete markers, the oldest and newest
+ * timestamp of its entries, the bytes of its keys and values, and its entries per column family (at most
+ * {@link MAX_FAMILIES}, the rest counted together) — so that selectors and summaries read no file.
  *
- * A tablet that shares a file (a split, an import over several tablets) records its share: bytes,
- * entries and deletes estimated in proportion, the timestamps of the whole file (still true bounds of any
- * share). A file written before the statistics existed has none: its figures are then only its size and
- * entries.
+ * A tablet that shares a file (a split, an import over several tablets, a hold) records its share: the
+ * counts estimated in proportion to bytes (and the record marked `estimated`), the timestamps of the whole
+ * file (still true bounds of any share). A file written before the statistics existed has none.
  */
 import { z } from 'zod';
 
 const count = z.number().int().nonnegative();
 const timestamp = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+
+/** Families a file's figures name one by one; the entries of any other are counted together. */
+export const MAX_FAMILIES = 16;
+
+const familyHex = z
+  .string()
+  .max(65_536)
+  .regex(/^(?:[0-9a-f]{2})*$/, "expected a family's bytes in lower-case hex");
 
 /** The statistics fields, optional: records of files written before them have none. */
 export const fileStatsFields = {
@@ -20,6 +28,15 @@ export const fileStatsFields = {
   /** The oldest and newest timestamp of the file's entries. */
   oldestTs: timestamp.optional(),
   newestTs: timestamp.optional(),
+  /** Bytes of the entries' keys (row, family, qualifier) and of their values. */
+  keyBytes: count.optional(),
+  valueBytes: count.optional(),
+  /** Entries per family, [family in hex, entries], by family; the rest in `otherFamilies`. */
+  families: z
+    .array(z.tuple([familyHex, count]))
+    .max(MAX_FAMILIES)
+    .optional(),
+  otherFamilies: count.optional(),
 };
 
 /** A file's figures as its writer reports them (a commit, a split job's part, an ingest flush). */
@@ -33,11 +50,23 @@ export const fileFiguresSchema = z
   });
 export type FileFigures = z.infer<typeof fileFiguresSchema>;
 
+/** What selectors read (selectors.ts). */
 export interface FileStats {
   deletes: number;
   oldestTs: number;
   newestTs: number;
 }
+
+type StatFields = Omit<FileFigures, 'size' | 'entries'>;
+const STAT_KEYS = [
+  'deletes',
+  'oldestTs',
+  'newestTs',
+  'keyBytes',
+  'valueBytes',
+  'families',
+  'otherFamilies',
+] as const satisfies readonly (keyof StatFields)[];
 
 /** The statistics of a file's figures, or undefined when it was written without them. */
 export function statsOf(f: Partial<FileFigures>): FileStats | undefined {
@@ -45,49 +74,85 @@ export function statsOf(f: Partial<FileFigures>): FileStats | undefined {
   return { deletes: f.deletes, oldestTs: f.oldestTs, newestTs: f.newestTs };
 }
 
-/** The statistics fields to spread into a record (none when unknown). */
-export function statsFields(stats: FileStats | undefined): Partial<FileStats> {
-  return stats ? { deletes: stats.deletes, oldestTs: stats.oldestTs, newestTs: stats.newestTs } : {};
-}
-
-/**
- * A share of a file: bytes (at least one), entries and deletes in proportion `fraction`, the timestamps as
- * they are. `atLeastOne`: the share is known to hold an entry.
- */
-export function shareFigures<F extends FileFigures>(f: F, fraction: number, atLeastOne = false): F {
-  const floor = atLeastOne ? 1 : 0;
-  const out: F = {
-    ...f,
-    size: Math.max(1, Math.round(f.size * fraction)),
-    entries: Math.max(floor, Math.round(f.entries * fraction)),
-  };
-  if (f.deletes !== undefined) out.deletes = Math.min(out.entries, Math.round(f.deletes * fraction));
+/** The statistics fields of `from` (a writer's summary stats, another record), to spread into a record. */
+export function statsFields(from: Partial<StatFields> | undefined): StatFields {
+  const out: Record<string, unknown> = {};
+  if (from) for (const k of STAT_KEYS) if (from[k] !== undefined) out[k] = from[k];
   return out;
 }
 
 /**
- * Two records of one file's shares as one (a merge, a second piece of an import): bytes, entries and
- * deletes add up, the timestamps span both; the statistics only when both have them.
+ * A share of a file: bytes (at least one), entries and the other counts in proportion `fraction`
+ * (`estimated` unless it is the whole), the timestamps as they are. `atLeastOne`: the share is known to
+ * hold an entry.
  */
-export function addFigures<F extends FileFigures>(a: F, b: FileFigures): F {
-  const { deletes: _d, oldestTs: _o, newestTs: _n, ...rest } = a;
-  const sa = statsOf(a);
-  const sb = statsOf(b);
-  return {
-    ...rest,
-    size: a.size + b.size,
-    entries: a.entries + b.entries,
-    ...statsFields(sa && sb ? joinStats([sa, sb]) : undefined),
-  } as F;
+export function shareFigures<F extends FileFigures & { estimated?: boolean }>(
+  f: F,
+  fraction: number,
+  atLeastOne = false,
+): F {
+  const part = (n: number) => Math.round(n * fraction);
+  const out: F = {
+    ...f,
+    size: Math.max(1, part(f.size)),
+    entries: Math.max(atLeastOne ? 1 : 0, part(f.entries)),
+  };
+  if (f.deletes !== undefined) out.deletes = Math.min(out.entries, part(f.deletes));
+  if (f.keyBytes !== undefined) out.keyBytes = part(f.keyBytes);
+  if (f.valueBytes !== undefined) out.valueBytes = part(f.valueBytes);
+  if (f.families !== undefined) out.families = f.families.map(([family, n]) => [family, part(n)]);
+  if (f.otherFamilies !== undefined) out.otherFamilies = part(f.otherFamilies);
+  if (fraction !== 1) out.estimated = true;
+  return out;
 }
 
-/** The statistics of several files' data together (a split job's outputs): undefined unless all have them. */
-export function joinStats(stats: readonly (FileStats | undefined)[]): FileStats | undefined {
-  if (stats.length === 0 || stats.some((s) => s === undefined)) return undefined;
-  const all = stats as FileStats[];
-  return {
-    deletes: all.reduce((n, s) => n + s.deletes, 0),
-    oldestTs: Math.min(...all.map((s) => s.oldestTs)),
-    newestTs: Math.max(...all.map((s) => s.newestTs)),
-  };
+/**
+ * Two records of one file's shares as one (a merge, a second piece of an import): the counts add up, the
+ * timestamps span both, families join (beyond {@link MAX_FAMILIES}, into `otherFamilies`); each
+ * statistic only when both have it.
+ */
+export function addFigures<F extends FileFigures & { estimated?: boolean }>(
+  a: F,
+  b: FileFigures & { estimated?: boolean },
+): F {
+  const out = { ...a, size: a.size + b.size, entries: a.entries + b.entries } as F;
+  for (const k of STAT_KEYS) delete out[k];
+  const both = <K extends keyof StatFields>(k: K): boolean => a[k] !== undefined && b[k] !== undefined;
+  if (both('deletes')) out.deletes = a.deletes! + b.deletes!;
+  if (both('oldestTs') && both('newestTs')) {
+    out.oldestTs = Math.min(a.oldestTs!, b.oldestTs!);
+    out.newestTs = Math.max(a.newestTs!, b.newestTs!);
+  }
+  if (both('keyBytes')) out.keyBytes = a.keyBytes! + b.keyBytes!;
+  if (both('valueBytes')) out.valueBytes = a.valueBytes! + b.valueBytes!;
+  if (both('families') && both('otherFamilies')) {
+    const joined = joinFamilies([a, b], MAX_FAMILIES);
+    out.families = joined.families;
+    out.otherFamilies = joined.otherFamilies;
+  }
+  if (a.estimated || b.estimated) out.estimated = true;
+  return out;
+}
+
+/**
+ * Entries per family of several records together: the families of the first records first, up to
+ * `limit` (Infinity: all), the entries of the rest in `otherFamilies`; sorted by family.
+ */
+export function joinFamilies(
+  records: readonly Pick<FileFigures, 'families' | 'otherFamilies'>[],
+  limit: number,
+): { families: [string, number][]; otherFamilies: number } {
+  const counts = new Map<string, number>();
+  let other = 0;
+  for (const r of records) {
+    other += r.otherFamilies ?? 0;
+    for (const [family, n] of r.families ?? []) {
+      const had = counts.get(family);
+      if (had !== undefined) counts.set(family, had + n);
+      else if (counts.size < limit) counts.set(family, n);
+      else other += n;
+    }
+  }
+  const families = [...counts].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
+  return { families, otherFamilies: other };
 }

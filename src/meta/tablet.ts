@@ -4,7 +4,8 @@
  *   prev            JSON hex of the previous tablet's end row, or null for a table's first tablet
  *   loc             JSON { server, session }: the hosting tablet server and its ZooKeeper session
  *   future          JSON { server, session }: assigned by the manager, not yet loaded
- *   file:<name>     JSON { size, entries, deletes?, oldestTs?, newestTs?, group?, fence? }: a file of the
+ *   file:<name>     JSON { size, entries, deletes?, oldestTs?, newestTs?, keyBytes?, valueBytes?,
+ *                   families?, otherFamilies?, estimated?, group?, fence? }: a file of the
  *                   tablet (group: the split job that wrote it); size, entries and deletes are the
  *                   tablet's share of it, estimated when a split shared it (file-stats.ts)
  *   ecomp:<ecid>    JSON reservation: an external compaction in progress
@@ -91,8 +92,10 @@ export const fileMetaSchema = z.object({
   /** Bytes and entries of the file in this tablet's rows (the whole file's, unless a split shared it). */
   size: z.number().int().nonnegative(),
   entries: z.number().int().nonnegative(),
-  /** What was recorded as it was written: delete markers, oldest and newest timestamp (file-stats.ts). */
+  /** What was recorded as it was written: deletes, timestamps, key and value bytes, families (file-stats.ts). */
   ...fileStatsFields,
+  /** Its counts are a share estimated in proportion to bytes (a split, an import's piece, a hold). */
+  estimated: z.literal(true).optional(),
   /**
    * The split job that wrote it: the outputs of one split hold disjoint row ranges of one compaction, and
    * the planner weighs them as one file (queue/tablet-plan.ts).

@@ -8,6 +8,7 @@
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
+import { fileStatsFields } from '../meta/file-stats.js';
 import { expiredIngests, ingestRow } from '../meta/ingest-ids.js';
 import { isImportFileOf } from '../meta/paths.js';
 import { coversRows, describeRows, hexRangeSchema } from '../meta/rows.js';
@@ -35,8 +36,8 @@ export const importSchema = z.object({
         name: z.string().min(1).max(1024),
         /** What the client's full read of the file found (storage/rfile/verify.ts). */
         entries: z.number().int().positive(),
-        /** Delete markers among them (absent from a client that predates it: the file records none). */
-        deletes: z.number().int().nonnegative().optional(),
+        /** Deletes, key and value bytes, families (meta/file-stats.ts; absent: the file records none). */
+        ...fileStatsFields,
         oldestTs: timestamp,
         newestTs: timestamp,
       }),
@@ -152,13 +153,13 @@ export class BulkImports {
       });
     this.checkAge(f.name, info.modifiedMs, Date.now());
     const profile = await fileProfile(this.store, f.name);
-    const { entries, deletes, oldestTs, newestTs } = f;
-    if (deletes !== undefined && deletes > entries)
-      throw new ExcError('BAD_REQUEST', `${f.name}: more deletes (${deletes}) than entries (${entries})`, {
-        details: { file: f.name },
+    const { name, ...figures } = f;
+    if (f.deletes !== undefined && f.deletes > f.entries)
+      throw new ExcError('BAD_REQUEST', `${name}: more deletes (${f.deletes}) than entries (${f.entries})`, {
+        details: { file: name },
       });
     return {
-      file: { name: f.name, entries, deletes, size: info.size, oldestTs, newestTs, profile },
+      file: { name, ...figures, size: info.size, profile },
       modifiedMs: info.modifiedMs,
     };
   }

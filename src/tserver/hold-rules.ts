@@ -16,7 +16,7 @@
  *    go is always safe: the inputs still hold the data.
  * 3. Running. The reservation is still there: nothing changes.
  */
-import { shareFigures, statsFields, statsOf } from '../meta/file-stats.js';
+import { shareFigures, statsFields } from '../meta/file-stats.js';
 import { delRow } from '../meta/keys.js';
 import { holdCol, type Hold } from '../meta/holds.js';
 import type { Outcome } from '../meta/outcomes.js';
@@ -86,7 +86,7 @@ export function decideHold(
       ? {
           name: hold.output,
           file: shareFigures(
-            { size: outcome.outputBytes ?? 0, entries, ...statsFields(statsOf(outcome)) },
+            { size: outcome.outputBytes ?? 0, entries, ...statsFields(outcome) },
             hold.share,
             true,
           ),

@@ -33,17 +33,16 @@ import { addFigures, shareFigures, statsFields, type FileFigures } from '../meta
 import { rowsOf, type FileMeta, type TabletMeta } from '../meta/tablet.js';
 import { bytesWithin, rowSpans, type FileProfile } from '../storage/index.js';
 
-/** A file of an import as the client verified it, with its profile as this server read it. */
-export interface ImportedFile {
+/**
+ * A file of an import as the client verified it (its statistics, where the client sent them), with its
+ * size and profile as this server read them.
+ */
+export type ImportedFile = FileFigures & {
   name: string;
-  entries: number;
-  /** Absent: not known (a client that predates it). */
-  deletes?: number | undefined;
-  size: number;
   oldestTs: number;
   newestTs: number;
   profile: FileProfile;
-}
+};
 
 export type ImportDecision =
   | { kind: 'duplicate' }
@@ -93,9 +92,7 @@ export function shareOf(file: ImportedFile, rows: readonly HexRange[]): FileFigu
     for (const s of spans) bytes += bytesWithin(s, bounds);
   }
   const fraction = total > 0 ? Math.min(1, bytes / total) : 0;
-  const { size, entries, deletes, oldestTs, newestTs } = file;
-  const stats = deletes === undefined ? undefined : { deletes, oldestTs, newestTs };
-  return shareFigures({ size, entries, ...statsFields(stats) }, fraction, true);
+  return shareFigures({ size: file.size, entries: file.entries, ...statsFields(file) }, fraction, true);
 }
 
 /**

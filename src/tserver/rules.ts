@@ -52,7 +52,7 @@ import {
   type TabletMeta,
 } from '../meta/tablet.js';
 import type { CommitRequest } from '../queue/protocol.js';
-import { statsFields, statsOf, type FileFigures } from '../meta/file-stats.js';
+import { statsFields, type FileFigures } from '../meta/file-stats.js';
 import { keptResume, mootResumes, resumeCell } from './resume-rules.js';
 import { filesPresent, reservationExists, type RuleChange } from './rule-change.js';
 import {
@@ -173,7 +173,7 @@ export function decideCommit(
           entries: output?.entries ?? 0,
           inputBytes: Math.round(inputBytes / share),
           outputBytes: output?.size ?? 0,
-          ...(output && !r.split ? statsFields(statsOf(output)) : {}),
+          ...(output && !r.split ? statsFields(output) : {}),
           at: ctx.now,
         },
         completes,

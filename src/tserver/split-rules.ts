@@ -25,7 +25,7 @@
  */
 import { ExcError } from '../errors.js';
 import type { WholeSplit } from '../meta/outcomes.js';
-import { statsFields, statsOf, type FileFigures } from '../meta/file-stats.js';
+import { statsFields, type FileFigures } from '../meta/file-stats.js';
 import type { TableConfig } from '../meta/table-config.js';
 import {
   failureKey,
@@ -165,7 +165,7 @@ export function splitAfterCommit(
           output: output ? name : null,
           size: output?.size ?? 0,
           entries: output?.entries ?? 0,
-          ...(output ? statsFields(statsOf(output)) : {}),
+          ...(output ? statsFields(output) : {}),
           ecid,
         }
       : d,
@@ -191,9 +191,7 @@ export function wholeSplit(split: SplitJob): WholeSplit {
 /** The files a complete split installs: every sub-job's output that holds anything, tagged with the split. */
 export function splitOutputs(id: string, split: SplitJob): (FileFigures & { name: string; group: string })[] {
   return split.done.flatMap((d) =>
-    d?.output
-      ? [{ name: d.output, size: d.size, entries: d.entries, ...statsFields(statsOf(d)), group: id }]
-      : [],
+    d?.output ? [{ name: d.output, size: d.size, entries: d.entries, ...statsFields(d), group: id }] : [],
   );
 }
 

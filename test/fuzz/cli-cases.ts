@@ -155,6 +155,7 @@ export function cliCaseArb(k: Known): fc.Arbitrary<CliCase> {
     c('admin table info', [one(table)]),
     c('admin table config', [one(table), fc.array(setting, { minLength: 0, maxLength: 3 })]),
     c('admin table delete', [one(table)]),
+    c('admin table summaries', [one(table), opt('--start', value), opt('--end', value)]),
     c('admin table compact', [
       one(table),
       opt('--start', value),

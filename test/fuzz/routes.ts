@@ -413,6 +413,19 @@ function managerRoutes(k: Known): fc.Arbitrary<Case>[] {
       ulidArb.map((id) => ({ target: m, method: 'GET', path: `/v1/user-compactions/${enc(id)}` })),
     ),
     route(
+      'GET /v1/tables/:name/summaries',
+      fc
+        .tuple(
+          table,
+          fc.option(fc.oneof(fc.constantFrom('61', '6D', '', 'zz', '8'), fc.string({ maxLength: 4 }))),
+        )
+        .map(([n, end]) => ({
+          target: m,
+          method: 'GET',
+          path: `/v1/tables/${enc(n)}/summaries${end === null ? '' : `?endRowHex=${enc(end)}`}`,
+        })),
+    ),
+    route(
       'GET /v1/tables/:name/compactions/:id',
       fc.tuple(table, ulidArb).map(([n, id]) => ({
         target: m,

@@ -5,7 +5,7 @@
  * coalesced only with requests of the same selectors, and done at once when nothing is chosen.
  */
 import { describe, expect, it } from 'vitest';
-import { addFigures, joinStats, shareFigures, type FileFigures } from '../../src/meta/file-stats.js';
+import { addFigures, joinFamilies, shareFigures, type FileFigures } from '../../src/meta/file-stats.js';
 import { chooseFiles, parseSelector, showSelector, type Selector } from '../../src/meta/selectors.js';
 import { tableConfigSchema } from '../../src/meta/table-config.js';
 import { parseTablet, type FileMeta, type Reservation, type TabletMeta } from '../../src/meta/tablet.js';
@@ -86,21 +86,85 @@ describe('selectors', () => {
 });
 
 describe('file statistics', () => {
-  const f: FileFigures = { size: 1000, entries: 100, deletes: 40, oldestTs: 5, newestTs: 9 };
+  const f: FileFigures = {
+    size: 1000,
+    entries: 100,
+    deletes: 40,
+    oldestTs: 5,
+    newestTs: 9,
+    keyBytes: 800,
+    valueBytes: 2000,
+    families: [
+      ['61', 60],
+      ['62', 40],
+    ],
+    otherFamilies: 0,
+  };
 
-  it('a share scales bytes, entries and deletes, and keeps the timestamps', () => {
-    expect(shareFigures(f, 0.25)).toEqual({ size: 250, entries: 25, deletes: 10, oldestTs: 5, newestTs: 9 });
-    expect(shareFigures(f, 0)).toEqual({ size: 1, entries: 0, deletes: 0, oldestTs: 5, newestTs: 9 });
+  it('a share scales every count, keeps the timestamps, and is marked estimated', () => {
+    expect(shareFigures(f, 0.25)).toEqual({
+      size: 250,
+      entries: 25,
+      deletes: 10,
+      oldestTs: 5,
+      newestTs: 9,
+      keyBytes: 200,
+      valueBytes: 500,
+      families: [
+        ['61', 15],
+        ['62', 10],
+      ],
+      otherFamilies: 0,
+      estimated: true,
+    });
+    expect(shareFigures(f, 0)).toMatchObject({ size: 1, entries: 0, deletes: 0, oldestTs: 5 });
     expect(shareFigures(f, 0, true)).toMatchObject({ entries: 1, deletes: 0 });
-    expect(shareFigures({ size: 10, entries: 4 }, 0.5)).toEqual({ size: 5, entries: 2 });
+    expect(shareFigures({ size: 10, entries: 4 }, 0.5)).toEqual({ size: 5, entries: 2, estimated: true });
+    // The whole file is no estimate.
+    expect(shareFigures(f, 1)).toEqual(f);
   });
 
-  it('two shares of a file add up; the statistics only when both have them', () => {
-    const other: FileFigures = { size: 10, entries: 5, deletes: 1, oldestTs: 2, newestTs: 7 };
-    expect(addFigures(f, other)).toEqual({ size: 1010, entries: 105, deletes: 41, oldestTs: 2, newestTs: 9 });
+  it('two shares of a file add up; each statistic only when both have it', () => {
+    const other: FileFigures = {
+      size: 10,
+      entries: 5,
+      deletes: 1,
+      oldestTs: 2,
+      newestTs: 7,
+      keyBytes: 1,
+      valueBytes: 2,
+      families: [['63', 5]],
+      otherFamilies: 0,
+    };
+    expect(addFigures(f, other)).toEqual({
+      size: 1010,
+      entries: 105,
+      deletes: 41,
+      oldestTs: 2,
+      newestTs: 9,
+      keyBytes: 801,
+      valueBytes: 2002,
+      families: [
+        ['61', 60],
+        ['62', 40],
+        ['63', 5],
+      ],
+      otherFamilies: 0,
+    });
     expect(addFigures(f, { size: 10, entries: 5 })).toEqual({ size: 1010, entries: 105 });
-    expect(joinStats([])).toBeUndefined();
-    expect(joinStats([{ deletes: 1, oldestTs: 3, newestTs: 4 }, undefined])).toBeUndefined();
+  });
+
+  it('families beyond the limit are counted together', () => {
+    const many = Array.from({ length: 20 }, (_, i) => ({
+      families: [[i.toString(16).padStart(2, '0'), i + 1]] as [string, number][],
+      otherFamilies: 1,
+    }));
+    const joined = joinFamilies(many, 16);
+    expect(joined.families).toHaveLength(16);
+    expect(joined.families[0]).toEqual(['00', 1]);
+    // Families 16..19 hold 17 + 18 + 19 + 20 entries, and every record one more.
+    expect(joined.otherFamilies).toBe(17 + 18 + 19 + 20 + 20);
+    expect(joinFamilies(many, Infinity).families).toHaveLength(20);
   });
 });
 

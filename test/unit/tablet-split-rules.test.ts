@@ -137,8 +137,9 @@ describe('tablet split - what each daughter gets', () => {
     const low = daughters[0]!;
     expect(low.row).toBe(tabletRow(TABLE, b('k')));
     expect(low.prevEndRow?.toString()).toBe('c');
+    // f1 is shared: its counts are estimated (half its bytes are in each daughter's rows); f2 is whole.
     expect([...low.files]).toEqual([
-      ['f1', { size: 500, entries: 50 }],
+      ['f1', { size: 500, entries: 50, estimated: true }],
       ['f2', { size: 1000, entries: 100 }],
     ]);
     // The low daughter holds its share in the running compaction, with the request and the ingest ids.
@@ -177,7 +178,7 @@ describe('tablet split - what each daughter gets', () => {
     expect(t.prevEndRow?.toString()).toBe('k');
     expect(t.reservations.has(ECID)).toBe(true);
     expect([...t.files.keys()]).toEqual(['f1', 'f2']);
-    expect(t.files.get('f1')).toEqual({ size: 500, entries: 50 });
+    expect(t.files.get('f1')).toEqual({ size: 500, entries: 50, estimated: true });
     // Held files are no daughter's to compact meanwhile.
     expect(planTablet(low, CONFIG).filter((j) => j.kind === 'system')).toEqual([]);
   });
@@ -246,7 +247,7 @@ describe('holds', () => {
     expect(d.change.conditions).toContainEqual({ op: 'present', row: low.row, col: holdCol(ECID) });
     expect(d.change.puts).toContainEqual({ row: '~del:f1', col: 'at', value: '200' });
     d.change.apply(low);
-    expect([...low.files]).toEqual([['out.rf', { size: 600, entries: 30 }]]);
+    expect([...low.files]).toEqual([['out.rf', { size: 600, entries: 30, estimated: true }]]);
     expect(low.holds.size).toBe(0);
     expect(low.time).toBe(90);
   });
