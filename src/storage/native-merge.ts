@@ -85,7 +85,8 @@ export function nativeMerge(): Binding | null {
 
 /** Whether a merge with these settings can run natively: no filters, and the binding built. */
 export function runsNatively(settings: CompiledSettings): boolean {
-  return settings.filter === null && nativeMerge() !== null;
+  // Filters and table iterators run in the JavaScript stack only.
+  return settings.filter === null && settings.table === null && nativeMerge() !== null;
 }
 
 export interface NativeFeedArgs {

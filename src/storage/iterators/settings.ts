@@ -2,6 +2,8 @@ import { z } from 'zod';
 import { parseInput } from '../../validate.js';
 import { MAX_TIMESTAMP } from '../key.js';
 import { compileFilters, validateFilters, type EntryPredicate, type FilterSpec } from './filters.js';
+import { validateTableIterators, type TableIterator } from '../../table-iterators.js';
+import { compileTableIterators, type CompiledTableIterators } from './table-iterators.js';
 
 /** What a merge keeps; see stack.ts for the exact rules and their order. */
 export interface IteratorSettings {
@@ -14,6 +16,8 @@ export interface IteratorSettings {
   filters: FilterSpec[];
   /** True for a compaction of ALL the tablet's files and for scans; false for a partial compaction. */
   dropDeletes: boolean;
+  /** The table's iterators (table-iterators.ts), as the reservation or scan fixed them. */
+  table?: TableIterator[] | undefined;
 }
 
 export const DEFAULT_VERSIONS = 1;
@@ -25,6 +29,7 @@ export const iteratorSettingsSchema = z.strictObject({
   nowMs: z.number().int().min(0).max(MAX_TIMESTAMP),
   filters: z.array(z.unknown()).default([]),
   dropDeletes: z.boolean(),
+  table: z.array(z.unknown()).optional(),
 });
 
 /** Checks settings from a request or a caller; throws BAD_REQUEST naming the bad field or filter. */
@@ -36,6 +41,7 @@ export function validateIteratorSettings(value: unknown): IteratorSettings {
     nowMs: s.nowMs,
     filters: validateFilters(s.filters),
     dropDeletes: s.dropDeletes,
+    ...(s.table === undefined ? {} : { table: validateTableIterators(s.table) }),
   };
 }
 
@@ -49,6 +55,11 @@ export interface CompiledSettings {
   cutoff: number;
   filter: EntryPredicate | null;
   dropDeletes: boolean;
+  /** The table's iterators, compiled (null: none); nowMs is their age-offs' reference. */
+  table: CompiledTableIterators | null;
+  nowMs: number;
+  /** Whether combined cells are combined: in scans and compactions that drop deletes (table-iterators.ts). */
+  combine: boolean;
 }
 
 /**
@@ -62,6 +73,9 @@ export function compileSettings(value: IteratorSettings): CompiledSettings {
     cutoff: s.ttlMs === undefined ? -1 : s.nowMs - s.ttlMs,
     filter: compileFilters(s.filters),
     dropDeletes: s.dropDeletes,
+    table: s.table === undefined ? null : compileTableIterators(validateTableIterators(s.table)),
+    nowMs: s.nowMs,
+    combine: s.dropDeletes,
   };
 }
 

@@ -47,6 +47,7 @@ import type { BlockEntry } from '../rfile/block-entry.js';
 import { ExcError } from '../../errors.js';
 import { mergeBatches, type MergeStats } from './merge.js';
 import { mergeBlockBatches, type BlockAccept } from './merge-blocks.js';
+import { combineBatches } from './combine.js';
 import { compileSettings, type CompiledSettings, type IteratorSettings } from './settings.js';
 
 /**
@@ -58,13 +59,23 @@ export function cellRules<T extends Entry>(
   s: CompiledSettings,
   ops: EntryOps<T>,
 ): (e: T, sameCell?: boolean) => boolean {
-  const { versions, cutoff, filter, dropDeletes } = s;
+  const { cutoff, filter, dropDeletes, table, nowMs } = s;
   const { sameCell, isDelete, timestamp, sameTimestamp } = ops;
   let cell: T | null = null;
   let hidden = false;
   let seen = 0;
   /** The cell's last put counted as a version. */
   let counted: T | null = null;
+  // The cell's table iterators (table-iterators.ts): its versions and cutoff, whether it is combined
+  // (every live put is kept, for the combination) or its puts dropped.
+  let versions = s.versions;
+  let cellCutoff = cutoff;
+  let combined = false;
+  let dropped = false;
+  // The value and timestamp filters decide per put, after the versions rule: in a partial compaction
+  // they could drop the newest version of a cell and let an older one in a file it did not read show
+  // again. They drop puts only where every file is read (scans, compactions that drop deletes).
+  const dropsPut = s.combine ? (table?.dropsPut ?? null) : null;
   // `same`, when the merge knows it (mergeBlockBatches), says whether e has the previous entry's cell,
   // which is the current cell: the comparison is then skipped.
   return (e: T, same?: boolean): boolean => {
@@ -73,12 +84,20 @@ export function cellRules<T extends Entry>(
       hidden = false;
       seen = 0;
       counted = null;
+      if (table !== null) {
+        versions = table.versionsOf(e) ?? s.versions;
+        cellCutoff = Math.max(cutoff, table.cutoffOf(e, nowMs));
+        combined = table.combinerOf(e) !== null;
+        dropped = table.dropsCell(e);
+      }
     }
     if (hidden) return false;
     if (isDelete(e)) {
       hidden = true;
       return !dropDeletes;
     }
+    if (dropped) return false;
+    if (combined) return true;
     if (seen >= versions) return false;
     // Its key is the last counted put's: the same version again (rule 2).
     if (seen > 0 && sameTimestamp(counted!, e)) return false;
@@ -86,7 +105,8 @@ export function cellRules<T extends Entry>(
     counted = e;
     // Timestamps are never negative: without a TTL (cutoff -1) or with one longer than the clock's
     // reading, nothing is aged off, and the timestamp is not even read.
-    if (cutoff > 0 && timestamp(e) < cutoff) return false;
+    if (cellCutoff > 0 && timestamp(e) < cellCutoff) return false;
+    if (dropsPut !== null && dropsPut(e)) return false;
     return filter === null || filter(e);
   };
 }
@@ -106,22 +126,29 @@ export function iteratorStackBatches<T extends Entry = Entry>(
   sources: readonly BatchSource<T>[],
   settings: CompiledSettings,
   options: StackOptions<T> = {},
-): AsyncGenerator<T[]> {
+): AsyncGenerator<Entry[]> {
   const ops: EntryOps<T> = options.ops ?? ENTRY_OPS;
   const accept = cellRules(settings, ops);
+  let merged: AsyncGenerator<T[]>;
   if (ops === (BLOCK_ENTRY_OPS as EntryOps<Entry>)) {
     // File blocks: the merge with offset-value codes (same output, fewer byte comparisons).
     const blockSources = sources as readonly BatchSource<BlockEntry>[];
-    return mergeBlockBatches(blockSources, accept as unknown as BlockAccept, {
+    merged = mergeBlockBatches(blockSources, accept as unknown as BlockAccept, {
       stats: options.stats,
       signal: options.signal,
     }) as AsyncGenerator<T[]>;
+  } else {
+    merged = mergeBatches(sources, accept, {
+      stats: options.stats,
+      signal: options.signal,
+      compare: ops.compare,
+    });
   }
-  return mergeBatches(sources, accept, {
-    stats: options.stats,
-    signal: options.signal,
-    compare: ops.compare,
-  });
+  // Combined cells come out as one plain entry each (combine.ts): callers take any Entry.
+  const table = settings.table;
+  return table !== null && settings.combine && table.combines
+    ? combineBatches(merged, table, settings)
+    : merged;
 }
 
 /**
