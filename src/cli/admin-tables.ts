@@ -8,6 +8,7 @@ import type { TableInfo, TabletView } from '../meta/views.js';
 import { sleep } from '../retry.js';
 import { parseRow } from '../row-text.js';
 import { collect, examples, type JsonFlag } from './admin-common.js';
+import { registerIteratorCommands } from './admin-iterators.js';
 import { registerSummaryCommand } from './admin-summaries.js';
 import { registerTableStateCommands } from './admin-table-state.js';
 import { registerTabletCommands } from './admin-tablets.js';
@@ -178,6 +179,7 @@ ${examples(['excompact admin table config events queues=small:64M,large ratio=2'
   registerTabletCommands(table);
   registerTableStateCommands(table);
   registerSummaryCommand(table);
+  registerIteratorCommands(table);
 
   table
     .command('delete')

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { nameSchema } from '../names.js';
+import { tableIteratorsSchema } from '../table-iterators.js';
 import { COMPRESSIONS, DEFAULT_COMPRESSION, isCompression } from '../compressions.js';
 
 export const queueRouteSchema = z.strictObject({
@@ -67,6 +68,8 @@ export const tableConfigSchema = z
      * themselves; `admin table merge` still merges on request). Must be well below `splitThreshold`.
      */
     mergeBelow: z.number().int().min(1).optional(),
+    /** Table iterators (src/table-iterators.ts): combiners and filters at every scan and compaction. */
+    iterators: tableIteratorsSchema.default([]),
   })
   .strict()
   .superRefine((config, ctx) => {

@@ -36,6 +36,7 @@
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import { COMPRESSIONS } from '../compressions.js';
+import { tableIteratorsSchema } from '../table-iterators.js';
 import { fileStatsFields } from './file-stats.js';
 import { HOLD_PREFIX, holdSchema, type Hold } from './holds.js';
 import { INGEST_PREFIX, parseIngestRecord, type IngestRecord } from './ingest-ids.js';
@@ -159,6 +160,8 @@ export const reservationSchema = z.object({
     nowMs: z.number(),
     filters: z.array(z.object({ name: z.string(), options: z.unknown().optional() })),
     dropDeletes: z.boolean(),
+    /** The table's iterators when reserved (src/table-iterators.ts); absent: none. */
+    table: tableIteratorsSchema.optional(),
   }),
   /**
    * The last checkpoint its compactor reported (updated at most every `EXC_CHECKPOINT_PERSIST_*`), or the

@@ -70,7 +70,7 @@ const tableState = (value: string | undefined): TableState =>
 
 /**
  * What the iterator stack keeps for a table, reading (a scan) or compacting (a reservation) as of now:
- * versions and age-off from its settings, filters and delete handling from the caller.
+ * versions, age-off and table iterators from its settings, filters and delete handling from the caller.
  */
 export function iteratorSettings(
   config: TableConfig,
@@ -84,5 +84,6 @@ export function iteratorSettings(
     nowMs,
     filters,
     dropDeletes,
+    ...(config.iterators.length > 0 ? { table: config.iterators } : {}),
   };
 }

@@ -156,6 +156,24 @@ export function cliCaseArb(k: Known): fc.Arbitrary<CliCase> {
     c('admin table config', [one(table), fc.array(setting, { minLength: 0, maxLength: 3 })]),
     c('admin table delete', [one(table)]),
     c('admin table summaries', [one(table), opt('--start', value), opt('--end', value)]),
+    c('admin table iterator add', [
+      one(table),
+      one(fc.constantFrom('c', 'x', '')),
+      one(
+        fc.oneof(
+          fc.constantFrom(
+            '{"type":"sum","columns":[{"family":"count"}]}',
+            '{"type":"dropValuePrefix","prefixes":["zz"]}',
+            '{"type":"nope"}',
+            '[]',
+            'not json',
+          ),
+          value,
+        ),
+      ),
+    ]),
+    c('admin table iterator list', [one(table)]),
+    c('admin table iterator remove', [one(table), one(fc.constantFrom('c', 'x', ''))]),
     c('admin table compact', [
       one(table),
       opt('--start', value),

@@ -172,6 +172,32 @@ export const selectorArb: fc.Arbitrary<unknown> = fc.oneof(
 );
 
 /** A table config: plausible settings, broken ones, unknown keys. */
+/** A table iterator: one of the built-ins with plausible or broken options, or anything. */
+export const tableIteratorArb: fc.Arbitrary<unknown> = fc.oneof(
+  fields({
+    name: fc.constantFrom('c', 'sum-1', '', '-x', 'a'.repeat(70)),
+    type: fc.constantFrom('sum', 'min', 'max', 'latest'),
+    columns: fc.array(fields({ family: fc.constantFrom('count', '', 'n'), qualifier: fc.string() }), {
+      maxLength: 2,
+    }),
+  }),
+  fields({
+    name: fc.constantFrom('f', 'g'),
+    type: fc.constantFrom('dropFamily', 'dropQualifierPrefix', 'dropValuePrefix', 'ageOff', 'versions'),
+    families: fc.array(fc.string({ maxLength: 4 }), { maxLength: 2 }),
+    prefixes: fc.array(fc.string({ maxLength: 4 }), { maxLength: 2 }),
+    ttlMs: numberArb,
+    versions: numberArb,
+  }),
+  fields({
+    name: fc.constantFrom('t'),
+    type: fc.constantFrom('keepTimestamps'),
+    from: numberArb,
+    to: numberArb,
+  }),
+  fields({ name: fc.oneof(fc.constantFrom(...PROTOTYPE_NAMES), weird), type: anyJson }),
+);
+
 export function tableConfigArb(queues: string[]): fc.Arbitrary<unknown> {
   const route = fields({ queue: nameArb(queues), maxInputBytes: numberArb });
   return fc.oneof(
@@ -187,6 +213,7 @@ export function tableConfigArb(queues: string[]): fc.Arbitrary<unknown> {
           versions: numberArb,
           ttlMs: numberArb,
           maxAttempts: numberArb,
+          iterators: fc.oneof(fc.array(tableIteratorArb, { maxLength: 3 }), anyJson),
         },
         { requiredKeys: [] },
       ),
