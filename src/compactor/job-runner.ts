@@ -254,10 +254,8 @@ async function commit(
   follow: (server: string) => void,
 ): Promise<JobOutcome> {
   const { job } = running;
-  const output =
-    result.empty || !result.output
-      ? null
-      : { size: result.output.size, entries: result.output.entries, ...statsFields(result.output.stats) };
+  const out = result.empty ? null : result.output;
+  const output = out && { size: out.size, entries: out.entries, ...statsFields(out.stats) };
   const body = { tablet: job.tablet, ecid: job.ecid, compactor: deps.compactor, output };
   const deadline = Date.now() + COMMIT_DEADLINE_MS;
   let unknownOutcome = false;

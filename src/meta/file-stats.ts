@@ -50,13 +50,6 @@ export const fileFiguresSchema = z
   });
 export type FileFigures = z.infer<typeof fileFiguresSchema>;
 
-/** What selectors read (selectors.ts). */
-export interface FileStats {
-  deletes: number;
-  oldestTs: number;
-  newestTs: number;
-}
-
 type StatFields = Omit<FileFigures, 'size' | 'entries'>;
 const STAT_KEYS = [
   'deletes',
@@ -67,12 +60,6 @@ const STAT_KEYS = [
   'families',
   'otherFamilies',
 ] as const satisfies readonly (keyof StatFields)[];
-
-/** The statistics of a file's figures, or undefined when it was written without them. */
-export function statsOf(f: Partial<FileFigures>): FileStats | undefined {
-  if (f.deletes === undefined || f.oldestTs === undefined || f.newestTs === undefined) return undefined;
-  return { deletes: f.deletes, oldestTs: f.oldestTs, newestTs: f.newestTs };
-}
 
 /** The statistics fields of `from` (a writer's summary stats, another record), to spread into a record. */
 export function statsFields(from: Partial<StatFields> | undefined): StatFields {

@@ -16,7 +16,7 @@
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
-import { statsOf, type FileFigures } from './file-stats.js';
+import type { FileFigures } from './file-stats.js';
 import { parseDuration, parseSize } from './table-config.js';
 
 export const selectorSchema = z.discriminatedUnion('name', [
@@ -127,10 +127,8 @@ export function chooseFiles(
         break;
       case 'older-than': {
         const before = requestedAt - s.ms;
-        chosen = chosen.filter((f) => {
-          const stats = statsOf(files.get(f)!);
-          return stats !== undefined && stats.newestTs < before;
-        });
+        // A file without statistics has no newest timestamp: never chosen.
+        chosen = chosen.filter((f) => (files.get(f)!.newestTs ?? Infinity) < before);
         break;
       }
       case 'deletes-above': {

@@ -4,10 +4,8 @@
  *   prev            JSON hex of the previous tablet's end row, or null for a table's first tablet
  *   loc             JSON { server, session }: the hosting tablet server and its ZooKeeper session
  *   future          JSON { server, session }: assigned by the manager, not yet loaded
- *   file:<name>     JSON { size, entries, deletes?, oldestTs?, newestTs?, keyBytes?, valueBytes?,
- *                   families?, otherFamilies?, estimated?, group?, fence? }: a file of the
- *                   tablet (group: the split job that wrote it); size, entries and deletes are the
- *                   tablet's share of it, estimated when a split shared it (file-stats.ts)
+ *   file:<name>     JSON {@link FileMeta}: a file of the tablet, its figures and statistics (the tablet's
+ *                   share of them, estimated when a split shared it: file-stats.ts), fence and group
  *   ecomp:<ecid>    JSON reservation: an external compaction in progress
  *   compact:<id>    JSON user compaction request
  *   requests        the id of the last user compaction the manager asked of this tablet (it writes it with

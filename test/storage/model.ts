@@ -9,6 +9,7 @@
  *   - with dropDeletes false, the newest marker is kept too (the smallest value among equal ones).
  */
 import type { Entry, FilterSpec, RowRange } from '../../src/storage/index.js';
+import type { FileStats } from '../../src/storage/index.js';
 
 export interface ModelSettings {
   versions: number;
@@ -127,15 +128,8 @@ export function show(entries: readonly Entry[]): string[] {
   );
 }
 
-export interface ModelStats {
-  deletes: number;
-  oldestTs: number;
-  newestTs: number;
-  keyBytes: number;
-  valueBytes: number;
-  families: [string, number][];
-  otherFamilies: number;
-}
+/** What the writer's summary reports (FileStats). */
+export type ModelStats = FileStats;
 
 /** Families a block, and a file, count by name (FileStats). */
 export const MODEL_MAX_FAMILIES = 16;

@@ -38,7 +38,7 @@ export async function verifyRFile(
     stats: null,
     firstRow: null,
     lastRow: null,
-    oldestTs: Number.MAX_SAFE_INTEGER,
+    oldestTs: 0,
     newestTs: 0,
   };
   let last: Entry | undefined;
@@ -55,15 +55,15 @@ export async function verifyRFile(
     if (!last) facts.firstRow = Buffer.from(e.key.row);
     facts.entries++;
     counter.entry(e);
-    if (e.key.deleted) facts.deletes++;
-    facts.oldestTs = Math.min(facts.oldestTs, e.key.timestamp);
-    facts.newestTs = Math.max(facts.newestTs, e.key.timestamp);
     last = e;
   }
   if (last) facts.lastRow = Buffer.from(last.key.row);
-  else facts.oldestTs = 0;
   counter.place(counter.seal());
-  facts.stats = counter.placedStats() ?? null;
+  const stats = counter.placedStats() ?? null;
+  facts.stats = stats;
+  facts.deletes = stats?.deletes ?? 0;
+  facts.oldestTs = stats?.oldestTs ?? 0;
+  facts.newestTs = stats?.newestTs ?? 0;
   const { summary } = reader;
   if (facts.entries !== summary.entries)
     throw corruptFile(name, 'footer', `says ${summary.entries} entries, the blocks hold ${facts.entries}`);
