@@ -37,7 +37,7 @@ export interface ElasticContext {
  * compaction pending on part of its range, a split of a tablet being merged) is logged, not a fault.
  */
 export async function elasticFault(ctx: ElasticContext, f: ScheduledFault): Promise<void> {
-  const tables = ['events', 'versioned', 'bulky', 'aged'];
+  const tables = ['events', 'versioned', 'bulky', 'aged', 'counters'];
   const table = tables[f.target % tables.length]!;
   const refused = (what: string) => (err: unknown) =>
     ctx.log.event('elastic-refused', { fault: f.kind, what, err: String(err).slice(0, 300) });

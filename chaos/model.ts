@@ -17,13 +17,17 @@
  * delete it issued for that cell, which a full compaction may have forgotten).
  */
 import { createHash } from 'node:crypto';
+import { Counters } from './counters.js';
 
 export interface ChaosEntry {
   row: string;
   cf: string;
   cq: string;
+  /** The writer's timestamp; 0 for a counter's entry (the tablet server stamps those: counters.ts). */
   ts: number;
   delete?: boolean;
+  /** A counter's increment (a put of its decimal value). */
+  delta?: number;
 }
 
 export interface ScannedLine {
@@ -49,6 +53,8 @@ export interface Comparison {
   lost: number;
   resurrected: number;
   wrong: number;
+  /** Live counters among `expected` (a table with a combiner). */
+  counters?: number;
   /** A few examples of each problem, for the report. */
   examples: string[];
 }
@@ -57,6 +63,8 @@ export const cellKey = (row: string, cf: string, cq: string): string => `${row}\
 
 export class TableModel {
   private readonly cells = new Map<string, Cell>();
+  /** The counters of a table that sums a family (counters.ts). */
+  readonly counters?: Counters;
 
   constructor(
     readonly name: string,
@@ -66,7 +74,11 @@ export class TableModel {
     readonly ttlMs?: number,
     /** Values of between these many bytes (default: 16). */
     readonly valueBytes?: readonly [number, number],
-  ) {}
+    /** The family the table sums: its cells are counters. */
+    counterFamily?: string,
+  ) {
+    if (counterFamily !== undefined) this.counters = new Counters(counterFamily);
+  }
 
   /** The value written for a put: derived, so that it need not be stored. */
   valueOf(row: string, cf: string, cq: string, ts: number): string {
@@ -85,6 +97,10 @@ export class TableModel {
   /** Records entries the cluster acknowledged. */
   apply(entries: Iterable<ChaosEntry>, now = Date.now()): void {
     for (const e of entries) {
+      if (this.counters?.holds(e.cf)) {
+        this.counters.apply(e);
+        continue;
+      }
       const key = cellKey(e.row, e.cf, e.cq);
       let cell = this.cells.get(key);
       if (!cell) {
@@ -163,8 +179,13 @@ export class TableModel {
       if (result.examples.length < 20) result.examples.push(`${what}: ${line}`);
     };
     const seen = new Set<string>();
+    const counted: ScannedLine[] = [];
     for (const s of scanned) {
       if (ignore(s.row, s.cf)) continue;
+      if (this.counters?.holds(s.cf)) {
+        counted.push(s);
+        continue;
+      }
       const key = `${cellKey(s.row, s.cf, s.cq)}@${s.ts}`;
       const line = `${s.row}/${s.cf}/${s.cq}@${s.ts}=${clip(s.value)}`;
       const want = expected.get(key);
@@ -191,6 +212,7 @@ export class TableModel {
       const [cell, ts] = key.split('@') as [string, string];
       note('lost', `${cell.split('\u0000').join('/')}@${ts}=${clip(value)}`);
     }
+    this.counters?.compare(counted, result, note);
     return result;
   }
 }

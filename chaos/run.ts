@@ -325,6 +325,11 @@ export async function runChaos(
   log.say(
     `checks: ${figures.zombieCommits} zombie commits, ${figures.deadReservations} dead reservations (longest ${dead.longestMs} ms), ${figures.checksFailed} failed quiescent checks, ${figures.stuckWrites} stuck writes, ${workload.figures.scans} scans, ${workload.figures.userCompactions} user compactions`,
   );
+  const counted = workload.figures.counters;
+  if (counted)
+    log.say(
+      `counters: ${counted.checked} checked by the last scan, after ${counted.increments} increments and ${counted.resets} resets`,
+    );
   const summary =
     `chaos: ${figures.seconds}s seed ${options.seed}: ${figures.compactions} compactions, ${figures.faults} faults, ` +
     `${el.splits} splits, ${el.merges} merges, ${el.moves} moves, ` +

@@ -17,6 +17,10 @@ export interface TableSpec {
   valueBytes?: [number, number];
   /** Rows per first letter that plain puts choose from (default 300). */
   rowsPerLetter?: number;
+  /** Table iterators added after creation (`admin table iterator add <table> <name> <options>`). */
+  iterators?: { name: string; options: unknown }[];
+  /** A family the table sums (a `sum` iterator's): the workload increments and resets counters in it. */
+  counterFamily?: string;
 }
 
 export interface Op {
@@ -52,7 +56,14 @@ export class TableState {
     readonly spec: TableSpec,
     seed: string,
   ) {
-    this.model = new TableModel(spec.name, seed, spec.versions, spec.ttlMs, spec.valueBytes);
+    this.model = new TableModel(
+      spec.name,
+      seed,
+      spec.versions,
+      spec.ttlMs,
+      spec.valueBytes,
+      spec.counterFamily,
+    );
   }
 
   /** Resolves when no fence holds the table (check `open` again: a fence may be taken meanwhile). */
@@ -62,6 +73,8 @@ export class TableState {
 
   /** Puts in flight per cell: a delete of such a cell waits (see makeOp). */
   readonly puttingTo = new Map<string, number>();
+  /** Counters with a reset in flight: no increment of them starts until it is in (counters.ts). */
+  readonly resetting = new Set<string>();
 
   /**
    * Makes an op once no fence holds its table and runs `write` with it, counted in flight (a fence waits
@@ -79,6 +92,10 @@ export class TableState {
     this.inflight.add(entry);
     const cells = op.entries.filter((e) => !e.delete).map((e) => cellKey(e.row, e.cf, e.cq));
     for (const c of cells) this.puttingTo.set(c, (this.puttingTo.get(c) ?? 0) + 1);
+    const resets = op.entries
+      .filter((e) => e.delete && this.model.counters?.holds(e.cf))
+      .map((e) => cellKey(e.row, e.cf, e.cq));
+    for (const c of resets) this.resetting.add(c);
     try {
       await write(op);
     } finally {
@@ -87,6 +104,7 @@ export class TableState {
         if (n === 0) this.puttingTo.delete(c);
         else this.puttingTo.set(c, n);
       }
+      for (const c of resets) this.resetting.delete(c);
       this.inflight.delete(entry);
       resolve();
     }
@@ -156,5 +174,22 @@ export const TABLES: TableSpec[] = [
     versions: 1,
     ttlMs: 30 * 86_400_000,
     weight: 2,
+  },
+  {
+    // Counters summed by a `sum` table iterator (chaos/counters.ts), beside plain cells, rows and families
+    // that user compactions filter out, and a family aged off by an `ageOff` iterator (the workload's
+    // expired puts go there): every scan and every compaction combines and filters.
+    name: 'counters',
+    splits: ['g', 'p'],
+    config: [ROUTES, ...TUNING],
+    versions: 1,
+    // For the model and the generator (expired puts go to family `a`): the table ages off only `a`.
+    ttlMs: 30 * 86_400_000,
+    weight: 3,
+    iterators: [
+      { name: 'sums', options: { type: 'sum', columns: [{ family: 'n' }] } },
+      { name: 'expiry', options: { type: 'ageOff', families: ['a'], ttlMs: 30 * 86_400_000 } },
+    ],
+    counterFamily: 'n',
   },
 ];

@@ -1,8 +1,7 @@
 /**
- * The chaos run's workload: continuous ingest into every table — new rows, overwrites of existing cells,
- * deletes, puts with explicit older timestamps, rows and families meant to be filtered out, and on the
- * table with a ttl, puts long expired — with an exact model of each table; scans behind a write fence;
- * user compactions with filters or selectors now and then.
+ * The chaos run's workload: continuous ingest into every table (the writes of ops.ts, counters on the
+ * table that sums them) with an exact model of each table; scans behind a write fence; user compactions
+ * with filters or selectors now and then.
  *
  * Every write is an `ingest` with a request id, retried with the same id until it is acknowledged (the
  * cluster applies a request id once), so each acknowledged write is applied exactly once and the model
@@ -15,15 +14,13 @@ import { describeError } from '../src/errors.js';
 import { sleep } from '../src/retry.js';
 import { importEntries, runImport } from './bulk-imports.js';
 import type { ChaosCluster } from './cluster.js';
-import { cellKey, type Comparison } from './model.js';
+import type { Comparison } from './model.js';
 import type { ChaosLog } from './report.js';
 import type { Rng } from './rng.js';
 import { TableState, type Op, type TableSpec } from './tables.js';
+import { LETTERS, makeOp, WriteClock } from './ops.js';
 import { followCompaction, requestCompaction, selectedCompaction } from './user-compactions.js';
 
-const LETTERS = 'abcdefghijklmnopqrstuvwxyz'.split('');
-const ROWS_PER_LETTER = 300;
-const DAY = 86_400_000;
 /** How long a write is retried (under its request id) before the run calls it stuck. */
 const WRITE_DEADLINE_MS = 10 * 60_000;
 
@@ -33,6 +30,8 @@ export interface WorkloadFigures {
   scans: number;
   userCompactions: number;
   stuckWrites: number;
+  /** The counters the last scan of the counting table checked, and what the model saw of them. */
+  counters?: { checked: number; increments: number; resets: number };
 }
 
 export class Workload {
@@ -40,7 +39,7 @@ export class Workload {
   readonly figures: WorkloadFigures = { writes: 0, entries: 0, scans: 0, userCompactions: 0, stuckWrites: 0 };
   /** Problems found by scans, by kind, as distinct table/key strings. */
   readonly problems = { lost: new Set<string>(), resurrected: new Set<string>(), wrong: new Set<string>() };
-  private clock = Math.floor(Date.now() / 4) * 4;
+  private readonly clock = new WriteClock();
   private running = false;
   private writers: Promise<void>[] = [];
   private opCount = 0;
@@ -75,6 +74,16 @@ export class Workload {
         t.spec.splits.join(','),
         ...config,
       ]);
+      for (const it of t.spec.iterators ?? [])
+        await this.cluster.cli([
+          'admin',
+          'table',
+          'iterator',
+          'add',
+          t.spec.name,
+          it.name,
+          JSON.stringify(it.options),
+        ]);
     }
   }
 
@@ -103,17 +112,12 @@ export class Workload {
     this.writers = [];
   }
 
-  private tick(): number {
-    this.clock += 4;
-    return this.clock;
-  }
-
   private async writeOnce(rng: Rng): Promise<void> {
     const table = rng.weighted(Object.fromEntries(this.tables.map((t, i) => [String(i), t.spec.weight])));
     const t = this.tables[Number(table)]!;
     await t.track(
       () => this.running,
-      () => this.makeOp(t, rng),
+      () => makeOp(t, rng, this.clock),
       (op) => this.ingest(t, op, `chaos-${this.seed}-${++this.opCount}`),
     );
   }
@@ -127,7 +131,11 @@ export class Workload {
     let count = 0;
     await t.track(
       () => this.running,
-      () => ({ entries: importEntries(pick, () => this.tick()), rowGen: t.rowGen, familyGen: t.familyGen }),
+      () => ({
+        entries: importEntries(pick, () => this.clock.tick()),
+        rowGen: t.rowGen,
+        familyGen: t.familyGen,
+      }),
       async (op) => {
         try {
           await runImport(this.cluster, this.log, dir, table, t.model, pick, op.entries);
@@ -147,10 +155,17 @@ export class Workload {
   /** Writes one op under its request id until the cluster acknowledges it, then records it. */
   private async ingest(t: TableState, op: Op, requestId: string): Promise<void> {
     const started = Date.now();
-    const rows = op.entries.map((e) => ({
-      ...e,
-      ...(e.delete ? {} : { value: t.model.valueOf(e.row, e.cf, e.cq, e.ts) }),
-    }));
+    const rows = op.entries.map((e) => {
+      // A counter's entries are stamped by the tablet server (counters.ts).
+      if (t.model.counters?.holds(e.cf))
+        return {
+          row: e.row,
+          cf: e.cf,
+          cq: e.cq,
+          ...(e.delete ? { delete: true } : { value: String(e.delta) }),
+        };
+      return { ...e, ...(e.delete ? {} : { value: t.model.valueOf(e.row, e.cf, e.cq, e.ts) }) };
+    });
     for (let attempt = 0; ; attempt++) {
       try {
         await this.cluster.client.ingest(t.spec.name, rows, { requestId });
@@ -182,79 +197,6 @@ export class Workload {
     );
     this.figures.writes++;
     this.figures.entries += op.entries.length;
-  }
-
-  /** One write: a handful of entries around one letter of the row space (so mostly one tablet). */
-  private makeOp(t: TableState, rng: Rng): Op {
-    const letter = rng.pick(LETTERS);
-    const op: Op = { entries: [], rowGen: t.rowGen, familyGen: t.familyGen };
-    const n = rng.int(1, 8);
-    const rows = t.spec.rowsPerLetter ?? ROWS_PER_LETTER;
-    const plainRow = (): string => `${letter}${String(rng.int(0, rows - 1)).padStart(3, '0')}`;
-    for (let i = 0; i < n; i++) {
-      const kind = rng.weighted({
-        put: 45,
-        overwrite: 22,
-        delete: 8,
-        older: 8,
-        tmpRow: 7,
-        family: 5,
-        expired: t.spec.ttlMs ? 5 : 0,
-      });
-      const existing = t.cells.length > 0 ? rng.pick(t.cells) : undefined;
-      switch (kind) {
-        case 'put': {
-          const cell = { row: plainRow(), cf: rng.pick(['a', 'b']), cq: rng.pick(['x', 'y']) };
-          const key = cellKey(cell.row, cell.cf, cell.cq);
-          if (!t.known.has(key)) {
-            t.known.add(key);
-            t.cells.push(cell);
-          }
-          op.entries.push({ ...cell, ts: this.tick() });
-          break;
-        }
-        case 'overwrite':
-          if (existing) op.entries.push({ ...existing, ts: this.tick() });
-          break;
-        case 'delete':
-          // Not while a put to the cell is in flight: a full compaction may forget the delete before that
-          // put lands, and then the put (older than the delete) shows, as the data model says it does.
-          if (existing && !t.puttingTo.has(cellKey(existing.row, existing.cf, existing.cq))) {
-            const ts = this.tick();
-            t.deletes.set(cellKey(existing.row, existing.cf, existing.cq), ts);
-            op.entries.push({ ...existing, ts, delete: true });
-          }
-          break;
-        case 'older':
-          if (existing) {
-            // Odd timestamps below the clock: never one a plain put or delete used (multiples of 4).
-            const key = cellKey(existing.row, existing.cf, existing.cq);
-            const ts = this.clock - 4 * rng.int(1, 2_000) - 1;
-            const used = t.oldTs.get(key) ?? new Set<number>();
-            if (ts > (t.deletes.get(key) ?? -Infinity) && !used.has(ts)) {
-              used.add(ts);
-              t.oldTs.set(key, used);
-              op.entries.push({ ...existing, ts });
-            }
-          }
-          break;
-        case 'tmpRow':
-          op.entries.push({
-            row: `${letter}tmp${t.rowGen}.${String(rng.int(0, 99)).padStart(2, '0')}`,
-            cf: 'a',
-            cq: 'x',
-            ts: this.tick(),
-          });
-          break;
-        case 'family':
-          op.entries.push({ row: plainRow(), cf: `s${t.familyGen}`, cq: 'x', ts: this.tick() });
-          break;
-        case 'expired':
-          op.entries.push({ row: plainRow(), cf: 'a', cq: 'y', ts: Date.now() - 60 * DAY - rng.int(0, DAY) });
-          break;
-      }
-    }
-    return op;
   }
 
   /**
@@ -305,7 +247,8 @@ export class Workload {
         const scanned: ScannedEntry[] = [];
         for await (const e of this.cluster.client.scan(t.spec.name)) scanned.push(e);
         this.figures.scans++;
-        return t.model.compare(
+        const counters = t.model.counters;
+        const result = t.model.compare(
           scanned.map((e) => ({
             row: e.row.toString(),
             cf: e.cf.toString(),
@@ -315,6 +258,13 @@ export class Workload {
           })),
           ignore,
         );
+        if (counters)
+          this.figures.counters = {
+            checked: result.counters ?? 0,
+            increments: counters.increments,
+            resets: counters.resets,
+          };
+        return result;
       } catch (err) {
         if (Date.now() - started > deadlineMs) {
           this.log.event(
