@@ -17,13 +17,28 @@ import { combineValues, type CombineOp, type CompiledTableIterators } from './ta
 // The generic comparisons: the run's first entry may be a copy, not a block's entry.
 const { sameCell, isDelete } = ENTRY_OPS;
 
-const copyKey = (k: Key): Key => ({
-  row: Buffer.from(k.row),
-  family: Buffer.from(k.family),
-  qualifier: Buffer.from(k.qualifier),
-  timestamp: k.timestamp,
-  deleted: false,
-});
+/** A copy of the key and the value in one allocation (the run's entries may be views of blocks). */
+function copied(k: Key, value: Buffer): Entry {
+  const { row, family, qualifier } = k;
+  const b = Buffer.allocUnsafe(row.length + family.length + qualifier.length + value.length);
+  let at = row.copy(b, 0);
+  const f = at;
+  at += family.copy(b, at);
+  const q = at;
+  at += qualifier.copy(b, at);
+  const v = at;
+  value.copy(b, at);
+  return {
+    key: {
+      row: b.subarray(0, f),
+      family: b.subarray(f, q),
+      qualifier: b.subarray(q, v),
+      timestamp: k.timestamp,
+      deleted: false,
+    },
+    value: b.subarray(v),
+  };
+}
 
 export async function* combineBatches<T extends Entry>(
   batches: AsyncIterable<T[]>,
@@ -33,15 +48,7 @@ export async function* combineBatches<T extends Entry>(
   /** The current combined cell's puts so far (the first may be a copy combining earlier batches'). */
   let run: Entry[] = [];
   let op: CombineOp = 'latest';
-  const combined = (): Entry => ({
-    key: copyKey(run[0]!.key),
-    value: Buffer.from(
-      combineValues(
-        op,
-        run.map((e) => e.value),
-      ),
-    ),
-  });
+  const combined = (): Entry => copied(run[0]!.key, combineValues(op, run));
   const end = (out: Entry[]): void => {
     if (run.length === 0) return;
     const newest = run[0]!.key.timestamp;

@@ -60,39 +60,91 @@ export interface CompiledTableIterators {
   cutoffOf(e: Entry, nowMs: number): number;
 }
 
-const familyOf = (e: Entry): Buffer =>
-  e instanceof BlockEntry ? e.block.subarray(e.familyStart, e.qualifierStart) : e.key.family;
 const qualifierOf = (e: Entry): Buffer =>
   e instanceof BlockEntry ? e.block.subarray(e.qualifierStart, e.valueStart) : e.key.qualifier;
 const tsOf = (e: Entry): number => (e instanceof BlockEntry ? e.timestamp : e.key.timestamp);
 const key = (b: Buffer): string => b.toString('latin1');
 const latin1 = (s: string): string => Buffer.from(s, 'utf8').toString('latin1');
 
+/** What the table iterators say of one family. */
+interface FamilyRules {
+  /** The combiner of the family's every qualifier, or null. */
+  combiner: CombineOp | null;
+  /** Combiners of single qualifiers (latin1), when any. */
+  byQualifier: Map<string, CombineOp> | null;
+  dropped: boolean;
+  ttlMs: number | undefined;
+  versions: number | undefined;
+}
+
+const NO_RULES: FamilyRules = {
+  combiner: null,
+  byQualifier: null,
+  dropped: false,
+  ttlMs: undefined,
+  versions: undefined,
+};
+
+/**
+ * The rules of an entry's family, remembered for the last family seen: the stack asks several questions
+ * of every cell, and neighbouring cells mostly share a family, so most answers cost a comparison of a few
+ * bytes rather than a string and a lookup.
+ */
+function familyRules(rules: Map<string, FamilyRules>): (e: Entry) => FamilyRules {
+  let last: Buffer | null = null;
+  let lastRules = NO_RULES;
+  return (e) => {
+    let bytes: Buffer, start: number, end: number;
+    if (e instanceof BlockEntry) {
+      bytes = e.block;
+      start = e.familyStart;
+      end = e.qualifierStart;
+    } else {
+      bytes = e.key.family;
+      start = 0;
+      end = bytes.length;
+    }
+    if (last !== null && last.length === end - start) {
+      let i = 0;
+      while (i < last.length && bytes[start + i] === last[i]) i++;
+      if (i === last.length) return lastRules;
+    }
+    last = Buffer.from(bytes.subarray(start, end));
+    lastRules = rules.get(key(last)) ?? NO_RULES;
+    return lastRules;
+  };
+}
+
 /** Null for none. */
 export function compileTableIterators(list: readonly TableIterator[]): CompiledTableIterators | null {
   if (list.length === 0) return null;
-  /** family → (qualifier or '' for every qualifier) → op. */
-  const combiners = new Map<string, Map<string | null, CombineOp>>();
-  const dropFamilies = new Set<string>();
+  /** family (latin1) → its rules. */
+  const families = new Map<string, FamilyRules>();
+  const of = (family: string): FamilyRules => {
+    const f = latin1(family);
+    let r = families.get(f);
+    if (!r) families.set(f, (r = { ...NO_RULES }));
+    return r;
+  };
+  let combines = false;
   const qualifierPrefixes: Buffer[] = [];
   const valuePrefixes: Buffer[] = [];
   const ranges: { from: number; to: number }[] = [];
-  const ttls = new Map<string, number>();
-  const versions = new Map<string, number>();
   for (const it of list) {
     switch (it.type) {
       case 'sum':
       case 'min':
       case 'max':
       case 'latest':
+        combines = true;
         for (const c of it.columns) {
-          const byQualifier = combiners.get(latin1(c.family)) ?? new Map<string | null, CombineOp>();
-          byQualifier.set(c.qualifier === undefined ? null : latin1(c.qualifier), it.type);
-          combiners.set(latin1(c.family), byQualifier);
+          const r = of(c.family);
+          if (c.qualifier === undefined) r.combiner = it.type;
+          else (r.byQualifier ??= new Map()).set(latin1(c.qualifier), it.type);
         }
         break;
       case 'dropFamily':
-        for (const f of it.families) dropFamilies.add(latin1(f));
+        for (const f of it.families) of(f).dropped = true;
         break;
       case 'dropQualifierPrefix':
         qualifierPrefixes.push(...it.prefixes.map((p) => Buffer.from(p)));
@@ -104,14 +156,20 @@ export function compileTableIterators(list: readonly TableIterator[]): CompiledT
         ranges.push({ from: it.from ?? 0, to: it.to ?? Number.MAX_SAFE_INTEGER });
         break;
       case 'ageOff':
-        for (const f of it.families) ttls.set(latin1(f), Math.min(ttls.get(latin1(f)) ?? Infinity, it.ttlMs));
+        for (const f of it.families) {
+          const r = of(f);
+          r.ttlMs = Math.min(r.ttlMs ?? Infinity, it.ttlMs);
+        }
         break;
       case 'versions':
-        for (const f of it.families)
-          versions.set(latin1(f), Math.min(versions.get(latin1(f)) ?? Infinity, it.versions));
+        for (const f of it.families) {
+          const r = of(f);
+          r.versions = Math.min(r.versions ?? Infinity, it.versions);
+        }
         break;
     }
   }
+  const rulesOf = familyRules(families);
   const startsWith = (b: Buffer, p: Buffer) =>
     b.length >= p.length && b.compare(p, 0, p.length, 0, p.length) === 0;
   const dropsPut =
@@ -123,40 +181,76 @@ export function compileTableIterators(list: readonly TableIterator[]): CompiledT
           return ranges.some((r) => t < r.from || t > r.to);
         };
   return {
-    combines: combiners.size > 0,
+    combines,
     combinerOf: (e) => {
-      if (combiners.size === 0) return null;
-      const byQualifier = combiners.get(key(familyOf(e)));
-      if (!byQualifier) return null;
-      return byQualifier.get(key(qualifierOf(e))) ?? byQualifier.get(null) ?? null;
+      if (!combines) return null;
+      const r = rulesOf(e);
+      return (r.byQualifier && r.byQualifier.get(key(qualifierOf(e)))) ?? r.combiner;
     },
     dropsCell: (e) =>
-      (dropFamilies.size > 0 && dropFamilies.has(key(familyOf(e)))) ||
+      (families.size > 0 && rulesOf(e).dropped) ||
       (qualifierPrefixes.length > 0 && qualifierPrefixes.some((p) => startsWith(qualifierOf(e), p))),
     dropsPut,
-    versionsOf: (e) => (versions.size === 0 ? undefined : versions.get(key(familyOf(e)))),
+    versionsOf: (e) => (families.size === 0 ? undefined : rulesOf(e).versions),
     cutoffOf: (e, nowMs) => {
-      if (ttls.size === 0) return -1;
-      const ttl = ttls.get(key(familyOf(e)));
+      if (families.size === 0) return -1;
+      const ttl = rulesOf(e).ttlMs;
       return ttl === undefined ? -1 : nowMs - ttl;
     },
   };
 }
 
-const INTEGER = /^-?(?:0|[1-9][0-9]{0,99})$/;
-
-/** The value of a combined cell's live puts, newest first (see the module comment). */
-export function combineValues(op: CombineOp, values: readonly Buffer[]): Buffer {
-  if (op === 'latest') return values[0]!;
-  let acc: bigint | undefined;
-  for (const v of values) {
-    const s = v.toString('latin1');
-    if (!INTEGER.test(s)) continue;
-    const n = BigInt(s);
-    if (acc === undefined) acc = n;
-    else if (op === 'sum') acc += n;
-    else if (op === 'min') acc = n < acc ? n : acc;
-    else acc = n > acc ? n : acc;
+/**
+ * A value as an integer: decimal, an optional minus, no leading zero, at most 100 digits (undefined when
+ * it is none). Up to 15 digits as a number (exact), more as a bigint.
+ */
+function integerOf(e: Entry): number | bigint | undefined {
+  let v: Buffer, start: number, end: number;
+  if (e instanceof BlockEntry) {
+    v = e.block;
+    start = e.valueStart;
+    end = e.end;
+  } else {
+    v = e.value;
+    start = 0;
+    end = v.length;
   }
-  return acc === undefined ? values[0]! : Buffer.from(acc.toString(), 'latin1');
+  const negative = end > start && v[start] === 0x2d;
+  const first = negative ? start + 1 : start;
+  const digits = end - first;
+  if (digits < 1 || digits > 100) return undefined;
+  if (v[first] === 0x30 && digits > 1) return undefined;
+  let n = 0;
+  for (let i = first; i < end; i++) {
+    const d = v[i]! - 0x30;
+    if (d < 0 || d > 9) return undefined;
+    n = n * 10 + d;
+  }
+  if (digits > 15) return BigInt(v.toString('latin1', start, end));
+  return negative ? -n : n;
+}
+
+/**
+ * The value of a combined cell's live puts, newest first (see the module comment). Exact at any size:
+ * numbers while every figure is a safe integer, bigints from the first that is not.
+ */
+export function combineValues(op: CombineOp, puts: readonly Entry[]): Buffer {
+  if (op === 'latest') return puts[0]!.value;
+  let acc: number | bigint | undefined;
+  for (const e of puts) {
+    const n = integerOf(e);
+    if (n === undefined) continue;
+    if (acc === undefined) acc = n;
+    else if (typeof acc === 'number' && typeof n === 'number') {
+      if (op === 'sum') {
+        const s = acc + n;
+        acc = Number.isSafeInteger(s) ? s : BigInt(acc) + BigInt(n);
+      } else acc = op === 'min' ? Math.min(acc, n) : Math.max(acc, n);
+    } else {
+      const a = BigInt(acc);
+      const b = BigInt(n);
+      acc = op === 'sum' ? a + b : op === 'min' ? (b < a ? b : a) : b > a ? b : a;
+    }
+  }
+  return acc === undefined ? puts[0]!.value : Buffer.from(String(acc), 'latin1');
 }
