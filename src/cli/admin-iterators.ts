@@ -16,8 +16,13 @@ async function iteratorsOf(c: Cluster, table: string): Promise<TableIterator[]> 
   return info.config.iterators;
 }
 
-async function setIterators(c: Cluster, table: string, iterators: TableIterator[]): Promise<void> {
-  await c.meta.call<TableInfo>('POST', `${tablePath(table)}/config`, { config: { iterators } });
+/** One change, made by the manager to the iterators as committed (src/manager/iterator-api.ts). */
+async function changeIterators(
+  c: Cluster,
+  table: string,
+  change: { add: TableIterator } | { remove: string },
+): Promise<void> {
+  await c.meta.call<TableInfo>('POST', `${tablePath(table)}/iterators`, change);
 }
 
 export function registerIteratorCommands(table: Command): void {
@@ -59,13 +64,9 @@ ${examples([
             'BAD_REQUEST',
             `iterator ${iteratorName}: options must be a JSON object with a "type" (${TABLE_ITERATOR_TYPES.join(', ')})`,
           );
-        await withCluster(cmd, async (c) => {
-          const list = await iteratorsOf(c, name);
-          if (list.some((i) => i.name === iteratorName))
-            throw new ExcError('CONFLICT', `table ${name} already has an iterator named ${iteratorName}`);
-          const [added] = validateTableIterators([{ ...parsed, name: iteratorName }]);
-          await setIterators(c, name, [...list, added!]);
-        });
+        // Checked here first, to name the option that is wrong before anything is sent.
+        const [added] = validateTableIterators([{ ...parsed, name: iteratorName }]);
+        await withCluster(cmd, (c) => changeIterators(c, name, { add: added! }));
         process.stdout.write(`added iterator ${iteratorName} to table ${name}\n`);
       }),
     );
@@ -101,16 +102,7 @@ ${examples([
     .addHelpText('after', examples(['excompact admin table iterator remove events counts']))
     .action(
       action(async (name: string, iteratorName: string, _opts: unknown, cmd: Command) => {
-        await withCluster(cmd, async (c) => {
-          const list = await iteratorsOf(c, name);
-          if (!list.some((i) => i.name === iteratorName))
-            throw new ExcError('NOT_FOUND', `table ${name} has no iterator named ${iteratorName}`);
-          await setIterators(
-            c,
-            name,
-            list.filter((i) => i.name !== iteratorName),
-          );
-        });
+        await withCluster(cmd, (c) => changeIterators(c, name, { remove: iteratorName }));
         process.stdout.write(`removed iterator ${iteratorName} from table ${name}\n`);
       }),
     );

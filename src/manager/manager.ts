@@ -45,6 +45,7 @@ import { registerManagerMetrics } from './manager-metrics.js';
 import { pickupMetric } from './queue-metrics.js';
 import { registerUserCompactionApi } from './user-compaction-api.js';
 import { registerUserCompactionRequests } from './user-compaction-request.js';
+import { registerIteratorApi } from './iterator-api.js';
 import { registerSummariesApi } from './summaries.js';
 import { activate, type ActiveManager } from './active.js';
 import { registerManagerApi, type ActiveParts } from './api.js';
@@ -175,6 +176,7 @@ export class Manager extends EventEmitter<Events> {
     registerAdminApi(this.server, adminParts);
     registerUserCompactionRequests(this.server, adminParts);
     registerSummariesApi(this.server, adminParts);
+    registerIteratorApi(this.server, adminParts);
   }
 
   get state(): ManagerState | 'stopping' | 'stopped' {

@@ -47,6 +47,7 @@ import { checkEntityName } from '../names.js';
 import { parseInput } from '../validate.js';
 import type { CommitQueue } from './commit-queue.js';
 import { answerCell, answerOf, unanswered } from './requests.js';
+import { parseSplits } from './split-points.js';
 
 const COUNTER_COL = 'nextTableId';
 const MAX_SPLITS = 10_000;
@@ -172,7 +173,12 @@ export class Tables {
   }
 
   /** Merges `changes` into the table's config, validates the result and stores it. */
-  async configure(name: string, changes: TableConfigInput, requestId?: string): Promise<TableInfo> {
+  /** `changes`, or what a function makes of the config as committed (run again if it changed meanwhile). */
+  async configure(
+    name: string,
+    changes: TableConfigInput | ((current: TableConfig) => TableConfigInput),
+    requestId?: string,
+  ): Promise<TableInfo> {
     for (let attempt = 0; attempt < 20; attempt++) {
       const answered = await answerOf<TableInfo>(this.store, requestId);
       if (answered) return answered;
@@ -183,7 +189,8 @@ export class Tables {
       const table = toTableInfo(id, cols);
       const oldText = cols.get('config');
       if (table.state === 'deleting') throw new ExcError('CONFLICT', `table ${name} is being deleted`);
-      const merged = parseConfig({ ...table.config, ...(changes as object) });
+      const change = typeof changes === 'function' ? changes(table.config) : changes;
+      const merged = parseConfig({ ...table.config, ...(change as object) });
       await this.checkQueues(merged.queues.map((q) => q.queue));
       const info: TableInfo = { ...table, config: merged };
       const [result] = await this.commits.submit({
@@ -370,32 +377,4 @@ function toTableInfo(id: string, cols: Map<string, string>): TableInfo {
 
 function parseConfig(value: unknown): TableConfig {
   return parseInput(tableConfigSchema, value, 'config');
-}
-
-/** Split points, sorted check included: they must be strictly increasing as bytes and unique. */
-function parseSplits(utf8: string[], hexes: string[]): Buffer[] {
-  if (utf8.length > 0 && hexes.length > 0)
-    throw new ExcError('BAD_REQUEST', 'give splits or splitsHex, not both');
-  const splits =
-    utf8.length > 0 ? utf8.map((s) => Buffer.from(s, 'utf8')) : hexes.map((h) => Buffer.from(h, 'hex'));
-  for (let i = 1; i < splits.length; i++) {
-    const order = Buffer.compare(splits[i - 1]!, splits[i]!);
-    if (order === 0) {
-      throw new ExcError(
-        'BAD_REQUEST',
-        `duplicate split point ${JSON.stringify(splits[i]!.toString('utf8'))}`,
-        {
-          details: { field: 'body.splits' },
-        },
-      );
-    }
-    if (order > 0) {
-      throw new ExcError(
-        'BAD_REQUEST',
-        `split points must be sorted: ${JSON.stringify(splits[i - 1]!.toString('utf8'))} comes before ${JSON.stringify(splits[i]!.toString('utf8'))}`,
-        { details: { field: 'body.splits' } },
-      );
-    }
-  }
-  return splits;
 }

@@ -52,6 +52,15 @@ describe('table iterators', () => {
     expect(await cliOk(c, ['admin', 'table', 'iterator', 'list', s.table])).toMatch(
       /counts\s+sum[\s\S]*secrets\s+dropValuePrefix[\s\S]*scratch\s+ageOff/,
     );
+    // Changes made at once all land: the manager applies each to the iterators as committed.
+    const unused = ['u1', 'u2', 'u3', 'u4'];
+    await Promise.all(unused.map((n) => add(n, { type: 'dropFamily', families: [`${n}-family`] })));
+    const listed = JSON.parse(await cliOk(c, ['admin', 'table', 'iterator', 'list', s.table, '--json'])) as {
+      iterators: { name: string }[];
+    };
+    expect(listed.iterators.map((i) => i.name).sort()).toEqual(['counts', 'scratch', 'secrets', ...unused]);
+    await Promise.all(unused.map((n) => cliOk(c, ['admin', 'table', 'iterator', 'remove', s.table, n])));
+    expect(await cliOk(c, ['admin', 'table', 'iterator', 'list', s.table])).not.toContain('u1');
 
     const sums = new Map(COUNTERS.map((r) => [r, 0n]));
     const scanAll = async () => {

@@ -15,6 +15,7 @@ import {
   numberArb,
   selectorArb,
   tableConfigArb,
+  tableIteratorArb,
   ulidArb,
   wrongArb,
   type Known,
@@ -423,6 +424,26 @@ function managerRoutes(k: Known): fc.Arbitrary<Case>[] {
           target: m,
           method: 'GET',
           path: `/v1/tables/${enc(n)}/summaries${end === null ? '' : `?endRowHex=${enc(end)}`}`,
+        })),
+    ),
+    route(
+      'POST /v1/tables/:name/iterators',
+      fc
+        .tuple(
+          table,
+          fc.oneof(
+            fields({ add: tableIteratorArb }),
+            fields({ remove: fc.constantFrom('c', 'f', 'sum-1', '', 'x'.repeat(70)) }),
+            anyJson,
+          ),
+          requestIdQuery,
+        )
+        .map(([n, body, q]) => ({
+          target: m,
+          method: 'POST',
+          path: `/v1/tables/${enc(n)}/iterators${q}`,
+          body,
+          effect: async (answer, ctx) => tableIs(ctx, n, (answer as { config: unknown }).config),
         })),
     ),
     route(
