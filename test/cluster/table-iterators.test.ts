@@ -4,6 +4,7 @@
  * on the way) read back exactly at every scan; a value filter and an age-off hold at scan and after
  * compaction; the iterator commands list, refuse and remove.
  */
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { ClientEntry } from '../../src/client/client.js';
 import { cliOk } from '../support/cli.js';
@@ -11,6 +12,13 @@ import { useCluster, useProcesses, useZooKeeper } from '../support/index.js';
 
 const DAY = 86_400_000;
 const COUNTERS = ['a1', 'a2', 'g7', 'n1', 'n2', 'z9'];
+const CHECKPOINTS = { EXC_CHECKPOINT_BYTES: String(16 * 1024), EXC_CHECKPOINT_MS: '500' };
+/** Counters of the resume test, each beside a plain cell of a large value (data for checkpoints). */
+const MANY = 5_000;
+const counterRow = (i: number): string => `counter-${String(i).padStart(6, '0')}`;
+/** 400 bytes that compress little (so that the job's output, and its checkpoints, grow steadily). */
+const filler = (i: number, b: number): string =>
+  createHash('shake256', { outputLength: 300 }).update(`${i}/${b}`).digest('base64');
 
 describe('table iterators', () => {
   const zk = useZooKeeper();
@@ -117,5 +125,65 @@ describe('table iterators', () => {
     const missing = await c.cli(['admin', 'table', 'iterator', 'remove', s.table, 'scratch']);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('has no iterator named scratch');
+  }, 180_000);
+
+  it('a combining compaction killed after a checkpoint is resumed by the next compactor, and every sum is exact', async () => {
+    const c = cluster();
+    const s = await c.startWithTable({
+      queue: 'q',
+      tserverEnv: CHECKPOINTS,
+      // One job of all the files (the batches make about a dozen): it drops markers and combines.
+      config: { versions: 1, maxFiles: 32 },
+    });
+    await cliOk(c, [
+      'admin',
+      'table',
+      'iterator',
+      'add',
+      s.table,
+      'sums',
+      '{"type":"sum","columns":[{"family":"n"}]}',
+    ]);
+    // Every counter in every batch (stamped by the tablet server): the job of all the files sums them.
+    const sums = new Map<string, number>();
+    for (let b = 1; b <= 3; b++) {
+      const entries: ClientEntry[] = Array.from({ length: MANY }, (_, i) => {
+        const by = ((i * 31 + b * 17) % 1_000) - 200;
+        sums.set(counterRow(i), (sums.get(counterRow(i)) ?? 0) + by);
+        return { row: counterRow(i), cf: 'n', value: String(by) };
+      });
+      for (let i = 0; i < MANY; i++) entries.push({ row: counterRow(i), cf: 'd', value: filler(i, b) });
+      await s.client.ingest(s.table, entries);
+    }
+    const slow = await c.startCompactor('q', {
+      name: 'slow',
+      args: ['--throughput', '1000000'],
+      env: CHECKPOINTS,
+    });
+    const started = await slow.waitForLog((l) => l.msg === 'compaction started', 30_000);
+    await s.tserver.waitForLog(
+      (l) => l.msg === 'checkpoint recorded' && l.ecid === started.ecid && (l.bytes as number) >= 200_000,
+      45_000,
+    );
+    expect(slow.lines.some((l) => l.msg === 'compaction committed')).toBe(false);
+    slow.kill();
+    const next = await c.startCompactor('q', { name: 'next', env: CHECKPOINTS });
+    const resumed = await next.waitForLog((l) => l.msg === 'compaction resumed from a checkpoint', 30_000);
+    await next.waitForLog((l) => l.msg === 'compaction committed' && l.ecid === resumed.ecid, 60_000);
+
+    const seen = new Map<string, string>();
+    for await (const e of s.client.scan(s.table))
+      if (e.cf.toString() === 'n') seen.set(e.row.toString(), e.value.toString());
+      else expect(e.value.toString()).toBe(filler(Number(e.row.toString().slice(8)), 3));
+    expect(seen.size).toBe(MANY);
+    const wrong = [...sums].filter(([row, sum]) => seen.get(row) !== String(sum));
+    expect(wrong).toEqual([]);
+    // The resumed job combined what it wrote: its file holds one entry per counter and per plain cell.
+    const summary = JSON.parse(await cliOk(c, ['admin', 'table', 'summaries', s.table, '--json'])) as {
+      files: number;
+      families: [string, number][];
+    };
+    expect(summary.files).toBe(1);
+    expect(Object.fromEntries(summary.families)).toEqual({ d: MANY, n: MANY });
   }, 180_000);
 });
