@@ -5,6 +5,7 @@
 import type { Compression } from '../src/storage/index.js';
 import { fmt, table } from './lib.js';
 import { fmtRatio, MB } from './merge-measure.js';
+import type { IteratorFigures } from './merge-iterators.js';
 import type { ParallelFigures, ParallelReport, S3Figures } from './merge-more.js';
 import type { ChildResult } from './merge-runs.js';
 
@@ -80,6 +81,8 @@ export interface Report {
   localCopy: Rate;
   codecs: Record<Compression, CodecFigures>;
   defaultCodec: Compression;
+  /** (g) A compaction with a combiner and with filters beside the plain one (merge-iterators.ts). */
+  tableIterators: IteratorFigures | null;
   s3: S3Figures | null;
   parallel: ParallelReport | null;
   memory: (ChildResult & { entriesPerFile: number })[];
@@ -185,6 +188,7 @@ export function printReport(r: Report, json: boolean): void {
     ),
   );
   out();
+  if (r.tableIterators) out(iteratorLine(r.tableIterators));
   if (r.s3) {
     out(
       `(e) compaction S3 → S3 (${r.s3.codec}) through s3rver on loopback: ${fmt(r.s3.mbPerS, 1)} MB/s, ${fmt(r.s3.mbPerCpuS, 1)} MB per CPU-second; ` +
@@ -221,6 +225,15 @@ export function printReport(r: Report, json: boolean): void {
     const figure = t.figure === null ? 'not measured' : show(t.figure);
     out(`  ${name}: ${figure} (target ${show(t.target)}) ${t.met === null ? '' : t.met ? 'met' : 'NOT met'}`);
   }
+}
+
+function iteratorLine(t: IteratorFigures): string {
+  return (
+    `(g) table iterators, ${t.files} files × ${fmt(t.counters)} counters (${fmt(t.entriesIn)} entries in), input entries/s: ` +
+    `plain ${fmt(t.plain.entriesPerS)}${t.plain.native ? ' (native)' : ''}, plain in JavaScript ${fmt(t.plainJs.entriesPerS)}; ` +
+    `sum ${fmt(t.sum.entriesPerS)} (${fmtRatio(t.sum.vsPlainJs)} of plain in JavaScript, ${fmtRatio(t.sum.vsPlain)} of plain); ` +
+    `filters ${fmt(t.filters.entriesPerS)} (${fmtRatio(t.filters.vsPlainJs)}, ${fmtRatio(t.filters.vsPlain)}; ${fmt(t.filters.entriesOut)} entries out)`
+  );
 }
 
 function parallelLine(where: string, f: ParallelFigures, cpus: number): string {

@@ -5,7 +5,7 @@
  *   npx tsx bench/merge.ts [--files 10] [--entries 200000] [--value-bytes 100] [--run-length 1]
  *                          [--compression <codec>]
  *                          [--s3 | --no-s3] [--rounds 3] [--large] [--large-entries 2000000]
- *                          [--parallel] [--json] [--keep]
+ *                          [--parallel] [--no-iterators] [--json] [--keep]
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -46,6 +46,7 @@ import {
   mergeOnly,
   scanOnce,
 } from './merge-runs.js';
+import { tableIteratorFigures } from './merge-iterators.js';
 import { parallelOnDiskAndInMemory, s3Figures } from './merge-more.js';
 
 const { values: flags } = parseArgs({
@@ -62,6 +63,7 @@ const { values: flags } = parseArgs({
     'large-entries': { type: 'string', default: '2000000' },
     parallel: { type: 'boolean', default: true },
     'no-parallel': { type: 'boolean', default: false },
+    'no-iterators': { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
     keep: { type: 'boolean', default: false },
   },
@@ -246,6 +248,9 @@ async function main(): Promise<void> {
   }
   for (const c of COMPRESSIONS) codecs[c].outputVsNone = codecs[c].outputBytes / codecs.none.outputBytes;
 
+  const tableIterators = flags['no-iterators']
+    ? null
+    : await tableIteratorFigures(base.files, base.entries, codec, Math.max(rounds, MERGE_ROUNDS), progress);
   const s3 = withS3
     ? await s3Figures(stores.get(codec)!, inputs, codec, totalEntries, logical, rounds, progress)
     : null;
@@ -320,6 +325,7 @@ async function main(): Promise<void> {
     },
     localCopy,
     codecs,
+    tableIterators,
     defaultCodec: DEFAULT_COMPRESSION,
     s3,
     parallel,
