@@ -19,6 +19,7 @@ import type { ZkLayout, ZkSession } from '../zk/index.js';
 import type { ActiveParts } from './api.js';
 import { Assigner } from './assignment.js';
 import { AutoMerger, type MergeParts } from './merges.js';
+import { ChangeFeed } from './change-feed.js';
 import { CommitQueue } from './commit-queue.js';
 import { GarbageCollector, type GcObjectStore } from './gc.js';
 import { LiveTservers } from './live-tservers.js';
@@ -130,6 +131,8 @@ function serve(
     log,
     ctx.onFenced,
   );
+  const feed = new ChangeFeed();
+  commits.onApplied(({ changed }) => feed.record(changed));
   const tables = new Tables(store, commits, ctx.checkQueues, log);
   const outcomes = new OutcomeCounts(store, commits, ctx.outcomeRetentionMs);
   outcomes
@@ -193,6 +196,7 @@ function serve(
     unload,
     kickAssignment: () => void assigner.kick(),
     notifyTservers,
+    feed,
     work: new WorkFinder(store, commits),
     merging,
     assigner,

@@ -17,6 +17,7 @@ import { apiMutationsSchema, rowRequestSchema, scanSchema } from '../meta/types.
 import type { RpcServer } from '../rpc/server.js';
 import { nameSchema } from '../names.js';
 import { parseInput } from '../validate.js';
+import type { ChangeFeed } from './change-feed.js';
 import type { CommitQueue } from './commit-queue.js';
 import type { GarbageCollector } from './gc.js';
 import type { LiveTservers } from './live-tservers.js';
@@ -39,6 +40,8 @@ export interface ActiveParts {
   work: WorkFinder;
   /** What a tablet merge needs (merges.ts). */
   merging: MergeParts;
+  /** The rows changed lately, for the tablet servers to re-read (change-feed.ts). */
+  feed: ChangeFeed;
   /** Best effort: ask every live tablet server to re-read a table's settings or a tablet's row. */
   notifyTservers: (what: { tableId?: string; tablet?: string }) => void;
 }
@@ -80,6 +83,19 @@ export function registerManagerApi(
     row: body.row,
     cols: Object.fromEntries(await parts().store.row(body.row)),
   }));
+
+  server.route(
+    'POST',
+    '/meta/changes',
+    {
+      body: z.object({
+        cursor: z.object({ feed: z.string().max(64), seq: z.number().int().min(0) }).optional(),
+        /** The asking tablet server: the rows only it changed are left out. */
+        server: serverParam.shape.server.optional(),
+      }),
+    },
+    ({ body }) => parts().feed.since(body.cursor, body.server),
+  );
 
   server.route('POST', '/tables', { body: createTableSchema }, async ({ body, query }) => {
     const p = parts();

@@ -27,11 +27,25 @@ interface Pending extends Submission {
   reject: (err: unknown) => void;
 }
 
+/** A row an applied mutation changed: the columns it put or deleted ('*': the whole row), and by whom. */
+export interface RowChange {
+  row: string;
+  cols: string[];
+  /** The tablet server that sent the mutation (its fence); none for the manager's own. */
+  origin?: string;
+}
+
 /**
- * Called after each batch with the rows that applied mutations wrote (puts), and the rows that got a new
- * `loc` (a tablet just hosted) — to wake compactors waiting for work.
+ * Called after each batch with the rows that applied mutations wrote (puts), the rows that got a new
+ * `loc` (a tablet just hosted) — to wake compactors waiting for work — and every row changed, by whom
+ * (the change feed and the assigner follow those).
  */
-export type AppliedListener = (changes: { written: Set<string>; hosted: Set<string>; puts: Cell[] }) => void;
+export type AppliedListener = (changes: {
+  written: Set<string>;
+  hosted: Set<string>;
+  puts: Cell[];
+  changed: RowChange[];
+}) => void;
 
 const MAX_BATCH_MUTATIONS = 2_000;
 const MAX_IN_FLIGHT = 2;
@@ -149,26 +163,39 @@ export class CommitQueue {
     const written = new Set<string>();
     const hosted = new Set<string>();
     const puts: Cell[] = [];
+    const changed: RowChange[] = [];
     let offset = 0;
     for (const sub of accepted) {
       const mine = results.slice(offset, offset + sub.mutations.length);
+      const origin = sub.fence?.server;
       sub.mutations.forEach((m, i) => {
         if (!mine[i]?.applied) return;
+        const cols = new Map<string, string[]>();
+        const touch = (row: string, col: string) => {
+          const list = cols.get(row);
+          if (list) list.push(col);
+          else cols.set(row, [col]);
+        };
         for (const p of m.puts ?? []) {
           puts.push(p);
           written.add(p.row);
           if (p.col === 'loc') hosted.add(p.row);
+          touch(p.row, p.col);
         }
+        for (const d of m.deletes ?? []) touch(d.row, d.col);
+        for (const row of m.deleteRows ?? []) touch(row, '*');
+        for (const [row, list] of cols)
+          changed.push(origin ? { row, cols: list, origin } : { row, cols: list });
       });
       offset += sub.mutations.length;
       sub.resolve(mine);
     }
-    if (written.size === 0) return;
+    if (changed.length === 0) return;
     for (const listener of this.listeners) {
       // The callers have their results already; a listener that fails (one reading the store as it
       // closes during shutdown) must not become an unhandled rejection, nor keep the others from running.
       try {
-        listener({ written, hosted, puts });
+        listener({ written, hosted, puts, changed });
       } catch (err) {
         this.log.warn({ err: describeError(err) }, 'listener of applied mutations failed');
       }

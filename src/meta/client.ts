@@ -113,6 +113,17 @@ export class MetaClient {
   }
 
   /**
+   * The rows the manager's mutations changed after `cursor`, but those `server` changed itself; or
+   * `reset` when the cursor cannot be followed (src/manager/change-feed.ts).
+   */
+  changes(
+    cursor: { feed: string; seq: number } | undefined,
+    server?: string,
+  ): Promise<{ feed: string; seq: number; reset: boolean; rows: string[] }> {
+    return this.call('POST', '/v1/meta/changes', { cursor, server }, { idempotent: true });
+  }
+
+  /**
    * Applies conditional mutations; `fence` names the calling tablet server's session.
    *
    * Calls made in the same turn of the event loop (a tablet server working on many tablets at once) go

@@ -138,6 +138,16 @@ function managerRoutes(k: Known): fc.Arbitrary<Case>[] {
       })),
     ),
     route(
+      'POST /v1/meta/changes',
+      fields({
+        cursor: fc.oneof(
+          fields({ feed: fc.string({ maxLength: 70 }), seq: numberArb }),
+          fc.constantFrom(null, 'x', []),
+        ),
+        server: fc.oneof(fc.string({ maxLength: 20 }), fc.constantFrom('ts-1', '../x')),
+      }).map((body) => ({ target: m, method: 'POST', path: '/v1/meta/changes', body })),
+    ),
+    route(
       'POST /v1/tables',
       fc
         .tuple(

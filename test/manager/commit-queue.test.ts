@@ -37,4 +37,31 @@ describe('commit queue', () => {
     await commits.submit({ mutations: [{ puts: [{ row: 's', col: 'c', value: 'v' }] }] });
     expect(heard).toEqual([['r'], ['s']]);
   });
+
+  it('listeners hear every row an applied mutation changed, its columns, and which server sent it', async () => {
+    const heard: unknown[] = [];
+    commits.onApplied(({ changed }) => heard.push(changed));
+    await commits.submit({ mutations: [{ puts: [{ row: 'r', col: 'a', value: 'v' }] }] });
+    const fence = { server: 'ts-1', session: 'ffff' };
+    const results = await commits.submit({
+      fence,
+      mutations: [
+        {
+          puts: [{ row: 'r', col: 'b', value: 'v' }],
+          deletes: [{ row: 'r', col: 'a' }],
+          deleteRows: ['s'],
+        },
+        // Not applied: its condition fails, and it is not heard of.
+        { conditions: [{ op: 'present', row: 'x', col: 'c' }], puts: [{ row: 'x', col: 'c', value: 'v' }] },
+      ],
+    });
+    expect(results.map((r) => r.applied)).toEqual([true, false]);
+    expect(heard).toEqual([
+      [{ row: 'r', cols: ['a'] }],
+      [
+        { row: 'r', cols: ['b', 'a'], origin: 'ts-1' },
+        { row: 's', cols: ['*'], origin: 'ts-1' },
+      ],
+    ]);
+  });
 });
