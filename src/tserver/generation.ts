@@ -170,9 +170,15 @@ export class Generation {
       }
     });
     this.imports = new BulkImports(this.hosting, ctx.store, (ctx.gcGraceMs ?? 600_000) / 2);
+    let cursor: { feed: string; seq: number } | undefined;
     this.reconciler = new Reconciler(this.hosting, this.watch, log, {
       everyMs: ctx.compactorSweepMs,
       eachRound: () => this.holds.sweep(),
+      changes: async () => {
+        const answer = await this.meta.changes(cursor, ctx.name);
+        cursor = { feed: answer.feed, seq: answer.seq };
+        return answer;
+      },
     });
     this.links = new CompactorLinks({
       holds: (compactor) => this.watch.holds(compactor),

@@ -82,6 +82,16 @@ export class Hosting {
     return [...this.tablets.values()];
   }
 
+  /** Whether the tablet is hosted here or being loaded. */
+  has(row: string): boolean {
+    return this.tablets.has(row) || this.loading.has(row);
+  }
+
+  /** The rows of every tablet hosted here or being loaded. */
+  rows(): string[] {
+    return [...new Set([...this.tablets.keys(), ...this.loading.keys()])];
+  }
+
   /**
    * The hosted tablet, read back from the store first if it is stale; NOT_SERVING naming where it is
    * hosted now (when known) if it is not hosted here.

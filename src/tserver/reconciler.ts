@@ -3,8 +3,10 @@
  * (its `loc` may name this server) is loaded again; for each hosted tablet:
  *   - a tablet whose in-memory copy is stale (a change's outcome was unknown) is read back and planned;
  *   - a tablet whose queue entries could not be planned is planned again;
- *   - every few rounds the tablet is refreshed from its row, for what the manager writes there (user
- *     compactions, released jobs) in case its notification was lost;
+ *   - a tablet whose row another process changed (the manager's change feed says which: what the
+ *     manager writes there — user compactions, released jobs — in case its notification was lost) is
+ *     refreshed from its row. When the feed cannot say (a new manager, a cursor too old), every hosted
+ *     tablet is refreshed, at most `refreshPerRound` a round: an idle server reads nothing per tablet;
  * then the round's further work (the holds whose reservations ended elsewhere); and every reservation
  * of the hosted tablets is swept: a dead compactor's reservations are cancelled,
  * again every round until that succeeds. The sweep also runs on its own every interval: a round can wait
@@ -20,15 +22,21 @@ import type { Hosting } from './hosting.js';
 export interface ReconcilerOptions {
   /** Default 5 s. */
   everyMs?: number;
-  /** Refresh every tablet from its row every this many rounds (default 6). */
-  refreshEvery?: number;
+  /** Rows refreshed at most per round (default 500): the pace of a full refresh after a reset. */
+  refreshPerRound?: number;
+  /**
+   * The rows changed by others since the last call, or `reset` (re-read them all); throws when the
+   * manager cannot say now (the next round asks again).
+   */
+  changes?: () => Promise<{ reset: boolean; rows: string[] }>;
   /** More work for every round, after the tablets (the holds still waiting: hold-resolver.ts). */
   eachRound?: () => Promise<void>;
 }
 
 export class Reconciler {
   private timer: NodeJS.Timeout | undefined;
-  private rounds = 0;
+  /** Rows to refresh, in the order they became due. */
+  private readonly due = new Set<string>();
   private running: Promise<void> | undefined;
   private sweeping: Promise<void> | undefined;
   private stopped = false;
@@ -77,14 +85,27 @@ export class Reconciler {
     return this.sweeping;
   }
 
+  /** Rows refreshed so far (for tests and status). */
+  readonly stats = { refreshed: 0, resets: 0 };
+
   private async round(): Promise<void> {
-    const refresh = ++this.rounds % (this.options.refreshEvery ?? 6) === 0;
     await this.hosting.retryUnsettledLoads();
+    await this.followChanges();
+    let budget = this.options.refreshPerRound ?? 500;
+    for (const row of this.due) {
+      if (this.stopped || budget-- <= 0) break;
+      this.due.delete(row);
+      this.stats.refreshed++;
+      await this.hosting
+        .refresh(row)
+        .catch((err: unknown) =>
+          this.log.debug({ tablet: row, err: describeError(err) }, 'refreshing a tablet failed; next round'),
+        );
+    }
     for (const tablet of this.hosting.all()) {
       if (this.stopped) return;
       try {
-        if (refresh) await this.hosting.refresh(tablet.row);
-        else if (tablet.stale || tablet.replanNeeded) await this.hosting.replan(tablet);
+        if (tablet.stale || tablet.replanNeeded) await this.hosting.replan(tablet);
       } catch (err) {
         this.log.debug(
           { tablet: tablet.row, err: describeError(err) },
@@ -96,6 +117,25 @@ export class Reconciler {
     await this.options.eachRound?.();
     if (this.stopped) return;
     await this.runSweep();
+  }
+
+  /** Marks due the hosted rows others changed (all of them on a reset). */
+  private async followChanges(): Promise<void> {
+    const changes = this.options.changes;
+    if (!changes) return;
+    let answer;
+    try {
+      answer = await changes();
+    } catch (err) {
+      this.log.debug({ err: describeError(err) }, 'reading the change feed failed; next round');
+      return;
+    }
+    if (answer.reset) {
+      this.stats.resets++;
+      for (const row of this.hosting.rows()) this.due.add(row);
+      return;
+    }
+    for (const row of answer.rows) if (this.hosting.has(row)) this.due.add(row);
   }
 
   private async sweep(): Promise<void> {
