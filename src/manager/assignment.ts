@@ -16,8 +16,12 @@
  *     reservations and watches their compactors, which follow the tablet there: a move cancels nothing.
  *     A move whose old host does not let go is asked again, and given up after `moveTimeoutMs`.
  *
- * Passes run when the set of live servers changes, when asked (table created, a server drained), and
- * periodically; a load or unload request that got lost is sent again on a later pass.
+ * Passes run when the set of live servers changes, when asked (table created, a server drained), within
+ * `intervalMs` of a mutation that changed where a tablet is or which tablets and tables exist (its `loc`,
+ * `future` or `prev`; a table's row), and every `intervalMs` while the last pass left work under way (a
+ * load not yet taken, a move, a placement refused); a load or unload request that got lost is sent again
+ * on such a pass. Once every tablet is hosted and balanced, the only other pass is the backstop every
+ * `backstopMs`: an idle cluster does not read its tablets every few seconds.
  */
 import { Coalesced } from '../coalesce.js';
 import { describeError } from '../errors.js';
@@ -27,15 +31,17 @@ import type { MetaBackend } from '../meta/backend.js';
 import { COL_FUTURE, COL_LOC, locationValue, type Location, type TabletMeta } from '../meta/tablet.js';
 import type { Mutation } from '../meta/types.js';
 import type { PeerClients } from '../rpc/peers.js';
-import { planMoves, type PlacedTablet } from './balance.js';
+import { affectsPlacement, leastLoaded, planMoves, type PlacedTablet } from './balance.js';
 import type { CommitQueue } from './commit-queue.js';
 import { drains, readDrains } from './drains.js';
 import type { LiveTservers } from './live-tservers.js';
 import { readTablets } from './tables.js';
 
 export interface AssignerOptions {
-  /** Periodic pass (default 2 s). */
+  /** Pass again this soon while work is under way or after a change of placement (default 2 s). */
   intervalMs?: number;
+  /** Pass this often when all is settled (default 60 s): the backstop. */
+  backstopMs?: number;
   /** Resend a load or unload that has not taken effect after this long (default 3 s). */
   resendAfterMs?: number;
   /** Moves under way at once (default 8; 0: no balancing). */
@@ -55,6 +61,10 @@ interface Placement {
 
 export class Assigner {
   private timer: NodeJS.Timeout | undefined;
+  /** When the timer fires (0: no timer). */
+  private dueAt = 0;
+  private stopped = false;
+  private unlisten: (() => void) | undefined;
   private readonly passes = new Coalesced(
     () => this.pass(),
     (err) => this.log.warn({ err: describeError(err) }, 'assignment pass failed'),
@@ -80,15 +90,32 @@ export class Assigner {
 
   start(): void {
     this.live.on('changed', this.onChanged);
-    this.timer = setInterval(() => void this.kick(), this.options.intervalMs ?? 2_000);
-    this.timer.unref();
+    this.unlisten = this.commits.onApplied(({ changed }) => {
+      if (changed.some(affectsPlacement)) this.schedule(this.options.intervalMs ?? 2_000);
+    });
     void this.kick();
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.timer);
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.unlisten?.();
     this.live.off('changed', this.onChanged);
     await this.passes.stop();
+  }
+
+  /** A pass within `ms` (sooner if one is due sooner already). */
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    const at = Date.now() + ms;
+    if (this.dueAt !== 0 && this.dueAt <= at) return;
+    clearTimeout(this.timer);
+    this.dueAt = at;
+    this.timer = setTimeout(() => {
+      this.dueAt = 0;
+      void this.kick();
+    }, ms);
+    this.timer.unref();
   }
 
   private readonly onChanged = (): void => void this.kick();
@@ -144,7 +171,19 @@ export class Assigner {
   }
 
   private async pass(): Promise<void> {
+    let settled = false;
+    try {
+      settled = await this.placeAll();
+    } finally {
+      // A pass that failed is tried again soon, as is one that left work under way.
+      this.schedule(settled ? (this.options.backstopMs ?? 60_000) : (this.options.intervalMs ?? 2_000));
+    }
+  }
+
+  /** One pass; true when it found nothing to do and nothing under way. */
+  private async placeAll(): Promise<boolean> {
     this.stats.passes++;
+    const readAt = Date.now();
     const [tablets, online, drained] = await Promise.all([
       readTablets(this.store, ALL_TABLETS.start, ALL_TABLETS.end),
       this.onlineTables(),
@@ -165,6 +204,8 @@ export class Assigner {
     const moving: (Pick<PlacedTablet, 'tableId' | 'bytes'> & { to: string })[] = [];
     const giveUp: Mutation[] = [];
     const reload: { tablet: string; loc: Location; cleanup: number }[] = [];
+    /** Tablets with a load or a move under way. */
+    const underWay = new Set<string>();
 
     for (const tablet of tablets) {
       const cleanup: Mutation = { conditions: [], deletes: [] };
@@ -182,6 +223,7 @@ export class Assigner {
       const bytes = [...tablet.files.values()].reduce((n, f) => n + f.size, 0);
       const dest = liveFuture ? tablet.future! : liveLoc ? tablet.loc! : undefined;
       if (dest && load.has(dest.server)) load.set(dest.server, load.get(dest.server)! + 1);
+      if (liveFuture) underWay.add(tablet.row);
       if (liveLoc && liveFuture) {
         // A move under way: the old host is asked (again) to let go, or the move is given up.
         moving.push({ tableId: tablet.tableId, bytes, to: tablet.future!.server });
@@ -243,7 +285,15 @@ export class Assigner {
         },
       });
     }
-    if (cleanups.length === 0 && placements.length === 0 && giveUp.length === 0) return;
+    // What this pass did not see under way is over (hosted, its tablet gone): no resend is due.
+    // (Entries made since the read are of loads and moves it could not see yet.)
+    for (const [row, at] of this.sentAt) if (at < readAt && !underWay.has(row)) this.sentAt.delete(row);
+    for (const [row, at] of this.movingSince)
+      if (at < readAt && !underWay.has(row)) this.movingSince.delete(row);
+    if (cleanups.length === 0 && placements.length === 0 && giveUp.length === 0) {
+      // Unhosted tablets with no server to take them wait for one: a server joining kicks a pass.
+      return underWay.size === 0;
+    }
 
     // One submission, one fsync, however many tablets a dead server left behind. Mutations apply in
     // order, so a tablet whose dead location is cleared here is assigned in the same transaction.
@@ -274,6 +324,7 @@ export class Assigner {
       this.log.info({ tablet, server: loc.server }, 'tablet assigned');
       this.sendLoad(tablet, loc);
     });
+    return false;
   }
 
   /** A move under way: ask the old host again to let go, or give the move up when it will not. */
@@ -344,12 +395,4 @@ export class Assigner {
           this.log.warn({ tablet, server: loc.server, err: describeError(err) }, 'load request failed'),
       );
   }
-}
-
-function leastLoaded(load: Map<string, number>): string | undefined {
-  let best: string | undefined;
-  for (const [server, n] of load) {
-    if (best === undefined || n < load.get(best)! || (n === load.get(best) && server < best)) best = server;
-  }
-  return best;
 }

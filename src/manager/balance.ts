@@ -10,6 +10,10 @@
  *    bring the two servers' bytes nearest to even (then the one with the fewest reservations).
  * Moves already under way count for their destination. At most `maxMoves` are planned.
  */
+import { TABLE_PREFIX } from '../meta/keys.js';
+import { COL_FUTURE, COL_LOC, COL_PREV } from '../meta/tablet.js';
+import type { RowChange } from './commit-queue.js';
+import { TSERVER_PREFIX } from './drains.js';
 
 export interface PlacedTablet {
   row: string;
@@ -107,4 +111,19 @@ export function planMoves(input: BalanceInput): Move[] {
     }
   }
   return moves;
+}
+
+/** Whether a changed row can change what a pass does: placement, tablets and tables, drains. */
+export function affectsPlacement(change: RowChange): boolean {
+  if (change.row.startsWith(TABLE_PREFIX) || change.row.startsWith(TSERVER_PREFIX)) return true;
+  return change.cols.some((c) => c === COL_LOC || c === COL_FUTURE || c === COL_PREV || c === '*');
+}
+
+/** The server with the fewest tablets (then the first by name). */
+export function leastLoaded(load: Map<string, number>): string | undefined {
+  let best: string | undefined;
+  for (const [server, n] of load) {
+    if (best === undefined || n < load.get(best)! || (n === load.get(best) && server < best)) best = server;
+  }
+  return best;
 }

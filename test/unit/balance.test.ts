@@ -5,7 +5,9 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { planMoves, type PlacedTablet } from '../../src/manager/balance.js';
+import { affectsPlacement, planMoves, type PlacedTablet } from '../../src/manager/balance.js';
+import { TSERVER_PREFIX } from '../../src/manager/drains.js';
+import { TABLE_PREFIX } from '../../src/meta/keys.js';
 
 const tablet = (row: string, server: string, extra: Partial<PlacedTablet> = {}): PlacedTablet => ({
   row,
@@ -94,6 +96,18 @@ describe('balancing', () => {
           expect(few.length).toBeLessThanOrEqual(2);
         },
       ),
+    );
+  });
+
+  it('a pass follows the changes of placement, tablets, tables and drains, not those of files or queues', () => {
+    expect(affectsPlacement({ row: '0001;m', cols: ['loc'] })).toBe(true);
+    expect(affectsPlacement({ row: '0001;m', cols: ['file:F1', 'future'] })).toBe(true);
+    expect(affectsPlacement({ row: '0001;m', cols: ['prev'] })).toBe(true);
+    expect(affectsPlacement({ row: '0001;m', cols: ['*'] })).toBe(true);
+    expect(affectsPlacement({ row: `${TABLE_PREFIX}0001`, cols: ['state'] })).toBe(true);
+    expect(affectsPlacement({ row: `${TSERVER_PREFIX}ts-1`, cols: ['drain'] })).toBe(true);
+    expect(affectsPlacement({ row: '0001;m', cols: ['file:F1', 'ecomp:E1', 'queued:E1', 'ver'] })).toBe(
+      false,
     );
   });
 });
