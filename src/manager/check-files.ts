@@ -35,7 +35,12 @@ export function checkMarks(input: CheckInput): Record<'badDeletionMarks' | 'refe
   for (const t of input.tablets) {
     const files = new Set(t.files.keys());
     for (const r of t.reservations.values()) [r.output, ...r.inputs].forEach((f) => files.add(f));
-    for (const f of files) if (input.deletions.has(f)) tabletsOf.set(f, [...(tabletsOf.get(f) ?? []), t.row]);
+    for (const f of files) {
+      if (!input.deletions.has(f)) continue;
+      const list = tabletsOf.get(f);
+      if (list) list.push(t.row);
+      else tabletsOf.set(f, [t.row]);
+    }
   }
   const stillReferenced = [...input.deletions.keys()]
     .filter((file) => referenced.has(file))

@@ -172,7 +172,11 @@ function checkReservations(input: CheckInput): Pick<Found, 'deadCompactorReserva
 function checkCoverage(input: CheckInput): Pick<Found, 'tabletCoverage'> {
   const out: Record<string, unknown>[] = [];
   const byTable = new Map<string, TabletMeta[]>();
-  for (const t of input.tablets) byTable.set(t.tableId, [...(byTable.get(t.tableId) ?? []), t]);
+  for (const t of input.tablets) {
+    const list = byTable.get(t.tableId);
+    if (list) list.push(t);
+    else byTable.set(t.tableId, [t]);
+  }
   const hex = (row: Buffer | null) => (row === null ? null : row.toString('hex'));
   for (const [tableId, tablets] of byTable) {
     // Rows sort like the tablets' end rows, the unbounded last one after all others (meta/keys.ts).
