@@ -220,6 +220,9 @@ function serve(
   tables
     .resumeDeletes(unload)
     .catch((err: unknown) => log.warn({ err: describeError(err) }, 'resuming deletions failed'));
+  tables
+    .abandonCreations()
+    .catch((err: unknown) => log.warn({ err: describeError(err) }, 'removing unfinished creations failed'));
   return active;
 }
 

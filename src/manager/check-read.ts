@@ -94,12 +94,16 @@ async function readMetadata(store: MetaReader): Promise<MetadataRead> {
     else badMarks.set(file, problem);
   }
   const tableConfigs = new Map<string, TableConfig>();
+  /** Tables being created (table-create.ts): not there yet, their tablets still being written. */
+  const creating = new Set<string>();
   for await (const { row, cols } of scanRows(store, { prefix: TABLE_PREFIX })) {
+    if (cols.get('state') === 'creating') creating.add(row.slice(TABLE_PREFIX.length));
     const config = parseConfig(cols.get('config'));
     if (config.success) tableConfigs.set(row.slice(TABLE_PREFIX.length), config.data);
     else malformed.set(row, `config: ${config.error}`);
   }
-  return { tablets, queueEntries, deletions, badMarks, tableConfigs, malformed };
+  const visible = creating.size === 0 ? tablets : tablets.filter((t) => !creating.has(t.tableId));
+  return { tablets: visible, queueEntries, deletions, badMarks, tableConfigs, malformed };
 }
 
 function parseConfig(

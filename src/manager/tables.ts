@@ -3,7 +3,7 @@
  *
  * A table is `~table:<id>` (name, config, state) plus `~tname:<name>` (the name's id, which is what makes
  * names unique: creation is conditional on it being absent) plus one row per tablet. Creation is one
- * conditional mutation, so a table appears whole or not at all.
+ * conditional mutation (a big one a few, table-create.ts), so a table appears whole or not at all.
  *
  * Deletion first marks the table `deleting` and takes its tablets away from their tablet servers (clears
  * `loc`/`future`, after which no tablet server can change them), then removes each tablet row with its
@@ -15,60 +15,24 @@
  * mutation that completes the change, so a request repeated after its answer was lost is answered the
  * same and applied once.
  */
-import { z } from 'zod';
 import { ExcError } from '../errors.js';
 import type { Logger } from '../log.js';
-import {
-  INSTANCE_ROW,
-  TABLE_PREFIX,
-  delRow,
-  formatId,
-  tableNameRow,
-  tableRange,
-  tableRow,
-  tabletRow,
-} from '../meta/keys.js';
+import { TABLE_PREFIX, delRow, tableNameRow, tableRange, tableRow } from '../meta/keys.js';
 import { scanRows, type MetaBackend, type MetaReader } from '../meta/backend.js';
 import { tableConfigSchema, type TableConfig, type TableConfigInput } from '../meta/table-config.js';
 import { ingestRow } from '../meta/ingest-ids.js';
 import { outcomeCell } from '../meta/outcomes.js';
-import {
-  COL_FUTURE,
-  COL_LOC,
-  COL_PREV,
-  locationValue,
-  parseTablet,
-  prevValue,
-  type TabletMeta,
-} from '../meta/tablet.js';
-import type { Cell, Condition, Mutation } from '../meta/types.js';
+import { COL_FUTURE, COL_LOC, locationValue, parseTablet, type TabletMeta } from '../meta/tablet.js';
+import type { Cell, Mutation } from '../meta/types.js';
 import { tableOfflineError, type TableInfo, type TableState } from '../meta/views.js';
 import { checkEntityName } from '../names.js';
 import { parseInput } from '../validate.js';
 import type { CommitQueue } from './commit-queue.js';
 import { answerCell, answerOf, unanswered } from './requests.js';
-import { parseSplits } from './split-points.js';
+import { TableCreator, type CreateTableRequest, type QueueCheck } from './table-create.js';
 
-const COUNTER_COL = 'nextTableId';
-const MAX_SPLITS = 10_000;
 /** Rounds of taking a deleted table's tablets away from their servers (see finishDelete). */
 const TAKE_AWAY_ROUNDS = 5;
-
-export const createTableSchema = z.object({
-  name: z.string(),
-  /** Split points as UTF-8 strings. */
-  splits: z.array(z.string().min(1)).max(MAX_SPLITS).default([]),
-  /** Split points as hex byte strings (for binary rows). */
-  splitsHex: z
-    .array(z.string().regex(/^(?:[0-9a-f]{2})+$/, 'expected a non-empty lower-case hex byte string'))
-    .max(MAX_SPLITS)
-    .default([]),
-  config: z.unknown().optional(),
-});
-export type CreateTableRequest = z.input<typeof createTableSchema>;
-
-/** Checks that named queues exist; supplied by the manager (queues live in ZooKeeper). */
-export type QueueCheck = (names: string[]) => Promise<void>;
 
 export class Tables {
   constructor(
@@ -76,71 +40,27 @@ export class Tables {
     private readonly commits: CommitQueue,
     private readonly checkQueues: QueueCheck,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.creator = new TableCreator(store, commits, checkQueues, log);
+  }
 
-  async create(request: CreateTableRequest, requestId?: string): Promise<TableInfo> {
-    const answered = await answerOf<TableInfo>(this.store, requestId);
-    if (answered) return answered;
-    const req = parseInput(createTableSchema, request, 'body');
-    checkEntityName('table', req.name, 'body.name');
-    const splits = parseSplits(req.splits, req.splitsHex);
-    const config = parseConfig(req.config ?? {});
-    await this.checkQueues(config.queues.map((q) => q.queue));
+  private readonly creator: TableCreator;
 
-    for (let attempt = 0; attempt < 20; attempt++) {
-      const counterText = await this.store.get(INSTANCE_ROW, COUNTER_COL);
-      const counter = Number(counterText ?? '1');
-      const id = formatId(counter);
-      const now = Date.now();
-      const puts: Cell[] = [
-        { row: INSTANCE_ROW, col: COUNTER_COL, value: String(counter + 1) },
-        { row: tableNameRow(req.name), col: 'id', value: id },
-        { row: tableRow(id), col: 'name', value: req.name },
-        { row: tableRow(id), col: 'config', value: JSON.stringify(config) },
-        { row: tableRow(id), col: 'state', value: 'online' },
-        { row: tableRow(id), col: 'created', value: String(now) },
-      ];
-      let prev: Buffer | null = null;
-      for (const end of [...splits, null]) {
-        puts.push({ row: tabletRow(id, end), col: COL_PREV, value: prevValue(prev) });
-        prev = end;
-      }
-      const info: TableInfo = { id, name: req.name, state: 'online', config, createdAt: now };
-      const conditions: Condition[] = [
-        counterText === undefined
-          ? { op: 'absent', row: INSTANCE_ROW, col: COUNTER_COL }
-          : { op: 'equals', row: INSTANCE_ROW, col: COUNTER_COL, value: counterText },
-        { op: 'absent', row: tableNameRow(req.name), col: 'id' },
-      ];
-      // The answer's condition comes first: a repeat must find its answer, not an existing name.
-      if (requestId) {
-        conditions.unshift(unanswered(requestId));
-        puts.push(answerCell(requestId, info));
-      }
-      const [result] = await this.commits.submit({ mutations: [{ conditions, puts }] });
-      if (result?.applied) {
-        this.log.info({ table: req.name, tableId: id, tablets: splits.length + 1 }, 'table created');
-        return info;
-      }
-      const failed = (result?.failed.index ?? -1) - (requestId ? 1 : 0);
-      if (failed === -1) return (await answerOf<TableInfo>(this.store, requestId))!;
-      if (failed === 1) {
-        throw new ExcError('ALREADY_EXISTS', `table ${JSON.stringify(req.name)} already exists`, {
-          details: { table: req.name },
-        });
-      }
-      // Another creation took the id: read the counter again.
-    }
-    throw new ExcError(
-      'CONFLICT',
-      `could not allocate a table id for ${req.name}: too many concurrent creations`,
-    );
+  /** Creates a table, whole or not at all (table-create.ts). */
+  create(request: CreateTableRequest, requestId?: string): Promise<TableInfo> {
+    return this.creator.create(request, requestId);
+  }
+
+  /** Removes the tables a manager that died left half created (start-up). */
+  abandonCreations(): Promise<void> {
+    return this.creator.abandonCreations();
   }
 
   async list(): Promise<TableInfo[]> {
     const out: TableInfo[] = [];
     for await (const { row, cols } of scanRows(this.store, { prefix: TABLE_PREFIX })) {
-      out.push(toTableInfo(row.slice(TABLE_PREFIX.length), cols));
+      // A table being created is not there yet (table-create.ts).
+      if (cols.get('state') !== 'creating') out.push(toTableInfo(row.slice(TABLE_PREFIX.length), cols));
     }
     return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
