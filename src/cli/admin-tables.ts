@@ -1,4 +1,5 @@
 /** `excompact admin table …`: create, list, inspect, configure, compact and delete tables. */
+import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { ExcError } from '../errors.js';
 import { parseConfigAssignments } from '../meta/table-config.js';
@@ -28,6 +29,10 @@ export function registerTables(admin: Command): void {
     .argument('<name>', 'table name', nonEmpty('the table name'))
     .option('--split <row>', 'a split point (repeat for more; text, or 0x and its bytes in hex)', collect)
     .option('--splits <rows>', 'split points, comma-separated (text, or 0x and hex bytes, each)')
+    .option(
+      '--splits-file <path>',
+      'split points, one a line, in any order (text, or 0x and hex bytes; blank lines skipped)',
+    )
     .option('--config <key=value>', 'a table setting (repeat; see `table config --help`)', collect)
     .option('--if-not-exists', 'succeed (and change nothing) when the table already exists')
     .option('--json', 'print JSON')
@@ -37,21 +42,30 @@ export function registerTables(admin: Command): void {
         'excompact admin table create events --splits g,p --config queues=small:64M,large',
         'excompact admin table create logs --split m --config ttl=7d',
         'excompact admin table create blobs --splits 0x40,0x80,0xc0',
+        'excompact admin table create big --splits-file splits.txt',
       ]),
     )
     .action(
       action(
         async (
           name: string,
-          opts: JsonFlag & { split?: string[]; splits?: string; config?: string[]; ifNotExists?: boolean },
+          opts: JsonFlag & {
+            split?: string[];
+            splits?: string;
+            splitsFile?: string;
+            config?: string[];
+            ifNotExists?: boolean;
+          },
           cmd: Command,
         ) => {
-          const splits = [
+          let splits = [
             ...(opts.split ?? []).map((s) => splitPoint(s, '--split')),
             ...(opts.splits === undefined
               ? []
               : opts.splits.split(',').map((s) => splitPoint(s, '--splits'))),
           ];
+          if (opts.splitsFile !== undefined)
+            splits = sortedUnique([...splits, ...readSplitsFile(opts.splitsFile)]);
           const config = parseConfigAssignments(opts.config ?? []);
           // In hex: a split point is bytes, which text would not always carry (0x…, row-text.ts).
           const splitsHex = splits.map((s) => s.toString('hex'));
@@ -314,6 +328,32 @@ function parseFilterFlag(flag: string): { name: string; options?: unknown } {
 }
 
 /** A split point typed as text or 0x-hex (row-text.ts); an empty one is refused here, by its flag. */
+/** A file's split points, one a line (`\r\n` too); blank lines skipped; a bad one named by its line. */
+function readSplitsFile(path: string): Buffer[] {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new ExcError(
+      'BAD_REQUEST',
+      `--splits-file ${path}: ${code === 'ENOENT' ? 'no such file' : String(code ?? err)}`,
+    );
+  }
+  const out: Buffer[] = [];
+  text.split('\n').forEach((line, i) => {
+    const point = line.endsWith('\r') ? line.slice(0, -1) : line;
+    if (point !== '') out.push(splitPoint(point, `--splits-file ${path} line ${i + 1}`));
+  });
+  return out;
+}
+
+/** Sorted as bytes (the order of rows), each once. */
+function sortedUnique(points: Buffer[]): Buffer[] {
+  const sorted = [...points].sort((a, b) => Buffer.compare(a, b));
+  return sorted.filter((p, i) => i === 0 || !p.equals(sorted[i - 1]!));
+}
+
 function splitPoint(text: string, flag: string): Buffer {
   const row = parseRow(text, flag);
   if (row.length === 0) throw new ExcError('BAD_REQUEST', `${flag}: a split point cannot be empty`);
