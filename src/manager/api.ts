@@ -13,7 +13,7 @@ import { locationSchema } from '../meta/tablet.js';
 import { describeTablet } from '../meta/views.js';
 import type { MetaBackend } from '../meta/backend.js';
 import type { FoundWork } from './work-finder.js';
-import { apiMutationsSchema, rowRequestSchema, scanSchema } from '../meta/types.js';
+import { apiMutationsSchema, rowRequestSchema, rowsRequestSchema, scanSchema } from '../meta/types.js';
 import type { RpcServer } from '../rpc/server.js';
 import { nameSchema } from '../names.js';
 import { parseInput } from '../validate.js';
@@ -84,6 +84,14 @@ export function registerManagerApi(
     row: body.row,
     cols: Object.fromEntries(await parts().store.row(body.row)),
   }));
+
+  // Many rows at once: a tablet server loading hundreds of tablets reads them in one request.
+  server.route('POST', '/meta/rows', { body: rowsRequestSchema }, async ({ body }) => {
+    const store = parts().store;
+    const rows: Record<string, Record<string, string>> = {};
+    for (const row of new Set(body.rows)) rows[row] = Object.fromEntries(await store.row(row));
+    return { rows };
+  });
 
   server.route(
     'POST',

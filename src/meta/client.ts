@@ -28,6 +28,7 @@ import { parseInput } from '../validate.js';
 import { groupCallers, type Caller } from './mutation-groups.js';
 import type { Fence } from './tablet.js';
 import {
+  MAX_ROWS_PER_READ,
   apiMutationsSchema,
   type Cell,
   type Mutation,
@@ -102,14 +103,42 @@ export class MetaClient {
     }
   }
 
-  async row(row: string): Promise<Map<string, string>> {
-    const result = await this.call<{ cols: Record<string, string> }>(
-      'POST',
-      '/v1/meta/row',
-      { row },
-      { idempotent: true },
-    );
-    return new Map(Object.entries(result.cols));
+  /**
+   * One row's columns. Calls made in the same turn of the event loop (a tablet server loading many
+   * tablets at once) are read with one request of up to 1,000 rows.
+   */
+  row(row: string): Promise<Map<string, string>> {
+    return new Promise((resolve, reject) => {
+      this.rowsWanted.push({ row, resolve, reject });
+      if (this.rowsWanted.length === 1) setImmediate(() => this.readWanted());
+    });
+  }
+
+  private readonly rowsWanted: {
+    row: string;
+    resolve: (cols: Map<string, string>) => void;
+    reject: (err: unknown) => void;
+  }[] = [];
+
+  private readWanted(): void {
+    const wanted = this.rowsWanted.splice(0);
+    for (let i = 0; i < wanted.length; i += MAX_ROWS_PER_READ) {
+      const group = wanted.slice(i, i + MAX_ROWS_PER_READ);
+      const read = this.call<{ rows: Record<string, Record<string, string>> }>(
+        'POST',
+        '/v1/meta/rows',
+        { rows: group.map((w) => w.row) },
+        { idempotent: true },
+      );
+      read.then(
+        ({ rows }) => {
+          for (const w of group) w.resolve(new Map(Object.entries(rows[w.row] ?? {})));
+        },
+        (err: unknown) => {
+          for (const w of group) w.reject(err);
+        },
+      );
+    }
   }
 
   /**

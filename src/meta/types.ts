@@ -106,6 +106,9 @@ export type ScanRequest = z.input<typeof scanSchema>;
 
 /** A request for the cells of one row. */
 export const rowRequestSchema = z.object({ row: bound.min(1) });
+/** Rows one `/v1/meta/rows` request reads at most. */
+export const MAX_ROWS_PER_READ = 1_000;
+export const rowsRequestSchema = z.object({ rows: z.array(bound.min(1)).min(1).max(MAX_ROWS_PER_READ) });
 
 export interface ScanPage {
   cells: Cell[];

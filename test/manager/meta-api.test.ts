@@ -1,5 +1,5 @@
 /**
- * The manager's raw metadata routes (/v1/meta/mutate, /meta/row, /meta/scan) against bad input, on both
+ * The manager's raw metadata routes (/v1/meta/mutate, /meta/row, /meta/rows, /meta/scan) against bad input, on both
  * backends (a real manager on SQLite, and on a real PostgreSQL server): a request the store must not
  * take gets a 400 naming what was wrong, and changes nothing. The routes are called as they are, not
  * through MetaClient.mutate, which checks each caller's mutations before it groups them
@@ -118,5 +118,22 @@ describe.each(['sqlite', 'postgres'] as const)('manager meta API on %s', (kind) 
     expect(rowErr.message).toMatch(/body\.row: .*NUL/);
 
     expect(await everything(meta)).toEqual(before);
+  });
+
+  it('rows - rows read in one turn share a request; each caller gets its own row; too many rows is a 400', async () => {
+    const meta = await start();
+    const rows = Array.from({ length: 1_500 }, (_, i) => `r${String(i).padStart(4, '0')}`);
+    await mutateRaw(meta, [{ puts: rows.map((row) => ({ row, col: 'c', value: `v-${row}` })) }]);
+    // 1,500 at once, one repeated and one absent: read 1,000 rows a request at most.
+    const read = await Promise.all([...rows, 'r0007', 'absent'].map((r) => meta.row(r)));
+    rows.forEach((row, i) => expect(Object.fromEntries(read[i]!)).toEqual({ c: `v-${row}` }));
+    expect(Object.fromEntries(read[1_500]!)).toEqual({ c: 'v-r0007' });
+    expect(read[1_501]!.size).toBe(0);
+
+    const tooMany = await failure(
+      meta.call('POST', '/v1/meta/rows', { rows: [...rows, ...rows] }, { idempotent: true }),
+    );
+    expect(tooMany.code).toBe('BAD_REQUEST');
+    expect(tooMany.message).toMatch(/body\.rows/);
   });
 });
