@@ -16,12 +16,10 @@
  *     reservations and watches their compactors, which follow the tablet there: a move cancels nothing.
  *     A move whose old host does not let go is asked again, and given up after `moveTimeoutMs`.
  *
- * Passes run when the set of live servers changes, when asked (table created, a server drained), within
- * `intervalMs` of a mutation that changed where a tablet is or which tablets and tables exist (its `loc`,
- * `future` or `prev`; a table's row), and every `intervalMs` while the last pass left work under way (a
- * load not yet taken, a move, a placement refused); a load or unload request that got lost is sent again
- * on such a pass. Once every tablet is hosted and balanced, the only other pass is the backstop every
- * `backstopMs`: an idle cluster does not read its tablets every few seconds.
+ * Passes run when the live servers change, when asked, within `intervalMs` of a mutation that changed
+ * placement (balance.ts, affectsPlacement), and every `intervalMs` while work is under way (a lost load or
+ * unload is sent again then); once all is hosted and balanced, only every `backstopMs`. Loads go in
+ * batches per server (load-sender.ts).
  */
 import { Coalesced } from '../coalesce.js';
 import { describeError } from '../errors.js';
@@ -35,6 +33,7 @@ import { affectsPlacement, leastLoaded, planMoves, type PlacedTablet } from './b
 import type { CommitQueue } from './commit-queue.js';
 import { drains, readDrains } from './drains.js';
 import type { LiveTservers } from './live-tservers.js';
+import { LoadSender } from './load-sender.js';
 import { readTablets } from './tables.js';
 
 export interface AssignerOptions {
@@ -70,6 +69,7 @@ export class Assigner {
     (err) => this.log.warn({ err: describeError(err) }, 'assignment pass failed'),
   );
   private readonly sentAt = new Map<string, number>();
+  private readonly loads = new LoadSender((tablets, loc) => this.postLoads(tablets, loc));
   /** Moves under way: tablet row → when the move was written. */
   private readonly movingSince = new Map<string, number>();
   /** Tablets the balancer leaves where they are (a merge gathering them): row → how many pinned it. */
@@ -302,15 +302,11 @@ export class Assigner {
         (c) => c.mutation,
       ),
     });
-    cleanups.forEach(({ tablet, mutation }, i) => {
-      if (!results[i]?.applied) return;
-      this.stats.cleared++;
-      this.log.info(
-        { tablet, dead: mutation.deletes!.map((d) => d.col) },
-        'cleared location of a dead tablet server',
-      );
-    });
-    for (const r of reload) if (results[r.cleanup]?.applied) this.sendLoad(r.tablet, r.loc);
+    // One log line a pass, not one per tablet: a dead server may leave tens of thousands.
+    const cleared = cleanups.filter((_, i) => results[i]?.applied).length;
+    this.stats.cleared += cleared;
+    for (const r of reload) if (results[r.cleanup]?.applied) this.loads.enqueue(r.tablet, r.loc);
+    const assigned = new Map<string, number>();
     placements.forEach(({ tablet, loc, from }, i) => {
       if (!results[cleanups.length + i]?.applied) return; // changed under us: the next pass looks again
       if (from) {
@@ -321,9 +317,11 @@ export class Assigner {
         return;
       }
       this.stats.assigned++;
-      this.log.info({ tablet, server: loc.server }, 'tablet assigned');
-      this.sendLoad(tablet, loc);
+      assigned.set(loc.server, (assigned.get(loc.server) ?? 0) + 1);
+      this.loads.enqueue(tablet, loc);
     });
+    if (cleared > 0 || assigned.size > 0)
+      this.log.info({ cleared, assigned: Object.fromEntries(assigned) }, 'tablets assigned');
     return false;
   }
 
@@ -365,34 +363,37 @@ export class Assigner {
       .get(from.server)
       .post('/v1/tablets/unload', { tablet }, { idempotent: true, attempts: 2, timeoutMs: 10_000 })
       .then(
-        () => this.sendLoad(tablet, to),
+        () => this.loads.enqueue(tablet, to),
         (err: unknown) =>
           this.log.warn({ tablet, server: from.server, err: describeError(err) }, 'unload for a move failed'),
       );
   }
 
   private maybeResend(tablet: string, loc: Location): void {
+    if (this.loads.has(tablet, loc)) return;
     const sent = this.sentAt.get(tablet);
     if (sent === undefined || Date.now() - sent > (this.options.resendAfterMs ?? 3_000))
-      this.sendLoad(tablet, loc);
+      this.loads.enqueue(tablet, loc);
   }
 
-  private sendLoad(tablet: string, loc: Location): void {
-    this.sentAt.set(tablet, Date.now());
-    this.peers
-      .get(loc.server)
-      .post(
-        '/v1/tablets/load',
-        { tablet, session: loc.session },
-        { idempotent: true, attempts: 2, timeoutMs: 5_000 },
-      )
+  /** One load request for many tablets (through `loads`: a bounded number at once per server). */
+  private async postLoads(tablets: string[], loc: Location): Promise<void> {
+    for (const t of tablets) this.sentAt.set(t, Date.now());
+    try {
+      const { loaded, failed } = await this.peers.get(loc.server).post<{
+        loaded: string[];
+        failed: { tablet: string; error: string }[];
+      }>('/v1/tablets/load', { tablets, session: loc.session }, { idempotent: true, attempts: 2, timeoutMs: 30_000 });
       // Loaded: the next moves need not wait for the periodic pass.
-      .then(
-        () => {
-          if (this.movingSince.delete(tablet)) void this.kick();
-        },
-        (err: unknown) =>
-          this.log.warn({ tablet, server: loc.server, err: describeError(err) }, 'load request failed'),
+      if (loaded.filter((t) => this.movingSince.delete(t)).length > 0) void this.kick();
+      if (failed.length > 0)
+        this.log.warn({ server: loc.server, failed: failed.length, first: failed[0] }, 'loads refused');
+    } catch (err) {
+      const tablet = tablets[0];
+      this.log.warn(
+        { tablet, tablets: tablets.length, server: loc.server, err: describeError(err) },
+        'load failed',
       );
+    }
   }
 }

@@ -1,7 +1,7 @@
 /**
  * The tablet server's HTTP API (all under /v1, all authenticated).
  *
- *   POST /v1/tablets/load     { tablet, session }        from the manager
+ *   POST /v1/tablets/load     { tablet | tablets, session }  from the manager (up to 1,000 tablets)
  *   POST /v1/tablets/unload   { tablet }                 from the manager
  *   POST /v1/tablets/refresh  { tablet? , tableId? }     from the manager (user compaction, config, release)
  *   POST /v1/tablets/split    { tablet, rowsHex }        from the manager (admin table split)
@@ -20,7 +20,7 @@
  *   GET  /v1/status
  */
 import { z } from 'zod';
-import { ExcError } from '../errors.js';
+import { ExcError, describeError } from '../errors.js';
 import { fileFiguresSchema } from '../meta/file-stats.js';
 import { QUEUE_ID_RE } from '../meta/keys.js';
 import type { RpcServer } from '../rpc/server.js';
@@ -29,6 +29,8 @@ import type { Hosting } from './hosting.js';
 import type { Reservations } from './reservations.js';
 
 const tablet = z.string().min(1).max(200);
+/** Tablets one load request names at most. */
+export const MAX_LOADS = 1_000;
 const ecid = z.string().regex(/^[0-9A-HJKMNP-TV-Z]{26}$/, 'expected a ULID');
 const compactor = z.string().min(1).max(1000);
 
@@ -50,7 +52,12 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
   server.route(
     'POST',
     '/tablets/load',
-    { body: z.object({ tablet, session: z.string() }) },
+    {
+      body: z.union([
+        z.object({ tablet, session: z.string() }).strict(),
+        z.object({ tablets: z.array(tablet).min(1).max(MAX_LOADS), session: z.string() }).strict(),
+      ]),
+    },
     async ({ body }) => {
       const g = current();
       if (body.session !== g.me.session) {
@@ -59,8 +66,18 @@ export function registerTserverApi(server: RpcServer, deps: TserverApiDeps): voi
           `load was meant for session ${body.session}, this server is ${g.me.session}`,
         );
       }
-      await g.hosting.load(body.tablet);
-      return { loaded: true };
+      if ('tablet' in body) {
+        await g.hosting.load(body.tablet);
+        return { loaded: true };
+      }
+      // Many at once (a new table, a dead server's tablets): their reads and writes go as a few requests.
+      const outcomes = await Promise.allSettled(body.tablets.map((t) => g.hosting.load(t)));
+      return {
+        loaded: body.tablets.filter((_, i) => outcomes[i]!.status === 'fulfilled'),
+        failed: outcomes.flatMap((o, i) =>
+          o.status === 'rejected' ? [{ tablet: body.tablets[i]!, error: describeError(o.reason) }] : [],
+        ),
+      };
     },
   );
 

@@ -138,6 +138,15 @@ function managerRoutes(k: Known): fc.Arbitrary<Case>[] {
       })),
     ),
     route(
+      'POST /v1/meta/rows',
+      fields({
+        rows: fc.oneof(
+          fc.array(fc.oneof(row, fc.constantFrom(...k.tablets, ''), fc.string()), { maxLength: 3 }),
+          fc.constant([]),
+        ),
+      }).map((body) => ({ target: m, method: 'POST', path: '/v1/meta/rows', body })),
+    ),
+    route(
       'POST /v1/meta/changes',
       fields({
         cursor: fc.oneof(
@@ -501,7 +510,13 @@ function workerRoutes(k: Known): fc.Arbitrary<Case>[] {
     ),
     post(
       '/v1/tablets/load',
-      fields({ tablet, session: fc.oneof(fc.constant(k.tserverSession), fc.string()) }),
+      fc.oneof(
+        fields({ tablet, session: fc.oneof(fc.constant(k.tserverSession), fc.string()) }),
+        fields({
+          tablets: fc.oneof(fc.array(tablet, { maxLength: 3 }), fc.constant([])),
+          session: fc.oneof(fc.constant(k.tserverSession), fc.string()),
+        }),
+      ),
     ),
     post('/v1/tablets/unload', fields({ tablet, offline: fc.boolean() })),
     post(
