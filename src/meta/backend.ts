@@ -52,7 +52,9 @@ export interface MetaBackend extends MetaReader {
 
 /**
  * Every cell matching `request`, following pages of `limit` cells (default 10,000). Each page is one
- * consistent read; a write between pages may show in the later ones.
+ * consistent read; a write between pages may show in the later ones. Between pages it lets the event
+ * loop turn: a read of every tablet on the in-process SQLite store would otherwise hold the thread for
+ * as long as it takes (seconds at 100,000 tablets), and with it the ZooKeeper session's heartbeats.
  */
 export async function* scanAll(
   reader: MetaReader,
@@ -63,6 +65,7 @@ export async function* scanAll(
   for (;;) {
     yield* page.cells;
     if (!page.next) return;
+    await new Promise((resolve) => setImmediate(resolve));
     page = await reader.scan({ ...pageRequest, after: page.next });
   }
 }
