@@ -12,7 +12,7 @@ import { printJson, printTable } from './format.js';
 const tablePath = (name: string): string => `/v1/tables/${encodeURIComponent(name)}`;
 
 async function iteratorsOf(c: Cluster, table: string): Promise<TableIterator[]> {
-  const { table: info } = await c.meta.call<{ table: TableInfo }>('GET', tablePath(table));
+  const { table: info } = await c.meta.call<{ table: TableInfo }>('GET', `${tablePath(table)}?limit=0`);
   return info.config.iterators;
 }
 

@@ -123,34 +123,20 @@ export function registerTables(admin: Command): void {
     )
     .action(
       action(async (name: string, opts: JsonFlag, cmd: Command) => {
-        const info = await withCluster(cmd, (c) =>
-          c.meta.call<{ table: TableInfo; tablets: TabletView[] }>(
-            'GET',
-            `/v1/tables/${encodeURIComponent(name)}`,
-          ),
-        );
-        if (opts.json) return printJson(info);
-        process.stdout.write(
-          `table ${info.table.name} (id ${info.table.id}, ${info.table.state})\nconfig ${JSON.stringify(info.table.config)}\n\n`,
-        );
-        printTable(
-          ['TABLET', 'END ROW', 'HOST', 'FILES', 'BYTES', 'ENTRIES', 'COMPACTING', 'PARKED'],
-          info.tablets.map((t) => [
-            t.tablet,
-            rowText(t.endRowHex),
-            t.loc?.server ??
-              (t.future
-                ? `(loading on ${t.future.server})`
-                : info.table.state === 'offline'
-                  ? '(offline)'
-                  : '(unassigned)'),
-            t.files.length,
-            bytes(t.files.reduce((s, f) => s + f.size, 0)),
-            t.files.reduce((s, f) => s + f.entries, 0),
-            t.reservations.length,
-            t.failures.filter((f) => isParked(f, info.table.config.maxAttempts)).length,
-          ]),
-        );
+        await withCluster(cmd, async (c) => {
+          type Page = { table: TableInfo; tablets: TabletView[]; next?: string };
+          const all: TabletView[] = [];
+          let page: Page | undefined;
+          let pages = 0;
+          do {
+            const after = page?.next === undefined ? '' : `?after=${encodeURIComponent(page.next)}`;
+            page = await c.meta.call<Page>('GET', `/v1/tables/${encodeURIComponent(name)}${after}`);
+            // Text goes out a page at a time (a table may have 100,000 tablets); JSON once, whole.
+            if (opts.json) all.push(...page.tablets);
+            else printTabletPage(page, pages++ === 0);
+          } while (page.next !== undefined);
+          if (opts.json) printJson({ table: page.table, tablets: all });
+        });
       }),
     );
 
@@ -328,6 +314,33 @@ function parseFilterFlag(flag: string): { name: string; options?: unknown } {
 }
 
 /** A split point typed as text or 0x-hex (row-text.ts); an empty one is refused here, by its flag. */
+/** One page of `table info`: the table's header before the first. */
+function printTabletPage(info: { table: TableInfo; tablets: TabletView[] }, first: boolean): void {
+  if (first) {
+    process.stdout.write(
+      `table ${info.table.name} (id ${info.table.id}, ${info.table.state})\nconfig ${JSON.stringify(info.table.config)}\n\n`,
+    );
+  }
+  printTable(
+    ['TABLET', 'END ROW', 'HOST', 'FILES', 'BYTES', 'ENTRIES', 'COMPACTING', 'PARKED'],
+    info.tablets.map((t) => [
+      t.tablet,
+      rowText(t.endRowHex),
+      t.loc?.server ??
+        (t.future
+          ? `(loading on ${t.future.server})`
+          : info.table.state === 'offline'
+            ? '(offline)'
+            : '(unassigned)'),
+      t.files.length,
+      bytes(t.files.reduce((s, f) => s + f.size, 0)),
+      t.files.reduce((s, f) => s + f.entries, 0),
+      t.reservations.length,
+      t.failures.filter((f) => isParked(f, info.table.config.maxAttempts)).length,
+    ]),
+  );
+}
+
 /** A file's split points, one a line (`\r\n` too); blank lines skipped; a bad one named by its line. */
 function readSplitsFile(path: string): Buffer[] {
   let text: string;

@@ -95,14 +95,19 @@ export class ExcClient {
 
   /** The table's tablets with their locations, fresh from the manager. */
   async tablets(table: string): Promise<TabletView[]> {
-    const shown = await this.options.meta.call<{ table: TableInfo; tablets: TabletView[] }>(
-      'GET',
-      `/v1/tables/${encodeURIComponent(table)}`,
-      undefined,
-      {
-        idempotent: true,
-      },
-    );
+    const tablets: TabletView[] = [];
+    let shown: { table: TableInfo; tablets: TabletView[]; next?: string } | undefined;
+    do {
+      const after = shown?.next === undefined ? '' : `?after=${encodeURIComponent(shown.next)}`;
+      shown = await this.options.meta.call<{ table: TableInfo; tablets: TabletView[]; next?: string }>(
+        'GET',
+        `/v1/tables/${encodeURIComponent(table)}${after}`,
+        undefined,
+        { idempotent: true },
+      );
+      tablets.push(...shown.tablets);
+    } while (shown.next !== undefined);
+    shown = { ...shown, tablets };
     this.tabletCache.set(table, shown.tablets);
     this.tableInfos.set(table, shown.table);
     this.offline.delete(table);

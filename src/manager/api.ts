@@ -29,6 +29,17 @@ import type { MergeParts } from './merges.js';
 import type { WorkFinder } from './work-finder.js';
 
 /** What the routes need; present only while the manager is active. */
+/** Tablets a page of `GET /v1/tables/:name` holds at most. */
+export const MAX_TABLET_PAGE = 10_000;
+const tabletPageQuery = z.object({
+  after: z
+    .string()
+    .max(1_000)
+    .regex(/^[\x20-\x7e]*$/, 'a tablet row (printable ASCII)')
+    .optional(),
+  limit: z.coerce.number().int().min(0).max(MAX_TABLET_PAGE).default(MAX_TABLET_PAGE),
+});
+
 export interface ActiveParts {
   store: MetaBackend;
   commits: CommitQueue;
@@ -137,12 +148,14 @@ export function registerManagerApi(
     },
   );
 
-  server.route('GET', '/tables/:name', {}, async ({ params }) => {
+  // A page of a table's tablets (10,000 at most: a view of 100,000 built at once holds the manager's
+  // thread for seconds); `next` says where the following page starts.
+  server.route('GET', '/tables/:name', { query: tabletPageQuery }, async ({ params, query }) => {
     const { name } = parseInput(tableNameParam, params, 'path');
     const p = parts();
     const table = await p.tables.get(name);
-    const tablets = (await p.tables.tablets(table.id)).map(describeTablet);
-    return { table, tablets };
+    const page = await p.tables.tabletsPage(table.id, query.after, query.limit);
+    return { table, tablets: page.tablets.map(describeTablet), ...(page.next ? { next: page.next } : {}) };
   });
 
   server.route(

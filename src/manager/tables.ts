@@ -92,7 +92,26 @@ export class Tables {
     return readTablets(this.store, start, end);
   }
 
-  /** Merges `changes` into the table's config, validates the result and stores it. */
+  /**
+   * At most `limit` tablets of a table after the tablet row `after` (from the first without it), and the
+   * row to ask after for the next page when there may be more.
+   */
+  async tabletsPage(
+    tableId: string,
+    after: string | undefined,
+    limit: number,
+  ): Promise<{ tablets: TabletMeta[]; next?: string }> {
+    const range = tableRange(tableId);
+    const start = after !== undefined && after > range.start ? after : range.start;
+    const tablets: TabletMeta[] = [];
+    for await (const { row, cols } of scanRows(this.store, { start, end: range.end })) {
+      if (after !== undefined && row <= after) continue;
+      if (tablets.length === limit) return { tablets, next: tablets.at(-1)?.row ?? after ?? '' };
+      tablets.push(parseTablet(row, cols));
+    }
+    return { tablets };
+  }
+
   /** `changes`, or what a function makes of the config as committed (run again if it changed meanwhile). */
   async configure(
     name: string,

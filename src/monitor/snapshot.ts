@@ -250,7 +250,7 @@ export class SnapshotReader {
       // A table deleted since it was listed is simply not shown: one table going must not blank the page.
       const answer = await this.call<{ tablets: TabletView[] }>(
         'GET',
-        `/v1/tables/${encodeURIComponent(name)}`,
+        `/v1/tables/${encodeURIComponent(name)}?limit=${MAX_TABLETS - rows.length}`,
       ).catch((err: unknown) => {
         if (err instanceof ExcError && err.code === 'UNKNOWN_TABLE') return undefined;
         throw err;

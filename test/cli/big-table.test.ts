@@ -1,7 +1,8 @@
 /**
  * A table of 50,000 tablets created from a file of split points through the `excompact` CLI against a
  * real manager: the file's points in any order, blank lines and CRLF taken, a bad line named; the table
- * is there whole, its tablets covering its rows exactly once.
+ * is there whole, its tablets covering its rows exactly once, and `table info` shows every one of them
+ * from the pages of the tablets view.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -50,12 +51,31 @@ describe('a big table', () => {
       ]);
       expect(created.name).toBe('big');
       const meta = await c.meta();
-      const ends: (string | null)[] = [];
+      const ends: string[] = [];
       const range = tableRange(created.id);
       for await (const cell of meta.scanAll({ start: range.start, end: range.end })) {
         if (cell.col === 'prev') ends.push(cell.row);
       }
       expect(ends).toHaveLength(N + 1);
+      // The tablets view comes in pages (10,000 tablets at most): `table info` follows them all.
+      const first = await meta.call<{ tablets: { tablet: string }[]; next?: string }>(
+        'GET',
+        '/v1/tables/big',
+      );
+      expect(first.tablets).toHaveLength(10_000);
+      expect(first.next).toBe(first.tablets.at(-1)!.tablet);
+      const small = await meta.call<{ tablets: { tablet: string }[]; next?: string }>(
+        'GET',
+        `/v1/tables/big?after=${encodeURIComponent(first.next!)}&limit=2`,
+      );
+      expect(small.tablets.map((t) => t.tablet)).toEqual(ends.slice(10_000, 10_002));
+      const info = await json<{ tablets: { tablet: string }[] }>(c, ['admin', 'table', 'info', 'big']);
+      expect(info.tablets.map((t) => t.tablet)).toEqual(ends);
+      const text = await c.cli(['admin', 'table', 'info', 'big']);
+      expect(text.code).toBe(0);
+      expect(text.stdout.match(/^table big /gm)).toHaveLength(1);
+      expect(text.stdout).toContain(ends.at(-1)!);
+
       const report = await json<{ ok: boolean; problems: Record<string, { count: number }> }>(c, [
         'admin',
         'check',

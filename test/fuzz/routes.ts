@@ -189,7 +189,23 @@ function managerRoutes(k: Known): fc.Arbitrary<Case>[] {
     route('GET /v1/tables', fc.constant({ target: m, method: 'GET', path: '/v1/tables' })),
     route(
       'GET /v1/tables/:name',
-      table.map((n) => ({ target: m, method: 'GET', path: `/v1/tables/${enc(n)}` })),
+      fc
+        .tuple(
+          table,
+          fc.option(fc.oneof(fc.constantFrom(...k.tablets, '', '\u0000', '~'), fc.string({ maxLength: 6 }))),
+          fc.option(fc.oneof(fc.constantFrom('0', '1', '-1', '10001', 'x'), fc.string({ maxLength: 3 }))),
+        )
+        .map(([n, after, limit]) => {
+          const q = [
+            ...(after === null ? [] : [`after=${enc(after)}`]),
+            ...(limit === null ? [] : [`limit=${enc(limit)}`]),
+          ];
+          return {
+            target: m,
+            method: 'GET',
+            path: `/v1/tables/${enc(n)}${q.length ? `?${q.join('&')}` : ''}`,
+          };
+        }),
     ),
     route(
       'POST /v1/tables/:name/config',

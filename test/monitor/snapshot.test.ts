@@ -54,7 +54,7 @@ function manager(
     if (path === '/v1/compactors') return { compactors: compactions.length > 0 ? [compactor] : [] };
     if (path === '/v1/compactions') return { running: compactions, parked: [] };
     if (path === '/v1/tables') return { tables: tables.map((name) => ({ name })) };
-    const table = /^\/v1\/tables\/([^/]+)$/.exec(path)?.[1];
+    const table = /^\/v1\/tables\/([^/?]+)(?:\?limit=\d+)?$/.exec(path)?.[1];
     if (method === 'GET' && table) return { tablets: lookup(decodeURIComponent(table)) };
     throw new Error(`unexpected call ${method} ${path}`);
   }) as ManagerCall;
