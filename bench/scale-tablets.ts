@@ -1,0 +1,218 @@
+/**
+ * bench/scale tablets: what a cluster costs as its tablets grow, idle and when a tablet server dies.
+ *
+ *   npx tsx bench/scale.ts tablets [--tablets 1000,10000] [--idle-seconds 20] [--json]
+ *
+ * For each size, a fresh cluster of real processes (an embedded ZooKeeper, a manager and two tablet
+ * servers) and one table of that many tablets, created from split points and hosted. Then, at that
+ * size:
+ *
+ * 1. Creating and hosting: the time to create the table (one request) and until every tablet is hosted.
+ * 2. Idle: CPU of each process over `--idle-seconds` (from /proc, after 10 s of settling: nothing is
+ *    ingested, compacted or asked), its resident memory, and the tablet servers' CPU per hosted tablet.
+ * 3. `admin` commands, each run as a whole process three times (the median): `table list`,
+ *    `tserver list`, `check`, `table info` (every tablet's row).
+ * 4. A tablet server killed with SIGKILL: the time until every one of its tablets is hosted by the other
+ *    (its ZooKeeper session, 2 s here, must expire first).
+ *
+ * Every figure is printed beside the first size's, measured in the same run. Pickup and reclaim
+ * latencies at each size are not measured here yet.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { tableRange } from '../src/meta/keys.js';
+import { COL_LOC } from '../src/meta/tablet.js';
+import { BIN, type ManagedProcess } from '../test/support/process-group.js';
+import { fmt, printRows, startBenchCluster, type BenchCluster, type Row } from './lib.js';
+
+/** CPU seconds a process has used (user + system, from /proc). */
+function cpuOf(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+function rssOf(pid: number): number {
+  const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+  return Number(kb) * 1024;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** How many of the table's tablets each server hosts, read page by page (cheap beside the tablets view). */
+async function hostsOf(c: BenchCluster, tableId: string): Promise<Map<string, number>> {
+  const range = tableRange(tableId);
+  const hosts = new Map<string, number>();
+  for await (const cell of c.meta.scanAll({ start: range.start, end: range.end, colPrefix: COL_LOC })) {
+    if (cell.col !== COL_LOC) continue;
+    const server = (JSON.parse(cell.value) as { server: string }).server;
+    hosts.set(server, (hosts.get(server) ?? 0) + 1);
+  }
+  return hosts;
+}
+
+const total = (hosts: Map<string, number>) => [...hosts.values()].reduce((a, b) => a + b, 0);
+
+/** Wall time of one CLI command, as a whole process. */
+function timeCli(c: BenchCluster, args: string[]): Promise<number> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { ...process.env, ...c.env },
+      stdio: 'ignore',
+    });
+    child.once('error', reject);
+    child.once('exit', (code) =>
+      code === 0
+        ? resolve(performance.now() - started)
+        : reject(new Error(`${args.join(' ')} exited ${code}`)),
+    );
+  });
+}
+
+interface SizeFigures {
+  tablets: number;
+  createMs: number;
+  hostMs: number;
+  idle: { name: string; cores: number; rssMB: number; hosted?: number }[];
+  admin: Record<string, number>;
+  reassign: { tablets: number; ms: number };
+}
+
+const ADMIN: Record<string, string[]> = {
+  'table list': ['admin', 'table', 'list'],
+  'tserver list': ['admin', 'tserver', 'list'],
+  check: ['admin', 'check'],
+  'table info': ['admin', 'table', 'info', 't', '--json'],
+};
+
+async function measure(n: number, idleSeconds: number): Promise<SizeFigures> {
+  const c = await startBenchCluster({ env: { EXC_GC_INTERVAL_MS: '3600000' } });
+  try {
+    const manager = await c.start('manager', ['manager'], 'manager active');
+    const tservers: ManagedProcess[] = [];
+    for (const i of [1, 2]) tservers.push(await c.start(`tserver-${i}`, ['tserver'], 'tablet server ready'));
+    await c.meta.call('POST', '/v1/queues', { name: 'q', bins: 4 });
+    const splits = Array.from({ length: n - 1 }, (_, i) => `r${String(i + 1).padStart(7, '0')}`);
+    let t0 = performance.now();
+    const table = await c.meta.call<{ id: string }>('POST', '/v1/tables', {
+      name: 't',
+      splits,
+      config: { queues: [{ queue: 'q' }] },
+    });
+    const createMs = performance.now() - t0;
+    t0 = performance.now();
+    let hosts = await hostsOf(c, table.id);
+    while (total(hosts) < n) {
+      await sleep(500);
+      hosts = await hostsOf(c, table.id);
+    }
+    const hostMs = performance.now() - t0;
+
+    await sleep(10_000);
+    const procs = [manager, ...tservers];
+    const before = procs.map((p) => cpuOf(p.pid));
+    await sleep(idleSeconds * 1000);
+    const after = procs.map((p) => cpuOf(p.pid));
+    const idle: SizeFigures['idle'] = procs.map((p, i) => ({
+      name: p.name,
+      cores: (after[i]! - before[i]!) / idleSeconds,
+      rssMB: rssOf(p.pid) / 1e6,
+    }));
+
+    const admin: Record<string, number> = {};
+    for (const [name, args] of Object.entries(ADMIN)) {
+      const runs: number[] = [];
+      for (let i = 0; i < 3; i++) runs.push(await timeCli(c, args));
+      admin[name] = runs.sort((a, b) => a - b)[1]!;
+    }
+
+    // Kill the second tablet server; wait until the first hosts everything.
+    const byServer = await hostsOf(c, table.id);
+    tservers[1]!.kill();
+    t0 = performance.now();
+    for (;;) {
+      hosts = await hostsOf(c, table.id);
+      if (hosts.size === 1 && total(hosts) === n) break;
+      if (performance.now() - t0 > 600_000) throw new Error('tablets not reassigned within 10 minutes');
+      await sleep(250);
+    }
+    const reassignMs = performance.now() - t0;
+    const survivor = [...hosts.keys()][0]!;
+    const moved = n - byServer.get(survivor)!;
+    // The survivor is the first tablet server's process: the tablets it hosted, and those it took.
+    idle[1]!.hosted = byServer.get(survivor);
+    idle[2]!.hosted = moved;
+    for (const p of procs) p.signal('SIGTERM');
+    for (const p of procs) await p.waitExit(30_000).catch(() => undefined);
+    return { tablets: n, createMs, hostMs, idle, admin, reassign: { tablets: moved, ms: reassignMs } };
+  } finally {
+    await c.stop();
+  }
+}
+
+function rowsOf(f: SizeFigures, base: SizeFigures): Row[] {
+  const ratio = (a: number, b: number) => (b > 0 ? `${fmt(a / b, 2)}×` : '');
+  const row = (figure: string, value: number, baseline: number, unit: string, digits = 0): Row => ({
+    figure,
+    value: `${fmt(value, digits)} ${unit}`,
+    baseline: `${fmt(baseline, digits)} ${unit}`,
+    ratio: ratio(value, baseline),
+  });
+  const out: Row[] = [
+    row('create the table', f.createMs, base.createMs, 'ms'),
+    row('host every tablet', f.hostMs, base.hostMs, 'ms'),
+  ];
+  f.idle.forEach((p, i) => {
+    const b = base.idle[i]!;
+    out.push({ ...row(`idle CPU, ${p.name}`, p.cores, b.cores, 'cores', 3), target: i === 0 ? '≤ 2×' : '' });
+    out.push(row(`RSS, ${p.name}`, p.rssMB, b.rssMB, 'MB'));
+    if (p.hosted && b.hosted) {
+      out.push({
+        ...row(
+          `idle CPU per 1,000 hosted tablets, ${p.name}`,
+          (p.cores / p.hosted) * 1000,
+          (b.cores / b.hosted) * 1000,
+          'cores',
+          4,
+        ),
+        target: '≤ 2×',
+      });
+    }
+  });
+  for (const [name, ms] of Object.entries(f.admin)) {
+    out.push({ ...row(`admin ${name}`, ms, base.admin[name]!, 'ms'), target: '≤ 1,000 ms' });
+  }
+  out.push(
+    row(
+      `reassign a dead server's tablets (${fmt(f.reassign.tablets)})`,
+      f.reassign.ms,
+      base.reassign.ms,
+      'ms',
+    ),
+  );
+  return out;
+}
+
+export async function runTabletsBench(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      tablets: { type: 'string', default: '1000,10000' },
+      'idle-seconds': { type: 'string', default: '20' },
+      json: { type: 'boolean', default: false },
+    },
+  });
+  const sizes = values.tablets.split(',').map(Number);
+  const figures: SizeFigures[] = [];
+  for (const n of sizes) {
+    process.stderr.write(`${n} tablets...\n`);
+    figures.push(await measure(n, Number(values['idle-seconds'])));
+  }
+  if (values.json) return void process.stdout.write(`${JSON.stringify(figures, null, 2)}\n`);
+  for (const f of figures)
+    printRows(
+      `${fmt(f.tablets)} tablets (baseline: ${fmt(figures[0]!.tablets)}, same run)`,
+      rowsOf(f, figures[0]!),
+    );
+}
