@@ -17,6 +17,8 @@ export interface LogFindings {
   jobs: JobFigures;
   /** What the tablets' shapes went through. */
   elastic: ElasticFigures;
+  /** The collector's reference index, checked against the store at every sweep (manager logs). */
+  referenceIndex: { checks: number; mismatches: number };
 }
 
 /** Splits, merges and moves, from the tablet servers' and managers' logs. */
@@ -78,6 +80,7 @@ export async function readLogs(dir: string): Promise<LogFindings> {
     compactorCommitted: new Set(),
     jobs,
     elastic,
+    referenceIndex: { checks: 0, mismatches: 0 },
   };
   const splits = new Set<string>();
   const userSplits = new Set<string>();
@@ -92,6 +95,11 @@ export async function readLogs(dir: string): Promise<LogFindings> {
     for await (const raw of lines) {
       if (manager) {
         if (raw.includes('"tablet moving"')) elastic.moves++;
+        if (raw.includes('"msg":"reference index checked against the store"')) found.referenceIndex.checks++;
+        if (raw.includes('"msg":"the reference index differed from the metadata store')) {
+          found.referenceIndex.checks++;
+          found.referenceIndex.mismatches++;
+        }
         continue;
       }
       if (tserver && raw.includes('"msg":"tablet')) {

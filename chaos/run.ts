@@ -256,6 +256,7 @@ export async function runChaos(
     cancelledByReason: history.counts.cancelled,
     jobs: { ...logs.jobs, compactorFaultsIn: injector.jobsHit },
     elastic: logs.elastic,
+    referenceIndex: logs.referenceIndex,
     reclaimAfterKillMs: {
       samples: judged.reclaimMs.length,
       p50: percentile(judged.reclaimMs, 50),
@@ -288,6 +289,7 @@ export async function runChaos(
     figures.stuckWrites +
     figures.sickParked +
     stalls +
+    logs.referenceIndex.mismatches +
     (historyAgrees ? 0 : 1) +
     (figures.compactions < options.minCompactions ? 1 : 0) +
     shortOf('tablet splits', logs.elastic.splits, options.minSplits) +
@@ -310,6 +312,12 @@ export async function runChaos(
       `${el.offlineCancelled} compactions cancelled by a table taken offline; ` +
       `holds: ${el.holdsInstalled} outputs installed, ${el.holdsReleased} let go`,
   );
+  const ix = logs.referenceIndex;
+  log.say(
+    `collector's reference index: checked against the store ${ix.checks} times, ${ix.mismatches} differences`,
+  );
+  if (ix.mismatches > 0)
+    log.say(`VIOLATION: the reference index differed from the store ${ix.mismatches} times`);
   const j = logs.jobs;
   const h = injector.jobsHit;
   log.say(

@@ -36,15 +36,17 @@ export interface RowChange {
 }
 
 /**
- * Called after each batch with the rows that applied mutations wrote (puts), the rows that got a new
- * `loc` (a tablet just hosted) — to wake compactors waiting for work — and every row changed, by whom
- * (the change feed and the assigner follow those).
+ * Called after each batch, in the order the batches committed, with the rows that applied mutations wrote
+ * (puts), the rows that got a new `loc` (a tablet just hosted) — to wake compactors waiting for work —,
+ * every row changed, by whom (the change feed and the assigner follow those), and the applied mutations
+ * themselves, in order (the collector's reference index replays them).
  */
 export type AppliedListener = (changes: {
   written: Set<string>;
   hosted: Set<string>;
   puts: Cell[];
   changed: RowChange[];
+  applied: Mutation[];
 }) => void;
 
 const MAX_BATCH_MUTATIONS = 2_000;
@@ -56,6 +58,8 @@ export class CommitQueue {
   /** Batches handed to the writer and not yet settled (at most {@link MAX_IN_FLIGHT}). */
   private inFlight = 0;
   private readonly listeners = new Set<AppliedListener>();
+  /** Told of every batch that failed: it may have committed all the same (an answer lost). */
+  private readonly uncertainListeners = new Set<() => void>();
   /** Statistics for /status and the benchmark. */
   readonly stats = { batches: 0, mutations: 0 };
 
@@ -90,6 +94,16 @@ export class CommitQueue {
   onApplied(listener: AppliedListener): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
+  }
+
+  /**
+   * `listener` is called whenever a batch fails: whether it committed is not known (the store's answer
+   * may have been lost after the commit), so a listener that follows every applied mutation must read
+   * the store again.
+   */
+  onUncertain(listener: () => void): () => void {
+    this.uncertainListeners.add(listener);
+    return () => this.uncertainListeners.delete(listener);
   }
 
   private flush(): void {
@@ -146,6 +160,7 @@ export class CommitQueue {
       .then(
         (results) => this.settle(accepted, results),
         (err: unknown) => {
+          for (const listener of this.uncertainListeners) listener();
           for (const sub of accepted) sub.reject(err);
           if (err instanceof ExcError && err.code === 'NOT_MANAGER') this.onFenced?.(err);
           else this.log.error({ err }, 'metadata batch failed');
@@ -164,12 +179,14 @@ export class CommitQueue {
     const hosted = new Set<string>();
     const puts: Cell[] = [];
     const changed: RowChange[] = [];
+    const applied: Mutation[] = [];
     let offset = 0;
     for (const sub of accepted) {
       const mine = results.slice(offset, offset + sub.mutations.length);
       const origin = sub.fence?.server;
       sub.mutations.forEach((m, i) => {
         if (!mine[i]?.applied) return;
+        applied.push(m);
         const cols = new Map<string, string[]>();
         const touch = (row: string, col: string) => {
           const list = cols.get(row);
@@ -195,7 +212,7 @@ export class CommitQueue {
       // The callers have their results already; a listener that fails (one reading the store as it
       // closes during shutdown) must not become an unhandled rejection, nor keep the others from running.
       try {
-        listener({ written, hosted, puts, changed });
+        listener({ written, hosted, puts, changed, applied });
       } catch (err) {
         this.log.warn({ err: describeError(err) }, 'listener of applied mutations failed');
       }

@@ -19,18 +19,23 @@
  * The decision is a pure function ({@link planGc}) so it can be checked against random histories.
  */
 import { ALL_TABLETS } from '../meta/keys.js';
-import { checkpointParts } from '../meta/tablet.js';
+import { checkpointParts, type TabletMeta } from '../meta/tablet.js';
 import type { MetaBackend } from '../meta/backend.js';
 import { ofOutputBeingWritten } from '../storage/index.js';
 import { readTablets } from './tables.js';
+
+/** A set of file names, as the plan asks it (a Set, or the index's counts). */
+export interface NameSet {
+  has(name: string): boolean;
+}
 
 export interface GcInput {
   now: number;
   graceMs: number;
   /** Files some tablet references (files, reservation inputs and outputs). */
-  referenced: ReadonlySet<string>;
+  referenced: NameSet;
   /** Outputs reservations are writing: their parts are kept, named in a checkpoint or not. */
-  writing?: ReadonlySet<string>;
+  writing?: NameSet;
   /** `~del` rows: file → time the row was written. */
   deletions: ReadonlyMap<string, number>;
   /** Objects found under the tables prefix: name → last modified. Undefined when the sweep is skipped. */
@@ -78,14 +83,25 @@ export async function readReferences(
   const referenced = new Set<string>();
   const writing = new Set<string>();
   const tablets = await store.snapshot((reader) => readTablets(reader, ALL_TABLETS.start, ALL_TABLETS.end));
-  for (const tablet of tablets) {
-    for (const file of tablet.files.keys()) referenced.add(file);
-    for (const r of tablet.reservations.values()) {
-      referenced.add(r.output);
-      writing.add(r.output);
-      for (const input of r.inputs) referenced.add(input);
-    }
-    for (const part of checkpointParts(tablet)) referenced.add(part);
-  }
+  const add = { referenced: (f: string) => referenced.add(f), writing: (f: string) => writing.add(f) };
+  for (const tablet of tablets) tabletReferences(tablet, add);
   return { referenced, writing };
+}
+
+/**
+ * What a tablet references — its files, its reservations' inputs and outputs, the parts of its
+ * checkpoints, held outputs and finished sub-jobs' outputs — and the outputs its reservations are
+ * writing. The one reading of references: the full read above and the index (gc-index.ts) both use it.
+ */
+export function tabletReferences(
+  tablet: TabletMeta,
+  to: { referenced: (file: string) => void; writing: (output: string) => void },
+): void {
+  for (const file of tablet.files.keys()) to.referenced(file);
+  for (const r of tablet.reservations.values()) {
+    to.referenced(r.output);
+    to.writing(r.output);
+    for (const input of r.inputs) to.referenced(input);
+  }
+  for (const part of checkpointParts(tablet)) to.referenced(part);
 }

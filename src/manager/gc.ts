@@ -1,8 +1,9 @@
 /**
  * Garbage collection of tablet files: the collector's cycle, its claims and its fence.
  *
- * A file may be deleted only when no tablet references it (which files those are, and why every
- * reference is read in one snapshot: gc-plan.ts). Two sources of garbage:
+ * A file may be deleted only when no tablet references it (which files those are: gc-plan.ts). A cycle
+ * knows them without reading the tablets: an index kept by the mutations the manager applies answers
+ * (gc-index.ts), checked against a full read of the store at every sweep. Two sources of garbage:
  *   - `~del:<path>` rows, written when a commit replaces inputs, when a reservation is cancelled (its
  *     output), and when a table is deleted. Once the row is older than the grace period and the file is
  *     unreferenced, the file is deleted, then the row.
@@ -50,7 +51,8 @@ import {
 import { expiredRecords } from './expiry.js';
 import { expiredRequests } from './requests.js';
 import { deleteClaimed } from './gc-delete.js';
-import { planGc, readReferences } from './gc-plan.js';
+import { planGc } from './gc-plan.js';
+import { ReferenceIndex, type ReferenceTable } from './gc-index.js';
 
 /** What the collector needs of an object store (any ObjectStore fits). */
 export interface GcObjectStore {
@@ -92,6 +94,8 @@ export interface GcStats {
   badMarks: number;
   /** Deletes the object store refused (each file is tried again by later cycles). */
   failedDeletes: number;
+  /** Sweeps that found the reference index different from the store (a bug; each one repaired). */
+  indexMismatches: number;
   lastError?: string;
 }
 
@@ -105,7 +109,16 @@ export class GarbageCollector {
   /** When the last sweep listed the store (0: never), and whether the cycle in flight sweeps. */
   private lastSweepAt = 0;
   private sweeping = false;
-  readonly stats: GcStats = { cycles: 0, deleted: 0, lastCycleAt: 0, badMarks: 0, failedDeletes: 0 };
+  readonly stats: GcStats = {
+    cycles: 0,
+    deleted: 0,
+    lastCycleAt: 0,
+    badMarks: 0,
+    failedDeletes: 0,
+    indexMismatches: 0,
+  };
+  /** What the tablets reference, kept by the mutations the manager applies. */
+  private readonly index: ReferenceIndex;
   /** Bad marks already logged: each is logged once per process, not once per cycle. */
   private readonly reportedBad = new Set<string>();
 
@@ -117,7 +130,9 @@ export class GarbageCollector {
     private readonly log: Logger,
     /** Called once when the collector finds its manager fenced (a newer epoch holds the store). */
     private readonly onFenced?: (err: ExcError) => void,
-  ) {}
+  ) {
+    this.index = new ReferenceIndex(store, commits);
+  }
 
   start(): void {
     this.timer = setInterval(() => void this.runCycle(), this.options.intervalMs);
@@ -131,6 +146,7 @@ export class GarbageCollector {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
+    this.index.stop();
     this.aborter?.abort(new ExcError('SHUTTING_DOWN', 'garbage collector stopped'));
     await this.running?.catch(() => undefined);
   }
@@ -168,13 +184,13 @@ export class GarbageCollector {
   private async cycle(signal: AbortSignal, sweep: boolean): Promise<void> {
     const claim = claimOf(this.options.epoch, ++this.cycleSeq);
     const startedAt = Date.now();
-    // Order matters. List the store first: an object written later is not considered at all. Read the
-    // references next, and the `~del` rows last: a file that stops being referenced after the reference
+    // Order matters. List the store first: an object written later is not considered at all. Take the
+    // references next (the index as of the last applied batch), and read the `~del` rows last: a file that stops being referenced after the reference
     // read has its `~del` row written in the same mutation, so the last read sees it and its grace period
     // applies (a sweep would otherwise delete a just-replaced input by its old modification time).
     const objects = sweep ? await this.listObjects(signal) : undefined;
     if (sweep) this.lastSweepAt = startedAt;
-    const { referenced, writing } = await readReferences(this.store);
+    const { referenced, writing } = await this.references(sweep);
     if (sweep && this.objects.sweepTemporaries) {
       // Temporary files are not objects: nothing names them, so they need no claim. The sweep removes only
       // files no write has touched for a grace period, and none of an output a reservation is writing
@@ -239,6 +255,35 @@ export class GarbageCollector {
     await this.trimRows(await expiredRequests(this.store, Date.now()));
     this.stats.cycles++;
     this.stats.lastCycleAt = Date.now();
+  }
+
+  /**
+   * What the tablets reference now, from the index (gc-index.ts): no read of the tablets. A sweep first
+   * checks the index against the store — built again from a snapshot, the two must be equal — and takes
+   * the rebuilt one: the one full read of the tablets, once per sweep.
+   */
+  private async references(sweep: boolean): Promise<ReferenceTable> {
+    if (sweep) {
+      const differences = await this.index.verify();
+      this.stats.indexMismatches = this.index.stats.mismatches;
+      const { tablets, files } = this.index.size;
+      if (differences === undefined) {
+        // Built just now: nothing to compare with.
+      } else if (differences.length > 0) {
+        this.log.error(
+          { differences, tablets, files },
+          'the reference index differed from the metadata store; using the store as read now',
+        );
+      } else this.log.info({ tablets, files }, 'reference index checked against the store');
+    }
+    const table = await this.index.current();
+    const [unreadable] = table.unreadable;
+    if (unreadable) {
+      throw new ExcError('INTERNAL', `cannot tell what is referenced: ${unreadable[1]}`, {
+        details: { cell: unreadable[0], cells: table.unreadable.size },
+      });
+    }
+    return table;
   }
 
   /**

@@ -58,6 +58,12 @@ export function registerManagerMetrics(registry: Registry, source: ManagerMetric
     'Deletion marks (~del rows) the last GC cycle skipped because they cannot be acted on; see admin check',
     () => source.active()?.gc?.stats.badMarks,
   );
+  counterOf(
+    registry,
+    'excompact_manager_gc_index_mismatches_total',
+    "Sweeps that found the collector's reference index different from the metadata store (a bug; each one repaired from the store)",
+    () => source.active()?.gc?.stats.indexMismatches,
+  );
   gaugeOf(
     registry,
     'excompact_manager_live_tservers',

@@ -130,9 +130,14 @@ export class WorkerWriter implements BatchWriter {
 /**
  * Applies batches through an asynchronous backend (PostgreSQL): the database serializes the writers, so
  * the manager's group commit needs no thread of its own. The backend is closed by its owner.
+ *
+ * One batch at a time, in the order given, as the other writers do: two transactions in flight could
+ * commit in either order, and the commit queue's listeners (the collector's reference index among them)
+ * must see batches in the order they committed. The database's writer lock serialized them anyway.
  */
 export class BackendWriter implements BatchWriter {
   private closing = false;
+  private last: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly backend: MetaBackend) {}
 
@@ -145,7 +150,9 @@ export class BackendWriter implements BatchWriter {
   }
 
   apply(mutations: Mutation[]): Promise<MutationResult[]> {
-    return this.backend.applyBatch(mutations, { validated: true });
+    const next = this.last.then(() => this.backend.applyBatch(mutations, { validated: true }));
+    this.last = next.catch(() => undefined);
+    return next;
   }
 
   async close(): Promise<void> {

@@ -74,7 +74,7 @@ export function partOwner(name: string): string | undefined {
 }
 
 /** Whether `name` is one of the outputs in `writing`, or a part of one. */
-export function ofOutputBeingWritten(name: string, writing: ReadonlySet<string>): boolean {
+export function ofOutputBeingWritten(name: string, writing: { has(name: string): boolean }): boolean {
   if (writing.has(name)) return true;
   const owner = partOwner(name);
   return owner !== undefined && writing.has(owner);
