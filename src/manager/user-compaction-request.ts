@@ -15,8 +15,8 @@ import { ExcError } from '../errors.js';
 import { HEX_ROW, rowOf } from './row-params.js';
 import { ulid } from '../ids.js';
 import { selectorsSchema, showSelector } from '../meta/selectors.js';
-import { COL_REQUESTS, compactCol } from '../meta/tablet.js';
-import type { Mutation } from '../meta/types.js';
+import { COL_PREV, COL_REQUESTS, compactCol, prevValue, type TabletMeta } from '../meta/tablet.js';
+import type { Condition, Mutation } from '../meta/types.js';
 import {
   cancelledTablets,
   COL_REQUEST,
@@ -34,6 +34,44 @@ import { overlaps } from './merges.js';
 import { answerCell, answerOf, requestIdOf, unanswered } from './requests.js';
 
 const tableNameParam = z.object({ name: nameSchema('table') });
+
+/**
+ * The tablets that took a request in place of those that changed shape before it landed: a tablet read
+ * before a split or merge that committed first would have taken it on its row alone — the part that kept
+ * the row — and the rest of its rows would never be compacted. `changed` are the tablets whose put did
+ * not apply; the tablets `read` gives now (those of the request's rows that do not hold it) that share
+ * rows with them are asked in turn (`ask`: whether each applied), until none changed again. Resolves with
+ * the tablets that took it.
+ */
+export async function askChanged(
+  changed: TabletMeta[],
+  read: () => Promise<TabletMeta[]>,
+  ask: (tablets: TabletMeta[]) => Promise<boolean[]>,
+): Promise<TabletMeta[]> {
+  const took: TabletMeta[] = [];
+  for (let round = 0; changed.length > 0; round++) {
+    if (round === 20)
+      throw new ExcError(
+        'UNAVAILABLE',
+        'the tablets kept changing shape while the compaction was asked; ask again',
+        {
+          details: { tablets: changed.map((t) => t.row) },
+        },
+      );
+    const again = (await read()).filter((t) => changed.some((c) => sharesRows(t, c)));
+    const applied = again.length === 0 ? [] : await ask(again);
+    took.push(...again.filter((_, i) => applied[i]));
+    changed = again.filter((_, i) => !applied[i]);
+  }
+  return took;
+}
+
+/** Whether two tablets hold a row in common ((prev, end] each). */
+function sharesRows(a: TabletMeta, b: TabletMeta): boolean {
+  const before = (end: Buffer | null, prev: Buffer | null) =>
+    end !== null && prev !== null && Buffer.compare(end, prev) <= 0;
+  return !before(a.endRow, b.prevEndRow) && !before(b.endRow, a.prevEndRow);
+}
 
 interface UserCompaction {
   id: string;
@@ -93,17 +131,20 @@ export function registerUserCompactionRequests(server: RpcServer, parts: () => A
       const request = JSON.stringify({ requestedAt, filters, ...kind });
       const chosen = (await p.tables.tablets(table.id)).filter((t) => overlaps(t, start, end));
       const answer: UserCompaction = { id, table: name, tablets: chosen.map((t) => t.row) };
-      const mutations: Mutation[] = chosen.map((t) => ({
+      const ask = (t: TabletMeta, conditions: Condition[]): Mutation => ({
+        // On the tablet as read: one that split or merged since is asked again as what it became.
         conditions: [
-          ...(requestId ? [unanswered(requestId)] : []),
-          { op: 'present' as const, row: t.row, col: 'prev' },
+          ...conditions,
+          { op: 'equals', row: t.row, col: COL_PREV, value: prevValue(t.prevEndRow) },
         ],
         // With the request, its id in `requests`: a split or merge decided without it is refused.
         puts: [
           { row: t.row, col: compactCol(id), value: request },
           { row: t.row, col: COL_REQUESTS, value: id },
         ],
-      }));
+      });
+      const firstRound = requestId ? [unanswered(requestId)] : [];
+      const mutations: Mutation[] = chosen.map((t) => ask(t, firstRound));
       // Its record, to follow it by id later (admin compactions status); with the answer when there is one.
       const record: UserCompactionRecord = {
         tableId: table.id,
@@ -113,19 +154,36 @@ export function registerUserCompactionRequests(server: RpcServer, parts: () => A
         requestedAt,
         ...kind,
       };
-      const recordCell = { row: userCompactionRow(id), col: COL_REQUEST, value: JSON.stringify(record) };
-      mutations.push({
-        conditions: requestId ? [unanswered(requestId)] : [],
-        puts: [...(requestId ? [answerCell(requestId, answer)] : []), recordCell],
-      });
+      const recordCells = () => [
+        ...(requestId ? [answerCell(requestId, answer)] : []),
+        { row: userCompactionRow(id), col: COL_REQUEST, value: JSON.stringify(record) },
+      ];
+      mutations.push({ conditions: firstRound, puts: recordCells() });
       const results = await p.commits.submit({ mutations });
       if (requestId && !results.at(-1)?.applied) return await answerOf<UserCompaction>(p.store, requestId);
-      for (const t of chosen) p.notifyTservers({ tablet: t.row });
+      const asked = await askChanged(
+        chosen.filter((_, i) => !results[i]?.applied),
+        async () =>
+          (await p.tables.tablets(table.id)).filter(
+            (t) => overlaps(t, start, end) && !t.userCompactions.has(id),
+          ),
+        async (tablets) =>
+          (await p.commits.submit({ mutations: tablets.map((t) => ask(t, [])) })).map((r) => r.applied),
+      );
+      answer.tablets = [
+        ...chosen.filter((_, i) => results[i]?.applied).map((t) => t.row),
+        ...asked.map((t) => t.row),
+      ];
+      if (asked.length > 0 || answer.tablets.length < chosen.length) {
+        record.tablets = answer.tablets;
+        await p.commits.submit({ mutations: [{ puts: recordCells() }] });
+      }
+      for (const row of answer.tablets) p.notifyTservers({ tablet: row });
       p.log.info(
         {
           table: name,
           id,
-          tablets: chosen.length,
+          tablets: answer.tablets.length,
           filters: filters.map((f) => f.name),
           queue,
           select: select.map(showSelector),
