@@ -271,7 +271,7 @@ export class GarbageCollector {
         // Built just now: nothing to compare with.
       } else if (differences.length > 0) {
         this.log.error(
-          { differences, tablets, files },
+          { differences: this.index.lastDifferences ?? differences, tablets, files },
           'the reference index differed from the metadata store; using the store as read now',
         );
       } else this.log.info({ tablets, files }, 'reference index checked against the store');

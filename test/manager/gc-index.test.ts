@@ -14,10 +14,11 @@ import { delRow, tabletRow } from '../../src/meta/keys.js';
 import { SqliteBackend } from '../../src/meta/sqlite-backend.js';
 import { MetaStore } from '../../src/meta/store.js';
 import type { Mutation, MutationResult, ScanRequest } from '../../src/meta/types.js';
-import { InlineWriter, type BatchWriter } from '../../src/meta/writer.js';
+import { InlineWriter, WorkerWriter, type BatchWriter } from '../../src/meta/writer.js';
 import { MemoryObjectStore } from '../../src/storage/memory.js';
 import { tempDir } from '../support/index.js';
 
+const COMPILED_WORKER = new URL('../../dist/meta/write-worker.js', import.meta.url);
 const ROW = tabletRow('0001', null);
 const A = 'tables/0001/A.rf';
 const B = 'tables/0001/B.rf';
@@ -139,5 +140,44 @@ describe('reference index', () => {
     expect((await index.current()).referenced.has(A)).toBe(true);
     expect(await index.verify()).toEqual([]);
     index.stop();
+  });
+
+  it('stays equal to the store while batches land during its builds and checks', async () => {
+    // The manager's own setup: batches applied by the writer thread, read on the manager's connection.
+    const path = `${dir.path}/worker.sqlite`;
+    const writer = new WorkerWriter(path, COMPILED_WORKER);
+    await writer.takeOver();
+    const reader = SqliteBackend.open({ path });
+    const commits = new CommitQueue(writer, () => true, silentLogger());
+    const index = new ReferenceIndex(reader, commits);
+    await index.current();
+    const row = (i: number) => tabletRow('0001', Buffer.from(`r${i % 7}`));
+    const cell = (i: number) => ({
+      row: row(i),
+      col: `file:tables/0001/F${i}.rf`,
+      value: '{"size":1,"entries":1}',
+    });
+    let writing = true;
+    const writes = Array.from({ length: 4 }, async (_, w) => {
+      for (let i = w; writing; i += 4) {
+        await commits.submit({
+          mutations: [
+            i % 5 === 4
+              ? { deleteRows: [row(i)] }
+              : { puts: [cell(i)], deletes: [{ row: row(i), col: `file:tables/0001/F${i - 7}.rf` }] },
+          ],
+        });
+      }
+    });
+    const checks: (string[] | undefined)[] = [];
+    for (let i = 0; i < 150; i++) checks.push(await index.verify());
+    writing = false;
+    await Promise.all(writes);
+    checks.push(await index.verify());
+    expect(checks.filter((c) => c !== undefined && c.length > 0)).toEqual([]);
+    expect(index.stats.mismatches).toBe(0);
+    index.stop();
+    await writer.close();
+    await reader.close();
   });
 });

@@ -8,6 +8,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { applyMutation } from '../../src/manager/followed-index.js';
 import { ReferenceTable } from '../../src/manager/gc-index.js';
 import { tabletReferences } from '../../src/manager/gc-plan.js';
 import { tabletRow } from '../../src/meta/keys.js';
@@ -153,7 +154,7 @@ describe('reference table', () => {
         const table = new ReferenceTable();
         for (const m of history) {
           applyToCells(cells, m);
-          table.apply(m);
+          applyMutation(table, m);
           expectSame(table, fullRead(cells));
         }
       }),
@@ -175,11 +176,11 @@ describe('reference table', () => {
           history.forEach((m, i) => {
             if (i === snapshotAt) built = fromCells(cells);
             applyToCells(cells, m);
-            kept.apply(m);
+            applyMutation(kept, m);
           });
           built ??= fromCells(cells);
           // The build listened from `listenFrom`: it replays what it heard from there on.
-          for (const m of history.slice(listenFrom)) built.apply(m);
+          for (const m of history.slice(listenFrom)) applyMutation(built, m);
           expect(built.differences(kept)).toEqual([]);
           expectSame(built, fullRead(cells));
         },
@@ -191,9 +192,9 @@ describe('reference table', () => {
     const a = new ReferenceTable();
     const b = new ReferenceTable();
     const put = { row: ROWS[0]!, col: `file:${file(1)}`, value: '{"size":1,"entries":1}' };
-    a.apply({ puts: [put] });
+    applyMutation(a, { puts: [put] });
     expect(a.differences(b)).toEqual([file(1)]);
-    b.apply({ puts: [put] });
+    applyMutation(b, { puts: [put] });
     expect(a.differences(b)).toEqual([]);
   });
 
