@@ -23,6 +23,8 @@ import { ChangeFeed } from './change-feed.js';
 import { CommitQueue } from './commit-queue.js';
 import { GarbageCollector, type GcObjectStore } from './gc.js';
 import { LiveTservers } from './live-tservers.js';
+import { FollowedIndex } from './followed-index.js';
+import { ActivityTable } from './tablet-activity.js';
 import { OutcomeCounts } from './outcome-counts.js';
 import { Tables } from './tables.js';
 import { WorkFinder } from './work-finder.js';
@@ -133,6 +135,10 @@ function serve(
   );
   const feed = new ChangeFeed();
   commits.onApplied(({ changed }) => feed.record(changed));
+  const activity = new FollowedIndex(store, commits, () => new ActivityTable());
+  activity
+    .current()
+    .catch((err: unknown) => log.warn({ err: describeError(err) }, 'reading which tablets have work failed'));
   const tables = new Tables(store, commits, ctx.checkQueues, log);
   const outcomes = new OutcomeCounts(store, commits, ctx.outcomeRetentionMs);
   outcomes
@@ -197,6 +203,7 @@ function serve(
     kickAssignment: () => void assigner.kick(),
     notifyTservers,
     feed,
+    activity,
     work: new WorkFinder(store, commits),
     merging,
     assigner,
@@ -206,6 +213,7 @@ function serve(
       (stopping ??= runShutdownSteps(log, [
         ['garbage collector', () => gc?.stop()],
         ['outcome counts', () => outcomes.stop()],
+        ['activity index', () => activity.stop()],
         ['assignment', () => assigner.stop()],
         ['automatic merges', () => autoMerger.stop()],
         ['queue deletions', () => queueDeletions.stop()],

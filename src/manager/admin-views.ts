@@ -1,28 +1,35 @@
 /**
  * What the admin API shows of compactions and compactors: running reservations, parked jobs and live
- * compactor nodes, assembled from one read of the tablets (a catalog) and from ZooKeeper.
+ * compactor nodes, assembled from a read of the tablets that have work (a catalog: tablet-activity.ts
+ * knows which those are) and from ZooKeeper.
  */
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { ALL_TABLETS } from '../meta/keys.js';
 import type { MetaBackend } from '../meta/backend.js';
 import { failureKey, isParked, type TabletMeta } from '../meta/tablet.js';
 import type { CompactorView, ParkedCompaction, RunningCompaction, TableInfo } from '../meta/views.js';
 import type { QueueInfo } from '../queue/registry.js';
 import { isZkCode, type ZkLayout, type ZkSession } from '../zk/index.js';
-import { readTablets, type Tables } from './tables.js';
+import { busyTablets, type ActivityIndex } from './tablet-activity.js';
+import type { Tables } from './tables.js';
 
 /** Where the views are read from. */
 export interface ViewSources {
   store: MetaBackend;
+  /** Which tablets have work (tablet-activity.ts). */
+  activity: ActivityIndex;
   tables: Tables;
   session: ZkSession;
   layout: ZkLayout;
   log: Logger;
 }
 
-export function allTablets(p: ViewSources): Promise<TabletMeta[]> {
-  return readTablets(p.store, ALL_TABLETS.start, ALL_TABLETS.end);
+/**
+ * The tablets with work — a reservation, a queue entry, a failure, a user compaction, a split job, a
+ * selection — each as it is now: every tablet any compaction view or the queue metrics look at.
+ */
+export function workingTablets(p: ViewSources): Promise<TabletMeta[]> {
+  return busyTablets(p.store, p.activity);
 }
 
 /** The tablets and tables the compaction listings are made from: read once per request. */
@@ -32,7 +39,7 @@ export interface Catalog {
 }
 
 export async function readCatalog(p: ViewSources): Promise<Catalog> {
-  const [tablets, tables] = await Promise.all([allTablets(p), p.tables.list()]);
+  const [tablets, tables] = await Promise.all([workingTablets(p), p.tables.list()]);
   return { tablets, tables: new Map(tables.map((t) => [t.id, t])) };
 }
 

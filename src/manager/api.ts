@@ -8,7 +8,7 @@
  */
 import { z } from 'zod';
 import { ExcError } from '../errors.js';
-import { ALL_TABLETS, MAX_BINS, QUEUE_ID_RE } from '../meta/keys.js';
+import { MAX_BINS, QUEUE_ID_RE } from '../meta/keys.js';
 import { locationSchema } from '../meta/tablet.js';
 import { describeTablet } from '../meta/views.js';
 import type { MetaBackend } from '../meta/backend.js';
@@ -23,7 +23,8 @@ import type { GarbageCollector } from './gc.js';
 import type { LiveTservers } from './live-tservers.js';
 import { COL_DRAIN, drainCell, drains, readDrains, tserverRow } from './drains.js';
 import { createTableSchema } from './table-create.js';
-import { readTablets, type Tables } from './tables.js';
+import type { ActivityIndex } from './tablet-activity.js';
+import type { Tables } from './tables.js';
 import { requestIdOf } from './requests.js';
 import type { MergeParts } from './merges.js';
 import type { WorkFinder } from './work-finder.js';
@@ -42,6 +43,8 @@ const tabletPageQuery = z.object({
 
 export interface ActiveParts {
   store: MetaBackend;
+  /** Which tablets have work, and what each server hosts, kept by the applied mutations. */
+  activity: ActivityIndex;
   commits: CommitQueue;
   tables: Tables;
   live: LiveTservers;
@@ -179,14 +182,8 @@ export function registerManagerApi(
 
   server.route('GET', '/tservers', {}, async () => {
     const p = parts();
-    const counts = new Map<string, { tablets: number; bytes: number }>();
-    for (const t of await readTablets(p.store, ALL_TABLETS.start, ALL_TABLETS.end)) {
-      if (!t.loc) continue;
-      const c = counts.get(t.loc.server) ?? { tablets: 0, bytes: 0 };
-      c.tablets++;
-      for (const f of t.files.values()) c.bytes += f.size;
-      counts.set(t.loc.server, c);
-    }
+    // What each server hosts, from the index kept by the applied mutations: no read of the tablets.
+    const counts = (await p.activity.current()).hosts;
     const drained = await readDrains(p.store);
     return {
       tservers: [...p.live.all].map(([server, session]) => ({

@@ -31,7 +31,7 @@ import {
 import type { PeerClients } from '../rpc/peers.js';
 import type { RpcServer } from '../rpc/server.js';
 import { parseInput } from '../validate.js';
-import { allTablets, maxAttempts, parkedUserJob, readCatalog, type ViewSources } from './admin-views.js';
+import { workingTablets, maxAttempts, parkedUserJob, readCatalog, type ViewSources } from './admin-views.js';
 import type { CommitQueue } from './commit-queue.js';
 import { answerCell, answerOf, partCell, partsOf, requestIdOf, unanswered } from './requests.js';
 
@@ -57,7 +57,7 @@ export function registerCancelApi(server: RpcServer, parts: () => CancelParts): 
     const requestId = requestIdOf(query);
     const repeat = await answerOf<CancelAnswer>(p.store, requestId);
     if (repeat !== undefined) return repeat;
-    const tablets = await allTablets(p);
+    const tablets = await workingTablets(p);
     const running = tablets.find((t) => t.reservations.has(id));
     if (running) return cancelRunning(p, running, id);
     const record = await p.store.row(userCompactionRow(id));
@@ -115,7 +115,7 @@ async function cancelUserCompaction(
     const results = await p.commits.submit({ mutations });
     cancelledRows.push(...left.filter((_, i) => results[i]?.applied).map((t) => t.row));
     const done = new Set(left.map((t) => t.row));
-    left = (await allTablets(p)).filter((t) => t.userCompactions.has(id) && !done.has(t.row));
+    left = (await workingTablets(p)).filter((t) => t.userCompactions.has(id) && !done.has(t.row));
   }
   // With a request id, the tablets recorded under it (a repeat after a lost answer adds to the first).
   const rows = requestId ? await partsOf<string>(p.store, requestId) : cancelledRows;

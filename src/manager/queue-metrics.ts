@@ -10,9 +10,9 @@
  *
  *   excompact_manager_waiting_compactors{queue}  compactors waiting in a long poll for work
  *
- * Jobs and bytes are read from the metadata store when scraped (one read of the tablets and one of the
- * queue entries), so they are
- * right after any restart or failover. That read, and the queue map's from ZooKeeper, are made at most
+ * Jobs and bytes are read from the metadata store when scraped (the tablets with work, which the
+ * manager's index of activity knows — tablet-activity.ts —, and the queue entries), so they are right
+ * after any restart or failover. That read, and the queue map's from ZooKeeper, are made at most
  * once per `EXC_METRICS_CACHE_MS` ({@link managerFigures}): /metrics answers without a signature, and
  * each scrape would otherwise make the manager read every tablet row. A queued tablet counts as one job
  * even when it holds work for more than one compaction: it is what one compactor picks up next. Every
@@ -25,7 +25,7 @@ import type { TabletMeta } from '../meta/tablet.js';
 import { isParked } from '../meta/tablet.js';
 import { scanAll } from '../meta/backend.js';
 import { entryQueuedAt } from '../queue/entries.js';
-import { allTablets, type ViewSources } from './admin-views.js';
+import { workingTablets, type ViewSources } from './admin-views.js';
 
 /** The queue id of a `~cq:<queueId>:…` row. */
 const queueIdOf = (row: string): string => row.split(':', 2)[1] ?? '';
@@ -113,7 +113,7 @@ export function managerFigures(
     if (!p || !names) return { names, queues: new Map(), routes: [] };
     const tables = await p.tables.list();
     const configs = new Map(tables.map((t) => [t.id, t.config.maxAttempts]));
-    const byId = queueFigures(await allTablets(p), (id) => configs.get(id) ?? 3, names.keys());
+    const byId = queueFigures(await workingTablets(p), (id) => configs.get(id) ?? 3, names.keys());
     // The oldest entry of each queue, from the `~cq` rows (when each was queued).
     for await (const cell of scanAll(p.store, { prefix: '~cq:' })) {
       const at = entryQueuedAt(cell.value);

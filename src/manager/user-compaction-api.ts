@@ -29,7 +29,7 @@ import {
 } from '../meta/user-compactions.js';
 import type { RpcServer } from '../rpc/server.js';
 import { parseInput } from '../validate.js';
-import { allTablets } from './admin-views.js';
+import { workingTablets } from './admin-views.js';
 import type { ViewSources } from './admin-views.js';
 import {
   attemptFields,
@@ -67,7 +67,7 @@ export async function userCompactionStatus(p: ViewSources, id: string): Promise<
     table = info?.name ?? record.table;
   } else {
     // Requested before records were kept: the tablets still holding the request are all there is.
-    const holding = (await allTablets(p)).filter((t) => t.userCompactions.has(id));
+    const holding = (await workingTablets(p)).filter((t) => t.userCompactions.has(id));
     if (holding.length === 0)
       throw new ExcError('NOT_FOUND', `no user compaction ${id} (or it ended too long ago)`, {
         details: { id },

@@ -1,11 +1,12 @@
 /**
- * The active manager's queue metrics as Prometheus scrapes them: the figures cost a read of every tablet
- * (and of the queue map), so scrapes close together share one read; every `queue` label is a queue's
+ * The active manager's queue metrics as Prometheus scrapes them: the figures cost a read of the tablets
+ * at work (and of the queue map), so scrapes close together share one read; every `queue` label is a queue's
  * name, and a deleted queue's series go with it.
  */
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import type { ViewSources } from '../../src/manager/admin-views.js';
+import { ActivityTable, type ActivityIndex } from '../../src/manager/tablet-activity.js';
 import { registerOutcomeMetrics, type OutcomeCounts } from '../../src/manager/outcome-counts.js';
 import {
   managerFigures,
@@ -14,9 +15,23 @@ import {
   registerWaitingMetric,
 } from '../../src/manager/queue-metrics.js';
 
-/** A stand-in store with no tablets that counts the scans made of it, and a queue map read counted too. */
+/** An index of activity with no tablet at work, counting how often it is asked. */
+function idle(counts?: { activityReads: number }): ActivityIndex {
+  const table = new ActivityTable();
+  return {
+    current: async () => {
+      if (counts) counts.activityReads++;
+      return table;
+    },
+  } as unknown as ActivityIndex;
+}
+
+/**
+ * A stand-in store with no tablets that counts the scans made of it, and the reads of the index of
+ * activity and of the queue map counted too.
+ */
 function cluster() {
-  const counts = { scans: 0, nameReads: 0 };
+  const counts = { scans: 0, activityReads: 0, nameReads: 0 };
   const sources = {
     store: {
       scan: async () => {
@@ -24,6 +39,7 @@ function cluster() {
         return { cells: [] };
       },
     },
+    activity: idle(counts),
     tables: { list: async () => [] },
   } as unknown as ViewSources;
   const names = async () => {
@@ -61,12 +77,12 @@ describe('manager queue metrics', () => {
       expect(await registry.metrics()).toBe(first);
     }
     await Promise.all([registry.metrics(), registry.metrics()]);
-    // (Two scans a read: the tablets and the queue entries.)
-    expect(counts).toEqual({ scans: 2, nameReads: 1 });
+    // (A read: the tablets at work, none here, and a scan of the queue entries.)
+    expect(counts).toEqual({ scans: 1, activityReads: 1, nameReads: 1 });
     // Once the interval has passed, the next scrape reads again.
     now += 5_000;
     await registry.metrics();
-    expect(counts).toEqual({ scans: 4, nameReads: 2 });
+    expect(counts).toEqual({ scans: 2, activityReads: 2, nameReads: 2 });
   });
 
   it('with an interval of 0, the metrics of one scrape still share one read', async () => {
@@ -76,9 +92,9 @@ describe('manager queue metrics', () => {
     registerQueueMetrics(registry, figures);
     registerWaitingMetric(registry, () => ({}), figures);
     await registry.metrics();
-    expect(counts).toEqual({ scans: 2, nameReads: 1 });
+    expect(counts).toEqual({ scans: 1, activityReads: 1, nameReads: 1 });
     await registry.metrics();
-    expect(counts).toEqual({ scans: 4, nameReads: 2 });
+    expect(counts).toEqual({ scans: 2, activityReads: 2, nameReads: 2 });
   });
 
   it('waiting compactors are labelled by queue name; a deleted queue has no series left', async () => {
@@ -127,6 +143,7 @@ describe('manager queue metrics', () => {
               : [],
         }),
       },
+      activity: idle(),
       tables: {
         list: async () => [
           {
