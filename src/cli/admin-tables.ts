@@ -15,7 +15,7 @@ import { registerTableStateCommands } from './admin-table-state.js';
 import { registerTabletCommands } from './admin-tablets.js';
 import { withCluster } from './connect.js';
 import { action } from './exit.js';
-import { nonEmpty } from './flags.js';
+import { intOption, nonEmpty } from './flags.js';
 import { age, bytes, printJson, printTable, progressBar, rowText } from './format.js';
 
 export function registerTables(admin: Command): void {
@@ -116,26 +116,47 @@ export function registerTables(admin: Command): void {
     .command('info')
     .description('Show a table: its settings and tablets with hosts, files and bytes.')
     .argument('<name>', 'table name', nonEmpty('the table name'))
-    .option('--json', 'print JSON')
+    .option('--limit <n>', 'show at most this many tablets (0: every one)', intOption('--limit', 0), 1_000)
+    .option('--after <tablet>', 'start after this tablet (the `next` a shorter listing ended with)')
+    .option('--json', 'print JSON (with `next` when more tablets follow)')
     .addHelpText(
       'after',
-      examples(['excompact admin table info events', 'excompact admin table info events --json']),
+      examples([
+        'excompact admin table info events',
+        'excompact admin table info events --limit 0 --json',
+        'excompact admin table info events --after "0001;6d"',
+      ]),
     )
     .action(
-      action(async (name: string, opts: JsonFlag, cmd: Command) => {
+      action(async (name: string, opts: JsonFlag & { limit: number; after?: string }, cmd: Command) => {
         await withCluster(cmd, async (c) => {
           type Page = { table: TableInfo; tablets: TabletView[]; next?: string };
           const all: TabletView[] = [];
           let page: Page | undefined;
-          let pages = 0;
+          let shown = 0;
+          let after = opts.after;
+          // Pages of the tablets view (a table may have 100,000 tablets), until the limit.
           do {
-            const after = page?.next === undefined ? '' : `?after=${encodeURIComponent(page.next)}`;
-            page = await c.meta.call<Page>('GET', `/v1/tables/${encodeURIComponent(name)}${after}`);
-            // Text goes out a page at a time (a table may have 100,000 tablets); JSON once, whole.
+            const want = opts.limit === 0 ? PAGE : Math.min(PAGE, opts.limit - shown);
+            const query = new URLSearchParams({
+              limit: String(want),
+              ...(after === undefined ? {} : { after }),
+            });
+            page = await c.meta.call<Page>('GET', `/v1/tables/${encodeURIComponent(name)}?${query.toString()}`);
+            shown += page.tablets.length;
+            after = page.next;
+            // Text goes out a page at a time; JSON once, whole.
             if (opts.json) all.push(...page.tablets);
-            else printTabletPage(page, pages++ === 0);
-          } while (page.next !== undefined);
-          if (opts.json) printJson({ table: page.table, tablets: all });
+            else printTabletPage(page, shown === page.tablets.length);
+          } while (page.next !== undefined && (opts.limit === 0 || shown < opts.limit));
+          const next = page.next;
+          if (opts.json)
+            return printJson({ table: page.table, tablets: all, ...(next === undefined ? {} : { next }) });
+          if (next !== undefined) {
+            process.stdout.write(
+              `\n${shown} tablets shown; more follow: --after ${JSON.stringify(next)} for the next, --limit 0 for all\n`,
+            );
+          }
         });
       }),
     );
@@ -313,7 +334,9 @@ function parseFilterFlag(flag: string): { name: string; options?: unknown } {
   }
 }
 
-/** A split point typed as text or 0x-hex (row-text.ts); an empty one is refused here, by its flag. */
+/** Tablets asked for at once by `table info` (the manager's largest page). */
+const PAGE = 10_000;
+
 /** One page of `table info`: the table's header before the first. */
 function printTabletPage(info: { table: TableInfo; tablets: TabletView[] }, first: boolean): void {
   if (first) {

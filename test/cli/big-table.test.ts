@@ -1,8 +1,8 @@
 /**
  * A table of 50,000 tablets created from a file of split points through the `excompact` CLI against a
  * real manager: the file's points in any order, blank lines and CRLF taken, a bad line named; the table
- * is there whole, its tablets covering its rows exactly once, and `table info` shows every one of them
- * from the pages of the tablets view.
+ * is there whole, its tablets covering its rows exactly once, and `table info` shows the first thousand
+ * and where to go on, or (`--limit 0`) every one of them from the pages of the tablets view.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -69,12 +69,33 @@ describe('a big table', () => {
         `/v1/tables/big?after=${encodeURIComponent(first.next!)}&limit=2`,
       );
       expect(small.tablets.map((t) => t.tablet)).toEqual(ends.slice(10_000, 10_002));
-      const info = await json<{ tablets: { tablet: string }[] }>(c, ['admin', 'table', 'info', 'big']);
+      // `table info` shows the first 1,000 and says where to go on; `--limit 0` follows every page.
+      type Info = { tablets: { tablet: string }[]; next?: string };
+      const head = await json<Info>(c, ['admin', 'table', 'info', 'big']);
+      expect(head.tablets.map((t) => t.tablet)).toEqual(ends.slice(0, 1_000));
+      expect(head.next).toBe(ends[999]);
+      const on = await json<Info>(c, [
+        'admin',
+        'table',
+        'info',
+        'big',
+        '--after',
+        head.next!,
+        '--limit',
+        '3',
+      ]);
+      expect(on.tablets.map((t) => t.tablet)).toEqual(ends.slice(1_000, 1_003));
+      const info = await json<Info>(c, ['admin', 'table', 'info', 'big', '--limit', '0']);
       expect(info.tablets.map((t) => t.tablet)).toEqual(ends);
-      const text = await c.cli(['admin', 'table', 'info', 'big']);
+      expect(info.next).toBeUndefined();
+      const shown = await c.cli(['admin', 'table', 'info', 'big']);
+      expect(shown.code).toBe(0);
+      expect(shown.stdout).toContain(`1000 tablets shown; more follow: --after ${JSON.stringify(ends[999])}`);
+      const text = await c.cli(['admin', 'table', 'info', 'big', '--limit', '0']);
       expect(text.code).toBe(0);
       expect(text.stdout.match(/^table big /gm)).toHaveLength(1);
       expect(text.stdout).toContain(ends.at(-1)!);
+      expect(text.stdout).not.toContain('more follow');
 
       const report = await json<{ ok: boolean; problems: Record<string, { count: number }> }>(c, [
         'admin',
