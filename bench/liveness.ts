@@ -24,7 +24,7 @@
 import { parseArgs } from 'node:util';
 import { ExcClient } from '../src/client/client.js';
 import { silentLogger } from '../src/log.js';
-import type { ManagedProcess } from '../test/support/process-group.js';
+import { compactionStarted, queueJob as ingestJob } from './jobs.js';
 import { fmt, percentile, printRows, startBenchCluster, type BenchCluster } from './lib.js';
 
 const { values } = parseArgs({
@@ -66,26 +66,14 @@ try {
   /** Three batches into a fresh tablet: the third one queues a job of about 60 KB. */
   const queueJob = async (): Promise<{ tablet: string; queuedFrom: number; ingestMs: number }> => {
     const prefix = splits[next++]!;
-    const batch = (i: number) =>
-      Array.from({ length: 100 }, (_, j) => ({
-        row: `${prefix}-${i}-${j}`,
-        ts: 1_000 + i,
-        value: 'x'.repeat(180),
-      }));
-    await client.ingest('live', batch(0));
-    await client.ingest('live', batch(1));
-    const queuedFrom = Date.now();
-    await client.ingest('live', batch(2));
+    const queuedFrom = await ingestJob(client, 'live', prefix);
     const tablets = await client.tablets('live');
     const tablet = tablets.find(
       (t) => t.endRowHex !== null && Buffer.from(t.endRowHex, 'hex').toString() > `${prefix}-`,
     )!;
     return { tablet: tablet.tablet, queuedFrom, ingestMs: Date.now() - queuedFrom };
   };
-  const startedOn = (p: ManagedProcess, tablet: string, timeoutMs = 30_000) =>
-    p
-      .waitForLog((l) => l.msg === 'compaction started' && l.tablet === tablet, timeoutMs)
-      .then((l) => Date.parse(l.time as string));
+  const startedOn = compactionStarted;
 
   // Idle compactors take whatever is not held by a slow one; the slow one takes the job first.
   const heir = await cluster.start('heir', ['compactor', 'q'], 'compactor ready');

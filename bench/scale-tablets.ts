@@ -1,30 +1,37 @@
 /**
  * bench/scale tablets: what a cluster costs as its tablets grow, idle and when a tablet server dies.
  *
- *   npx tsx bench/scale.ts tablets [--tablets 1000,10000] [--idle-seconds 20] [--json]
+ *   npx tsx bench/scale.ts tablets [--tablets 1000,10000] [--idle-seconds 60] [--latency-trials 10] [--json]
  *
  * For each size, a fresh cluster of real processes (an embedded ZooKeeper, a manager and two tablet
  * servers) and one table of that many tablets, created from split points and hosted. Then, at that
  * size:
  *
  * 1. Creating and hosting: the time to create the table (one request) and until every tablet is hosted.
- * 2. Idle: CPU of each process over `--idle-seconds` (from /proc, after 10 s of settling: nothing is
- *    ingested, compacted or asked), its resident memory, and the tablet servers' CPU per hosted tablet.
+ * 2. Idle: CPU of each process over `--idle-seconds` (from /proc, once the collector has run its first
+ *    cycle — a sweep, which builds its reference index — and after 10 s of settling: nothing is ingested,
+ *    compacted or asked; the collector runs at its default interval), its resident memory, and the tablet
+ *    servers' CPU per hosted tablet.
  * 3. `admin` commands, each run as a whole process three times (the median): `table list`,
  *    `tserver list`, `check`, `table info` (every tablet's row).
- * 4. A tablet server killed with SIGKILL: the time until every one of its tablets is hosted by the other
+ * 4. Pickup and reclaim, `--latency-trials` each, with a real compactor process: pickup from the ingest
+ *    that queues a job to an idle compactor's start of it; reclaim from the kill -9 of a compactor in the
+ *    middle of a job to another's start of it (each job in a tablet of its own, spread over the table).
+ * 5. A tablet server killed with SIGKILL: the time until every one of its tablets is hosted by the other
  *    (its ZooKeeper session, 2 s here, must expire first).
  *
- * Every figure is printed beside the first size's, measured in the same run. Pickup and reclaim
- * latencies at each size are not measured here yet.
+ * Every figure is printed beside the first size's, measured in the same run.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { tableRange } from '../src/meta/keys.js';
+import { ExcClient } from '../src/client/client.js';
+import { silentLogger } from '../src/log.js';
+import { tableRange, tabletRow } from '../src/meta/keys.js';
 import { COL_LOC } from '../src/meta/tablet.js';
 import { BIN, type ManagedProcess } from '../test/support/process-group.js';
-import { fmt, printRows, startBenchCluster, type BenchCluster, type Row } from './lib.js';
+import { compactionStarted, queueJob } from './jobs.js';
+import { fmt, percentile, printRows, startBenchCluster, type BenchCluster, type Row } from './lib.js';
 
 /** CPU seconds a process has used (user + system, from /proc). */
 function cpuOf(pid: number): number {
@@ -76,7 +83,64 @@ interface SizeFigures {
   hostMs: number;
   idle: { name: string; cores: number; rssMB: number; hosted?: number }[];
   admin: Record<string, number>;
+  /** p50 and p99 over the trials. */
+  pickupMs: { p50: number; p99: number };
+  reclaimMs: { p50: number; p99: number };
   reassign: { tablets: number; ms: number };
+}
+
+/**
+ * Pickup and reclaim latencies on the table `t` of `tableId` split at `splits`: `trials` of each, every
+ * job in a tablet of its own.
+ */
+async function latencies(
+  c: BenchCluster,
+  tableId: string,
+  splits: string[],
+  trials: number,
+): Promise<{ pickup: number[]; reclaim: number[] }> {
+  const client = new ExcClient({ meta: c.meta, secret: c.secret, logger: silentLogger() });
+  const step = Math.max(1, Math.floor((splits.length - 2) / (2 * trials + 1)));
+  let next = 0;
+  const fresh = () => {
+    const k = ++next * step;
+    return { prefix: splits[k]!, tablet: tabletRow(tableId, Buffer.from(splits[k + 1]!)) };
+  };
+  const heir = await c.start('heir', ['compactor', 'q'], 'compactor ready');
+  const pickup: number[] = [];
+  for (let i = 0; i < trials; i++) {
+    await sleep(300); // idle again, waiting on the manager
+    const { prefix, tablet } = fresh();
+    const from = await queueJob(client, 't', prefix);
+    pickup.push((await compactionStarted(heir, tablet)) - from);
+  }
+  const reclaim: number[] = [];
+  for (let i = 0; i < trials; i++) {
+    // The heir must not take the job first: it is paused while the slow compactor reserves it.
+    heir.pause();
+    const slow = await c.start(`slow-${i}`, ['compactor', 'q', '--throughput', '5000'], 'compactor ready');
+    const { prefix, tablet } = fresh();
+    await queueJob(client, 't', prefix);
+    await compactionStarted(slow, tablet);
+    heir.resume();
+    await sleep(200); // the heir is waiting for work again
+    const killedAt = Date.now();
+    slow.kill();
+    reclaim.push((await compactionStarted(heir, tablet, 60_000)) - killedAt);
+    await slow.waitExit();
+  }
+  heir.signal('SIGTERM');
+  await heir.waitExit(30_000).catch(() => undefined);
+  return { pickup, reclaim };
+}
+
+/** Until the manager's collector has run a cycle (its first, a sweep, builds the reference index). */
+async function firstGcCycle(c: BenchCluster): Promise<void> {
+  for (;;) {
+    const status = await c.meta.call<{ gc: { cycles: number } | null }>('GET', '/v1/status');
+    if ((status.gc?.cycles ?? 0) >= 1) return;
+    await sleep(1_000);
+  }
 }
 
 const ADMIN: Record<string, string[]> = {
@@ -86,8 +150,8 @@ const ADMIN: Record<string, string[]> = {
   'table info': ['admin', 'table', 'info', 't', '--json'],
 };
 
-async function measure(n: number, idleSeconds: number): Promise<SizeFigures> {
-  const c = await startBenchCluster({ env: { EXC_GC_INTERVAL_MS: '3600000' } });
+async function measure(n: number, idleSeconds: number, trials: number): Promise<SizeFigures> {
+  const c = await startBenchCluster();
   try {
     const manager = await c.start('manager', ['manager'], 'manager active');
     const tservers: ManagedProcess[] = [];
@@ -109,6 +173,7 @@ async function measure(n: number, idleSeconds: number): Promise<SizeFigures> {
     }
     const hostMs = performance.now() - t0;
 
+    await firstGcCycle(c);
     await sleep(10_000);
     const procs = [manager, ...tservers];
     const before = procs.map((p) => cpuOf(p.pid));
@@ -126,6 +191,8 @@ async function measure(n: number, idleSeconds: number): Promise<SizeFigures> {
       for (let i = 0; i < 3; i++) runs.push(await timeCli(c, args));
       admin[name] = runs.sort((a, b) => a - b)[1]!;
     }
+    const { pickup, reclaim } = await latencies(c, table.id, splits, trials);
+    const dist = (v: number[]) => ({ p50: percentile(v, 50), p99: percentile(v, 99) });
 
     // Kill the second tablet server; wait until the first hosts everything.
     const byServer = await hostsOf(c, table.id);
@@ -145,7 +212,16 @@ async function measure(n: number, idleSeconds: number): Promise<SizeFigures> {
     idle[2]!.hosted = moved;
     for (const p of procs) p.signal('SIGTERM');
     for (const p of procs) await p.waitExit(30_000).catch(() => undefined);
-    return { tablets: n, createMs, hostMs, idle, admin, reassign: { tablets: moved, ms: reassignMs } };
+    return {
+      tablets: n,
+      createMs,
+      hostMs,
+      idle,
+      admin,
+      pickupMs: dist(pickup),
+      reclaimMs: dist(reclaim),
+      reassign: { tablets: moved, ms: reassignMs },
+    };
   } finally {
     await c.stop();
   }
@@ -183,6 +259,13 @@ function rowsOf(f: SizeFigures, base: SizeFigures): Row[] {
   for (const [name, ms] of Object.entries(f.admin)) {
     out.push({ ...row(`admin ${name}`, ms, base.admin[name]!, 'ms'), target: '≤ 1,000 ms' });
   }
+  for (const [name, f0, b0] of [
+    ['pickup (ingest that queues a job → started)', f.pickupMs, base.pickupMs],
+    ['reclaim after kill -9 (kill → started elsewhere)', f.reclaimMs, base.reclaimMs],
+  ] as const) {
+    out.push(row(`${name}: p50`, f0.p50, b0.p50, 'ms'));
+    out.push({ ...row(`${name}: p99`, f0.p99, b0.p99, 'ms'), target: '≤ 1.5×' });
+  }
   out.push(
     row(
       `reassign a dead server's tablets (${fmt(f.reassign.tablets)})`,
@@ -199,7 +282,8 @@ export async function runTabletsBench(args: string[]): Promise<void> {
     args,
     options: {
       tablets: { type: 'string', default: '1000,10000' },
-      'idle-seconds': { type: 'string', default: '20' },
+      'idle-seconds': { type: 'string', default: '60' },
+      'latency-trials': { type: 'string', default: '10' },
       json: { type: 'boolean', default: false },
     },
   });
@@ -207,7 +291,7 @@ export async function runTabletsBench(args: string[]): Promise<void> {
   const figures: SizeFigures[] = [];
   for (const n of sizes) {
     process.stderr.write(`${n} tablets...\n`);
-    figures.push(await measure(n, Number(values['idle-seconds'])));
+    figures.push(await measure(n, Number(values['idle-seconds']), Number(values['latency-trials'])));
   }
   if (values.json) return void process.stdout.write(`${JSON.stringify(figures, null, 2)}\n`);
   for (const f of figures)
