@@ -18,7 +18,8 @@
  *
  * Passes run when the live servers change, when asked, within `intervalMs` of a mutation that changed
  * placement (balance.ts, affectsPlacement), and every `intervalMs` while work is under way (a lost load or
- * unload is sent again then); once all is hosted and balanced, only every `backstopMs`. Loads go in
+ * unload is sent again then); once all is hosted and balanced, only every `backstopMs`, and no more often
+ * than its read of every tablet averages 500 tablets a second (every 200 s at 100,000). Loads go in
  * batches per server (load-sender.ts).
  */
 import { Coalesced } from '../coalesce.js';
@@ -29,7 +30,14 @@ import type { MetaBackend } from '../meta/backend.js';
 import { COL_FUTURE, COL_LOC, locationValue, type Location, type TabletMeta } from '../meta/tablet.js';
 import type { Mutation } from '../meta/types.js';
 import type { PeerClients } from '../rpc/peers.js';
-import { affectsPlacement, leastLoaded, planMoves, type PlacedTablet } from './balance.js';
+import {
+  affectsPlacement,
+  backstopAfter,
+  leastLoaded,
+  pinRows,
+  planMoves,
+  type PlacedTablet,
+} from './balance.js';
 import type { CommitQueue } from './commit-queue.js';
 import { drains, readDrains } from './drains.js';
 import type { LiveTservers } from './live-tservers.js';
@@ -74,6 +82,8 @@ export class Assigner {
   private readonly movingSince = new Map<string, number>();
   /** Tablets the balancer leaves where they are (a merge gathering them): row → how many pinned it. */
   private readonly pinned = new Map<string, number>();
+  /** Tablets the last pass read. */
+  private lastRead = 0;
   /** Statistics for /status and tests. */
   readonly stats = { passes: 0, assigned: 0, cleared: 0, moved: 0, movesGivenUp: 0 };
 
@@ -122,17 +132,7 @@ export class Assigner {
 
   /** Keeps the balancer off these tablets until the function returned is called (a merge gathers them). */
   pin(rows: readonly string[]): () => void {
-    for (const r of rows) this.pinned.set(r, (this.pinned.get(r) ?? 0) + 1);
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      for (const r of rows) {
-        const n = (this.pinned.get(r) ?? 1) - 1;
-        if (n <= 0) this.pinned.delete(r);
-        else this.pinned.set(r, n);
-      }
-    };
+    return pinRows(this.pinned, rows);
   }
 
   /**
@@ -176,7 +176,8 @@ export class Assigner {
       settled = await this.placeAll();
     } finally {
       // A pass that failed is tried again soon, as is one that left work under way.
-      this.schedule(settled ? (this.options.backstopMs ?? 60_000) : (this.options.intervalMs ?? 2_000));
+      const backstop = backstopAfter(this.options.backstopMs ?? 60_000, this.lastRead);
+      this.schedule(settled ? backstop : (this.options.intervalMs ?? 2_000));
     }
   }
 
@@ -189,6 +190,7 @@ export class Assigner {
       this.onlineTables(),
       readDrains(this.store),
     ]);
+    this.lastRead = tablets.length;
     this.options.onPass?.(tablets);
     const liveNow = [...this.live.all];
     const eligible = liveNow.filter(([s, session]) => !drains(drained.get(s), session)).map(([s]) => s);

@@ -127,3 +127,26 @@ export function leastLoaded(load: Map<string, number>): string | undefined {
   }
   return best;
 }
+
+/** Counts `rows` pinned in `pinned` until the function returned is called (once; later calls do nothing). */
+export function pinRows(pinned: Map<string, number>, rows: readonly string[]): () => void {
+  for (const r of rows) pinned.set(r, (pinned.get(r) ?? 0) + 1);
+  let done = false;
+  return () => {
+    if (done) return;
+    done = true;
+    for (const r of rows) {
+      const n = (pinned.get(r) ?? 1) - 1;
+      if (n <= 0) pinned.delete(r);
+      else pinned.set(r, n);
+    }
+  };
+}
+
+/**
+ * When the next backstop pass is due after one that read `tablets`: `configuredMs`, or later, so that
+ * reading every tablet averages at most 500 tablets a second (every 200 s at 100,000).
+ */
+export function backstopAfter(configuredMs: number, tablets: number): number {
+  return Math.max(configuredMs, tablets * 2);
+}

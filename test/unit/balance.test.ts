@@ -5,7 +5,13 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { affectsPlacement, planMoves, type PlacedTablet } from '../../src/manager/balance.js';
+import {
+  affectsPlacement,
+  backstopAfter,
+  pinRows,
+  planMoves,
+  type PlacedTablet,
+} from '../../src/manager/balance.js';
 import { TSERVER_PREFIX } from '../../src/manager/drains.js';
 import { TABLE_PREFIX } from '../../src/meta/keys.js';
 
@@ -109,5 +115,25 @@ describe('balancing', () => {
     expect(affectsPlacement({ row: '0001;m', cols: ['file:F1', 'ecomp:E1', 'queued:E1', 'ver'] })).toBe(
       false,
     );
+  });
+});
+
+describe('the assignment backstop and pins', () => {
+  it('passes every minute, or as rarely as reading every tablet at 500 a second takes', () => {
+    expect(backstopAfter(60_000, 1_000)).toBe(60_000);
+    expect(backstopAfter(60_000, 30_000)).toBe(60_000);
+    expect(backstopAfter(60_000, 100_000)).toBe(200_000);
+    expect(backstopAfter(600_000, 100_000)).toBe(600_000);
+  });
+
+  it('keeps a row pinned while any pin on it holds; a release counts once', () => {
+    const pinned = new Map<string, number>();
+    const first = pinRows(pinned, ['a', 'b']);
+    const second = pinRows(pinned, ['b']);
+    first();
+    first();
+    expect([...pinned]).toEqual([['b', 1]]);
+    second();
+    expect(pinned.size).toBe(0);
   });
 });
