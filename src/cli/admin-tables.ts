@@ -142,7 +142,10 @@ export function registerTables(admin: Command): void {
               limit: String(want),
               ...(after === undefined ? {} : { after }),
             });
-            page = await c.meta.call<Page>('GET', `/v1/tables/${encodeURIComponent(name)}?${query.toString()}`);
+            page = await c.meta.call<Page>(
+              'GET',
+              `/v1/tables/${encodeURIComponent(name)}?${query.toString()}`,
+            );
             shown += page.tablets.length;
             after = page.next;
             // Text goes out a page at a time; JSON once, whole.
