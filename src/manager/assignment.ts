@@ -18,8 +18,7 @@
  *
  * Passes run when the live servers change, when asked, within `intervalMs` of a mutation that changed
  * placement (balance.ts, affectsPlacement), and every `intervalMs` while work is under way (a lost load or
- * unload is sent again then); once all is hosted and balanced, only every `backstopMs`, and no more often
- * than its read of every tablet averages 500 tablets a second (every 200 s at 100,000). Loads go in
+ * unload is sent again then); once all is hosted and balanced, only as a backstop (balance.ts, backstopAfter). Loads go in
  * batches per server (load-sender.ts).
  */
 import { Coalesced } from '../coalesce.js';

@@ -1,15 +1,15 @@
 /**
- * Which files the garbage collector (gc.ts) deletes: every reference, read in one snapshot, and the
- * decision made from it.
+ * Which files the garbage collector (gc.ts) deletes: what a tablet references, and the decision made from
+ * every reference (kept by the index of gc-index.ts).
  *
  * A file may be deleted only when no tablet references it: not as one of its files, nor as an input or the
  * output of one of its reservations, nor as a part of a checkpoint (one a reservation holds, or one kept
  * for a requeued job: DESIGN.md, "Resume").
  *
- * Every reference is read in one snapshot of the metadata store. Read page by page, a commit landing
- * between two pages could hide a file it moves within a tablet's row from a column read later to one
- * read earlier (the last sub-job of a split moves the sub-jobs' outputs from `split:` to `file:`; a
- * resuming reservation a checkpoint from `resume:` to `ecomp:`), and the sweep would delete it.
+ * The index is built from one snapshot of the metadata store (followed-index.ts). Read page by page, a
+ * commit landing between two pages could hide a file it moves within a tablet's row from a column read
+ * later to one read earlier (the last sub-job of a split moves the sub-jobs' outputs from `split:` to
+ * `file:`; a resuming reservation a checkpoint from `resume:` to `ecomp:`), and the sweep would delete it.
  *
  * An output a reservation is still writing may sit in the store unnamed for a long time: its parts
  * (`<output>.partial`, `<output>.partNNNNN`) before the first checkpoint names them, and the local
@@ -18,11 +18,8 @@
  *
  * The decision is a pure function ({@link planGc}) so it can be checked against random histories.
  */
-import { ALL_TABLETS } from '../meta/keys.js';
 import { checkpointParts, type TabletMeta } from '../meta/tablet.js';
-import type { MetaBackend } from '../meta/backend.js';
 import { ofOutputBeingWritten } from '../storage/index.js';
-import { readTablets } from './tables.js';
 
 /** A set of file names, as the plan asks it (a Set, or the index's counts). */
 export interface NameSet {
@@ -74,24 +71,9 @@ export function planGc(input: GcInput): GcPlan {
 }
 
 /**
- * Everything any tablet references, and the outputs its reservations are writing: one snapshot (see
- * the module comment).
- */
-export async function readReferences(
-  store: MetaBackend,
-): Promise<{ referenced: Set<string>; writing: Set<string> }> {
-  const referenced = new Set<string>();
-  const writing = new Set<string>();
-  const tablets = await store.snapshot((reader) => readTablets(reader, ALL_TABLETS.start, ALL_TABLETS.end));
-  const add = { referenced: (f: string) => referenced.add(f), writing: (f: string) => writing.add(f) };
-  for (const tablet of tablets) tabletReferences(tablet, add);
-  return { referenced, writing };
-}
-
-/**
  * What a tablet references — its files, its reservations' inputs and outputs, the parts of its
  * checkpoints, held outputs and finished sub-jobs' outputs — and the outputs its reservations are
- * writing. The one reading of references: the full read above and the index (gc-index.ts) both use it.
+ * writing. The one reading of references: the index (gc-index.ts) reads each cell with it, as the tests' full reads do.
  */
 export function tabletReferences(
   tablet: TabletMeta,

@@ -6,6 +6,7 @@
  *   expect(await queueRows(meta, queue.id)).toEqual([]);
  */
 import type { MetaClient } from '../../src/meta/client.js';
+import type { Mutation } from '../../src/meta/types.js';
 import { DEL_PREFIX, queuePrefix } from '../../src/meta/keys.js';
 import { parseTablet, type TabletMeta } from '../../src/meta/tablet.js';
 
@@ -36,4 +37,18 @@ export async function delRows(meta: MetaClient): Promise<string[]> {
   const rows: string[] = [];
   for await (const c of meta.scanAll({ prefix: DEL_PREFIX })) rows.push(c.row.slice(DEL_PREFIX.length));
   return rows.sort();
+}
+
+/** A model of the store's cells, row → column → value, for checking what follows mutations. */
+export type Cells = Map<string, Map<string, string>>;
+
+/** Applies `m` to `cells` as the store does: its deletes, then its whole-row deletes, then its puts. */
+export function applyToCells(cells: Cells, m: Mutation): void {
+  for (const d of m.deletes ?? []) cells.get(d.row)?.delete(d.col);
+  for (const r of m.deleteRows ?? []) cells.delete(r);
+  for (const p of m.puts ?? []) {
+    let cols = cells.get(p.row);
+    if (!cols) cells.set(p.row, (cols = new Map<string, string>()));
+    cols.set(p.col, p.value);
+  }
 }

@@ -14,6 +14,7 @@ import { tabletReferences } from '../../src/manager/gc-plan.js';
 import { tabletRow } from '../../src/meta/keys.js';
 import { parseTablet } from '../../src/meta/tablet.js';
 import type { Mutation } from '../../src/meta/types.js';
+import { applyToCells, type Cells } from '../support/meta-rows.js';
 
 const SETTINGS = { versions: 1, nowMs: 0, filters: [], dropDeletes: true };
 const ROWS = [tabletRow('0001', Buffer.from('m')), tabletRow('0001', null), tabletRow('0002', null)];
@@ -109,19 +110,6 @@ const mutation: fc.Arbitrary<Mutation> = fc.array(op, { minLength: 1, maxLength:
   deleteRows: ops.flatMap((o) => (o.kind === 'deleteRow' ? [o.row] : [])),
   puts: ops.flatMap((o) => (o.kind === 'put' ? [{ row: o.row, col: o.col, value: o.value }] : [])),
 }));
-
-/** The store's cells: row → col → value. */
-type Cells = Map<string, Map<string, string>>;
-
-function applyToCells(cells: Cells, m: Mutation): void {
-  for (const d of m.deletes ?? []) cells.get(d.row)?.delete(d.col);
-  for (const r of m.deleteRows ?? []) cells.delete(r);
-  for (const p of m.puts ?? []) {
-    let row = cells.get(p.row);
-    if (!row) cells.set(p.row, (row = new Map<string, string>()));
-    row.set(p.col, p.value);
-  }
-}
 
 /** What a full read of `cells` says is referenced, and written. */
 function fullRead(cells: Cells): { referenced: Set<string>; writing: Set<string> } {

@@ -10,6 +10,7 @@ import { applyMutation } from '../../src/manager/followed-index.js';
 import { ActivityTable } from '../../src/manager/tablet-activity.js';
 import { tabletRow } from '../../src/meta/keys.js';
 import type { Mutation } from '../../src/meta/types.js';
+import { applyToCells, type Cells } from '../support/meta-rows.js';
 
 const ROWS = [tabletRow('0001', Buffer.from('m')), tabletRow('0001', null), tabletRow('0002', null)];
 const cell = fc.oneof(
@@ -42,18 +43,6 @@ const mutation: fc.Arbitrary<Mutation> = fc
     deleteRows: ops.filter((o) => o.kind === 'deleteRow').map((o) => o.row),
     puts: ops.filter((o) => o.kind === 'put').map((o) => ({ row: o.row, col: o.c.col, value: o.c.value })),
   }));
-
-type Cells = Map<string, Map<string, string>>;
-
-function applyToCells(cells: Cells, m: Mutation): void {
-  for (const d of m.deletes ?? []) cells.get(d.row)?.delete(d.col);
-  for (const r of m.deleteRows ?? []) cells.delete(r);
-  for (const p of m.puts ?? []) {
-    let cols = cells.get(p.row);
-    if (!cols) cells.set(p.row, (cols = new Map<string, string>()));
-    cols.set(p.col, p.value);
-  }
-}
 
 /** What a full read of `cells` says. */
 function fullRead(cells: Cells): {
