@@ -135,7 +135,7 @@ function serve(
   );
   const feed = new ChangeFeed();
   commits.onApplied(({ changed }) => feed.record(changed));
-  const activity = new FollowedIndex(store, commits, () => new ActivityTable());
+  const activity = new FollowedIndex(store, commits, () => new ActivityTable(), { epoch });
   activity
     .current()
     .catch((err: unknown) => log.warn({ err: describeError(err) }, 'reading which tablets have work failed'));

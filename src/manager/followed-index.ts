@@ -21,9 +21,14 @@
  * Checked. {@link FollowedIndex.verify} builds a second table the same way and compares the two at the
  * same point of the mutation stream: they must be equal, and a difference is a bug (the rebuilt table is
  * kept).
+ *
+ * Fenced. The table follows the writes of one manager epoch. A snapshot of a store that a newer epoch
+ * holds has writes this manager never saw (a manager cut off from ZooKeeper, or paused, goes on running
+ * until it learns it lost its term): such a build is refused with NOT_MANAGER, and nothing is compared.
  */
+import { ExcError } from '../errors.js';
 import { scanAll, type MetaBackend } from '../meta/backend.js';
-import { ALL_TABLETS } from '../meta/keys.js';
+import { ALL_TABLETS, EPOCH_COL, INSTANCE_ROW, parseEpoch } from '../meta/keys.js';
 import type { Mutation } from '../meta/types.js';
 import type { CommitQueue } from './commit-queue.js';
 
@@ -50,6 +55,16 @@ export interface IndexStats {
   mismatches: number;
 }
 
+export interface FollowOptions<T> {
+  /**
+   * The manager epoch whose writes the table follows: a snapshot of the store held by another is refused
+   * (NOT_MANAGER). None: not checked (a tool or test that owns the store alone).
+   */
+  epoch?: number;
+  /** Told of a difference a check found, with both tables (before the rebuilt one is kept). */
+  onDifferences?: (kept: T, rebuilt: T, differences: string[]) => void;
+}
+
 export class FollowedIndex<T extends CellTable<T>> {
   protected table: T;
   /** Settles once the table is complete (a build in flight, or none). */
@@ -65,8 +80,7 @@ export class FollowedIndex<T extends CellTable<T>> {
     private readonly store: MetaBackend,
     commits: CommitQueue,
     private readonly make: () => T,
-    /** Told of a difference a check found, with both tables (before the rebuilt one is kept). */
-    private readonly onDifferences?: (kept: T, rebuilt: T, differences: string[]) => void,
+    private readonly options: FollowOptions<T> = {},
   ) {
     this.table = make();
     this.unsubscribe.push(
@@ -116,7 +130,7 @@ export class FollowedIndex<T extends CellTable<T>> {
     let differences: string[] = [];
     await this.build((rebuilt) => {
       differences = this.table.differences(rebuilt);
-      if (differences.length > 0) this.onDifferences?.(this.table, rebuilt, differences);
+      if (differences.length > 0) this.options.onDifferences?.(this.table, rebuilt, differences);
       this.table = rebuilt;
     });
     if (differences.length > 0) this.stats.mismatches++;
@@ -131,6 +145,15 @@ export class FollowedIndex<T extends CellTable<T>> {
     this.builds.add(during);
     try {
       await this.store.snapshot(async (reader) => {
+        const held = parseEpoch(await reader.get(INSTANCE_ROW, EPOCH_COL));
+        const { epoch } = this.options;
+        if (epoch !== undefined && held !== epoch) {
+          throw new ExcError(
+            'NOT_MANAGER',
+            `the metadata store is held by epoch ${held}, not ${epoch}: this manager no longer sees every write`,
+            { details: { epoch, heldBy: held } },
+          );
+        }
         for await (const cell of scanAll(reader, { start: ALL_TABLETS.start, end: ALL_TABLETS.end })) {
           table.put(cell.row, cell.col, cell.value);
         }

@@ -172,19 +172,18 @@ export class ReferenceIndex extends FollowedIndex<ReferenceTable> {
   /** What the last check that found a difference found. */
   lastDifferences: ReferenceDifference[] | undefined;
 
-  constructor(store: MetaBackend, commits: CommitQueue) {
-    super(
-      store,
-      commits,
-      () => new ReferenceTable(),
-      (kept, rebuilt, names) => {
+  /** `epoch`: the manager's, whose writes the index follows (followed-index.ts, Fenced). */
+  constructor(store: MetaBackend, commits: CommitQueue, epoch?: number) {
+    super(store, commits, () => new ReferenceTable(), {
+      ...(epoch === undefined ? {} : { epoch }),
+      onDifferences: (kept, rebuilt, names) => {
         this.lastDifferences = names.map((name) => ({
           name,
           index: kept.explain(name),
           store: rebuilt.explain(name),
         }));
       },
-    );
+    });
   }
 
   /** Tablets with a reference, and files referenced, as of now. */

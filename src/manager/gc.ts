@@ -131,7 +131,7 @@ export class GarbageCollector {
     /** Called once when the collector finds its manager fenced (a newer epoch holds the store). */
     private readonly onFenced?: (err: ExcError) => void,
   ) {
-    this.index = new ReferenceIndex(store, commits);
+    this.index = new ReferenceIndex(store, commits, options.epoch);
   }
 
   start(): void {
@@ -190,7 +190,10 @@ export class GarbageCollector {
     // applies (a sweep would otherwise delete a just-replaced input by its old modification time).
     const objects = sweep ? await this.listObjects(signal) : undefined;
     if (sweep) this.lastSweepAt = startedAt;
-    const { referenced, writing } = await this.references(sweep);
+    const { referenced, writing } = await this.references(sweep).catch((err: unknown) => {
+      // The index refuses a snapshot of a store a newer epoch holds: this collector is fenced.
+      throw err instanceof ExcError && err.code === 'NOT_MANAGER' ? this.fenced(err) : err;
+    });
     if (sweep && this.objects.sweepTemporaries) {
       // Temporary files are not objects: nothing names them, so they need no claim. The sweep removes only
       // files no write has touched for a grace period, and none of an output a reservation is writing
@@ -336,14 +339,20 @@ export class GarbageCollector {
     signal.throwIfAborted();
     const held = await this.store.storedEpoch();
     if (held === this.options.epoch) return;
-    const err = new ExcError(
-      'NOT_MANAGER',
-      `garbage collector fenced: the metadata store is held by epoch ${held}, not ${this.options.epoch}`,
-      { details: { epoch: this.options.epoch, heldBy: held } },
+    throw this.fenced(
+      new ExcError(
+        'NOT_MANAGER',
+        `garbage collector fenced: the metadata store is held by epoch ${held}, not ${this.options.epoch}`,
+        { details: { epoch: this.options.epoch, heldBy: held } },
+      ),
     );
+  }
+
+  /** Stops this cycle for good and tells the manager: a newer epoch holds the store. Returns `err`. */
+  private fenced(err: ExcError): ExcError {
     this.aborter?.abort(err);
     this.onFenced?.(err);
-    throw err;
+    return err;
   }
 
   private async trimRows(

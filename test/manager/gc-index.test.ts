@@ -2,7 +2,8 @@
  * The collector's reference index on a real SQLite store and commit queue: a cycle answers from it
  * without reading the tablets, a reference added by any applied mutation keeps its file, a batch whose
  * outcome is unknown makes the index read the store again, and a write that bypassed the commit queue
- * (what a bug would do) is found by the check every sweep makes.
+ * (what a bug would do) is found by the check every sweep makes, and a store a newer manager holds is
+ * not compared with at all.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
@@ -140,6 +141,37 @@ describe('reference index', () => {
     expect((await index.current()).referenced.has(A)).toBe(true);
     expect(await index.verify()).toEqual([]);
     index.stop();
+  });
+
+  it('refuses to compare with a store a newer manager holds, and fences its collector', async () => {
+    const commits = new CommitQueue(new InlineWriter(meta), () => true, silentLogger());
+    const backend = new SqliteBackend(meta);
+    const index = new ReferenceIndex(backend, commits, epoch);
+    await commits.submit({ mutations: [{ puts: [fileCell(A)] }] });
+    expect(await index.verify()).toBeUndefined();
+    expect(await index.verify()).toEqual([]);
+    // A successor takes the store over and writes what this manager never sees.
+    const successor = new MetaStore({ path: `${dir.path}/meta.sqlite` });
+    successor.takeOver();
+    successor.applyBatch([{ puts: [fileCell(B)] }]);
+    await expect(index.verify()).rejects.toMatchObject({ code: 'NOT_MANAGER' });
+    expect(index.stats.mismatches).toBe(0);
+
+    const fenced: string[] = [];
+    const gc = new GarbageCollector(
+      backend,
+      commits,
+      new MemoryObjectStore(),
+      { graceMs: 1_000, intervalMs: 60_000, sweepIntervalMs: 0, epoch },
+      silentLogger(),
+      (err) => fenced.push(err.code),
+    );
+    await gc.runCycle({ sweep: true });
+    expect(fenced).toEqual(['NOT_MANAGER']);
+    expect(gc.stats.indexMismatches).toBe(0);
+    await gc.stop();
+    index.stop();
+    successor.close();
   });
 
   it('stays equal to the store while batches land during its builds and checks', async () => {
