@@ -24,7 +24,7 @@
 import { parseArgs } from 'node:util';
 import { ExcClient } from '../src/client/client.js';
 import { silentLogger } from '../src/log.js';
-import { compactionStarted, queueJob as ingestJob } from './jobs.js';
+import { JOB_RATIO, compactionStarted, queueJob as ingestJob } from './jobs.js';
 import { fmt, percentile, printRows, startBenchCluster, type BenchCluster } from './lib.js';
 
 const { values } = parseArgs({
@@ -55,7 +55,7 @@ try {
   await meta.call('POST', '/v1/tables', {
     name: 'live',
     splits,
-    config: { queues: [{ queue: 'q' }], maxAttempts: 100 },
+    config: { queues: [{ queue: 'q' }], maxAttempts: 100, ratio: JOB_RATIO },
   });
   const client = new ExcClient({ meta, secret: cluster.secret, logger: silentLogger() });
   for (;;) {
@@ -266,7 +266,7 @@ async function leaderKillTrials(
     await c.meta.call('POST', '/v1/tables', {
       name: 'held',
       splits,
-      config: { queues: [{ queue: 'q' }], maxAttempts: 100 },
+      config: { queues: [{ queue: 'q' }], maxAttempts: 100, ratio: JOB_RATIO },
     });
     const client = new ExcClient({ meta: c.meta, secret: c.secret, logger: silentLogger() });
     while (!(await client.tablets('held')).every((t) => t.loc)) await new Promise((r) => setTimeout(r, 100));

@@ -30,7 +30,7 @@ import { silentLogger } from '../src/log.js';
 import { tableRange, tabletRow } from '../src/meta/keys.js';
 import { COL_LOC } from '../src/meta/tablet.js';
 import { BIN, type ManagedProcess } from '../test/support/process-group.js';
-import { compactionStarted, queueJob } from './jobs.js';
+import { JOB_RATIO, compactionStarted, queueJob } from './jobs.js';
 import { fmt, percentile, printRows, startBenchCluster, type BenchCluster, type Row } from './lib.js';
 
 /** CPU seconds a process has used (user + system, from /proc). */
@@ -164,7 +164,7 @@ async function measure(n: number, idleSeconds: number, trials: number): Promise<
     const table = await c.meta.call<{ id: string }>('POST', '/v1/tables', {
       name: 't',
       splits,
-      config: { queues: [{ queue: 'q' }] },
+      config: { queues: [{ queue: 'q' }], ratio: JOB_RATIO },
     });
     const createMs = performance.now() - t0;
     t0 = performance.now();

@@ -19,7 +19,7 @@ import { PeerClients } from '../rpc/peers.js';
 import { backoffDelay, sleep } from '../retry.js';
 import type { WireEntry } from '../rpc/entries.js';
 import { utf8Bytes } from '../validate.js';
-import { router, rowsOfView, tabletFor } from './routing.js';
+import { router, routesOf, rowsOfView, tabletFor } from './routing.js';
 
 /** An entry as users give it: byte strings as Buffers or UTF-8 strings. */
 export interface ClientEntry {
@@ -201,10 +201,10 @@ export class ExcClient {
       if (piece) piece.push(e);
       else pieces.set(tablet, [e]);
     }
-    const views = new Map(tablets.map((t) => [t.tablet, t]));
+    const routes = routesOf(tablets);
     const answers = await Promise.all(
       [...pieces].map(([tablet, part]) =>
-        this.sendPiece(table, name, tablet, part, rowsOfView(views.get(tablet)!), 0),
+        this.sendPiece(table, name, tablet, part, rowsOfView(routes.named(tablet)!), 0),
       ),
     );
     return answers.every(Boolean);
@@ -324,7 +324,7 @@ export class ExcClient {
         tablets = await this.tablets(table);
         if (this.offline.has(table)) throw tableOfflineError(table);
       }
-      const view = tablets.find((t) => t.tablet === tablet);
+      const view = routesOf(tablets).named(tablet);
       if (!view) {
         throw new ExcError('TABLET_CHANGED', `tablet ${tablet} of ${table} no longer exists (it merged)`, {
           details: { tablet },
