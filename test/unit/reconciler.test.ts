@@ -2,7 +2,7 @@
  * The tablet server's reconciler: the sweep of reservations (what cancels a dead compactor's work when
  * its watch missed the death) runs on its own every interval, not only at the end of a round, which can
  * wait long on one tablet (its mutex, a call to the manager riding a failover); and it re-reads only the
- * rows the change feed names, all of them (paced) when the feed cannot say.
+ * rows the change feed names, all of them (paced, a group at a time) when the feed cannot say.
  */
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
@@ -87,5 +87,32 @@ describe('reconciler', () => {
     } finally {
       reconciler.stop();
     }
+  });
+
+  it('refreshes the rows of a round a hundred at a time, so their reads go to the manager together', async () => {
+    const hosted = Array.from({ length: 250 }, (_, i) => `t${i}`);
+    let inFlight = 0;
+    const groups: number[] = [];
+    const hosting = {
+      retryUnsettledLoads: async () => undefined,
+      all: () => [],
+      has: () => true,
+      rows: () => hosted,
+      refresh: async () => {
+        inFlight++;
+        await new Promise((r) => setTimeout(r, 5));
+        if (groups.length === 0 || inFlight > groups[groups.length - 1]!) groups.push(inFlight);
+        inFlight--;
+      },
+    } as unknown as Hosting;
+    const watch = { sweep: async () => undefined } as unknown as CompactorWatch;
+    const reconciler = new Reconciler(hosting, watch, silentLogger(), {
+      refreshPerRound: 250,
+      changes: async () => ({ reset: true, rows: [] }),
+    });
+    await reconciler.runRound();
+    expect(reconciler.stats.refreshed).toBe(250);
+    // Every refresh of a group was under way before the first of them ended: 100, 100, then 50.
+    expect(Math.max(...groups)).toBe(100);
   });
 });
