@@ -19,6 +19,8 @@ export interface LogFindings {
   elastic: ElasticFigures;
   /** The collector's reference index, checked against the store at every sweep (manager logs). */
   referenceIndex: { checks: number; mismatches: number };
+  /** The manager's index of activity (busy tablets, hosts), checked as often (manager logs). */
+  activityIndex: { checks: number; mismatches: number };
 }
 
 /** Splits, merges and moves, from the tablet servers' and managers' logs. */
@@ -81,6 +83,7 @@ export async function readLogs(dir: string): Promise<LogFindings> {
     jobs,
     elastic,
     referenceIndex: { checks: 0, mismatches: 0 },
+    activityIndex: { checks: 0, mismatches: 0 },
   };
   const splits = new Set<string>();
   const userSplits = new Set<string>();
@@ -99,6 +102,11 @@ export async function readLogs(dir: string): Promise<LogFindings> {
         if (raw.includes('"msg":"the reference index differed from the metadata store')) {
           found.referenceIndex.checks++;
           found.referenceIndex.mismatches++;
+        }
+        if (raw.includes('"msg":"activity index checked against the store"')) found.activityIndex.checks++;
+        if (raw.includes('"msg":"the activity index differed from the metadata store')) {
+          found.activityIndex.checks++;
+          found.activityIndex.mismatches++;
         }
         continue;
       }

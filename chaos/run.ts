@@ -257,6 +257,7 @@ export async function runChaos(
     jobs: { ...logs.jobs, compactorFaultsIn: injector.jobsHit },
     elastic: logs.elastic,
     referenceIndex: logs.referenceIndex,
+    activityIndex: logs.activityIndex,
     reclaimAfterKillMs: {
       samples: judged.reclaimMs.length,
       p50: percentile(judged.reclaimMs, 50),
@@ -290,6 +291,7 @@ export async function runChaos(
     figures.sickParked +
     stalls +
     logs.referenceIndex.mismatches +
+    logs.activityIndex.mismatches +
     (historyAgrees ? 0 : 1) +
     (figures.compactions < options.minCompactions ? 1 : 0) +
     shortOf('tablet splits', logs.elastic.splits, options.minSplits) +
@@ -312,12 +314,13 @@ export async function runChaos(
       `${el.offlineCancelled} compactions cancelled by a table taken offline; ` +
       `holds: ${el.holdsInstalled} outputs installed, ${el.holdsReleased} let go`,
   );
-  const ix = logs.referenceIndex;
-  log.say(
-    `collector's reference index: checked against the store ${ix.checks} times, ${ix.mismatches} differences`,
-  );
-  if (ix.mismatches > 0)
-    log.say(`VIOLATION: the reference index differed from the store ${ix.mismatches} times`);
+  for (const [what, ix] of [
+    ["collector's reference index", logs.referenceIndex],
+    ["manager's activity index", logs.activityIndex],
+  ] as const) {
+    log.say(`${what}: checked against the store ${ix.checks} times, ${ix.mismatches} differences`);
+    if (ix.mismatches > 0) log.say(`VIOLATION: the ${what} differed from the store ${ix.mismatches} times`);
+  }
   const j = logs.jobs;
   const h = injector.jobsHit;
   log.say(

@@ -23,7 +23,7 @@ import { ChangeFeed } from './change-feed.js';
 import { CommitQueue } from './commit-queue.js';
 import { GarbageCollector, type GcObjectStore } from './gc.js';
 import { LiveTservers } from './live-tservers.js';
-import { FollowedIndex } from './followed-index.js';
+import { FollowedIndex, checkEvery } from './followed-index.js';
 import { ActivityTable } from './tablet-activity.js';
 import { OutcomeCounts } from './outcome-counts.js';
 import { Tables } from './tables.js';
@@ -136,6 +136,13 @@ function serve(
   const feed = new ChangeFeed();
   commits.onApplied(({ changed }) => feed.record(changed));
   const activity = new FollowedIndex(store, commits, () => new ActivityTable(), { epoch });
+  // Checked as often as the collector checks its index against the store (a full read of the tablets).
+  const stopActivityChecks = checkEvery(
+    activity,
+    'activity index',
+    Math.max(ctx.gcSweepIntervalMs, ctx.gcIntervalMs),
+    log,
+  );
   activity
     .current()
     .catch((err: unknown) => log.warn({ err: describeError(err) }, 'reading which tablets have work failed'));
@@ -213,7 +220,13 @@ function serve(
       (stopping ??= runShutdownSteps(log, [
         ['garbage collector', () => gc?.stop()],
         ['outcome counts', () => outcomes.stop()],
-        ['activity index', () => activity.stop()],
+        [
+          'activity index',
+          () => {
+            stopActivityChecks();
+            activity.stop();
+          },
+        ],
         ['assignment', () => assigner.stop()],
         ['automatic merges', () => autoMerger.stop()],
         ['queue deletions', () => queueDeletions.stop()],

@@ -26,7 +26,8 @@
  * holds has writes this manager never saw (a manager cut off from ZooKeeper, or paused, goes on running
  * until it learns it lost its term): such a build is refused with NOT_MANAGER, and nothing is compared.
  */
-import { ExcError } from '../errors.js';
+import { ExcError, describeError } from '../errors.js';
+import type { Logger } from '../log.js';
 import { scanAll, type MetaBackend } from '../meta/backend.js';
 import { ALL_TABLETS, EPOCH_COL, INSTANCE_ROW, parseEpoch } from '../meta/keys.js';
 import type { Mutation } from '../meta/types.js';
@@ -165,4 +166,40 @@ export class FollowedIndex<T extends CellTable<T>> {
       this.builds.delete(during);
     }
   }
+}
+
+/**
+ * Checks `index` against the store every `everyMs` ({@link FollowedIndex.verify}), logging each outcome:
+ * `<name> checked against the store`, or an error with the differences (a bug; the store's table is
+ * kept). Returns what stops it.
+ */
+export function checkEvery<T extends CellTable<T>>(
+  index: FollowedIndex<T>,
+  name: string,
+  everyMs: number,
+  log: Logger,
+): () => void {
+  let running = false;
+  const timer = setInterval(() => {
+    if (running) return;
+    running = true;
+    index
+      .verify()
+      .then(
+        (differences) => {
+          if (differences === undefined) return; // built just now: nothing to compare with
+          if (differences.length === 0) log.info({ index: name }, `${name} checked against the store`);
+          else {
+            log.error(
+              { index: name, differences },
+              `the ${name} differed from the metadata store; using the store as read now`,
+            );
+          }
+        },
+        (err: unknown) => log.info({ index: name, err: describeError(err) }, `${name} not checked`),
+      )
+      .finally(() => (running = false));
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
 }

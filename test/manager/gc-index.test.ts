@@ -3,13 +3,16 @@
  * without reading the tablets, a reference added by any applied mutation keeps its file, a batch whose
  * outcome is unknown makes the index read the store again, and a write that bypassed the commit queue
  * (what a bug would do) is found by the check every sweep makes, and a store a newer manager holds is
- * not compared with at all.
+ * not compared with at all. The index of activity is checked on its own timer, likewise.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
 import { CommitQueue } from '../../src/manager/commit-queue.js';
 import { GarbageCollector } from '../../src/manager/gc.js';
 import { ReferenceIndex } from '../../src/manager/gc-index.js';
+import { FollowedIndex, checkEvery } from '../../src/manager/followed-index.js';
+import { ActivityTable } from '../../src/manager/tablet-activity.js';
+import { createLogger } from '../../src/log.js';
 import type { MetaBackend, MetaReader } from '../../src/meta/backend.js';
 import { delRow, tabletRow } from '../../src/meta/keys.js';
 import { SqliteBackend } from '../../src/meta/sqlite-backend.js';
@@ -172,6 +175,31 @@ describe('reference index', () => {
     await gc.stop();
     index.stop();
     successor.close();
+  });
+
+  it('checks the index of activity against the store on its own, and logs what differed', async () => {
+    const commits = new CommitQueue(new InlineWriter(meta), () => true, silentLogger());
+    const index = new FollowedIndex(new SqliteBackend(meta), commits, () => new ActivityTable(), { epoch });
+    const lines: { msg: string; differences?: string[] }[] = [];
+    const log = createLogger({
+      name: 'test',
+      destination: { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[0]) },
+    });
+    const stop = checkEvery(index, 'activity index', 20, log);
+    const loc = JSON.stringify({ server: 'ts-a', session: '00000000000000a1' });
+    await commits.submit({ mutations: [{ puts: [{ row: ROW, col: 'loc', value: loc }] }] });
+    await expect
+      .poll(() => lines.filter((l) => l.msg === 'activity index checked against the store').length)
+      .toBeGreaterThan(0);
+    // What a bug would do: a reservation the commit queue never saw.
+    meta.applyBatch([{ puts: [{ row: ROW, col: 'ecomp:E1', value: '{}' }] }]);
+    await expect
+      .poll(() => lines.find((l) => l.msg.startsWith('the activity index differed from the metadata store')))
+      .toBeDefined();
+    stop();
+    expect(index.stats.mismatches).toBe(1);
+    expect((await index.current()).busy.has(ROW)).toBe(true);
+    index.stop();
   });
 
   it('stays equal to the store while batches land during its builds and checks', async () => {

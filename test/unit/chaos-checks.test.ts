@@ -39,6 +39,7 @@ describe('chaos checks - zombie commits', () => {
       holdsReleased: 0,
     },
     referenceIndex: { checks: 0, mismatches: 0 },
+    activityIndex: { checks: 0, mismatches: 0 },
   };
   const committedAt = (at: number): Map<string, OutcomeRecord> =>
     new Map([['E1', { outcome: 'committed', reason: undefined, compactor: node, at, reservedAt: 0 }]]);
@@ -116,6 +117,7 @@ describe('chaos checks - reclaim after kill -9', () => {
       holdsReleased: 0,
     },
     referenceIndex: { checks: 0, mismatches: 0 },
+    activityIndex: { checks: 0, mismatches: 0 },
   };
 
   it("takes the last of a kill's jobs back, and names the faults that overlapped the wait", () => {
