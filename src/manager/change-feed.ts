@@ -3,8 +3,8 @@
  * applied, so that a tablet server re-reads the rows of its tablets that changed rather than every row it
  * hosts (what it did every 30 s before: an idle cost that grew with the tablets).
  *
- * Every applied batch gets the next sequence number; the feed keeps the rows of the last `capacity`
- * changes in memory. A reader holds a cursor `{ feed, seq }` and asks for what came after it:
+ * Every applied batch that changed a tablet row in a way a tablet server must follow ({@link concernsHosts})
+ * gets the next sequence number; the feed keeps the rows of the last `capacity` changes in memory. A reader holds a cursor `{ feed, seq }` and asks for what came after it:
  *   - the rows changed since (without those its own server changed: it knows them), and a new cursor;
  *   - or `reset`: the cursor is of another feed (a new active manager: each has its own, as its memory
  *     starts empty) or older than what is kept, or more rows changed than one answer holds. The reader
@@ -13,7 +13,24 @@
  * A reader with no cursor gets `reset` and the head.
  */
 import { ulid } from 'ulid';
+import { ALL_TABLETS } from '../meta/keys.js';
+import { COL_FUTURE, COL_LOC } from '../meta/tablet.js';
 import type { RowChange } from './commit-queue.js';
+
+/**
+ * Whether a change is one a tablet server may have to re-read its tablet for: a change of a tablet row,
+ * and not one of placement alone — a `future` (the server it names is sent a load, the one that hosts
+ * the tablet an unload, each sent again until it takes effect, and neither reads `future` again), or a
+ * tablet server's own `loc` (it writes only the location of a tablet it loads or lets go). Hosting a
+ * table of 100,000 tablets is 200,000 such changes: counted, they reset every reader again and again,
+ * and each reset re-reads every tablet it hosts. The manager taking a location away (a table taken
+ * offline or deleted, a dead server's tablets) is kept: the server named there must drop the tablet.
+ */
+export function concernsHosts(change: RowChange): boolean {
+  if (change.row < ALL_TABLETS.start || change.row >= ALL_TABLETS.end) return false;
+  const placement = (col: string) => col === COL_FUTURE || (col === COL_LOC && change.origin !== undefined);
+  return !change.cols.every(placement);
+}
 
 export interface FeedCursor {
   feed: string;
@@ -51,11 +68,12 @@ export class ChangeFeed {
     this.ring = new Array<Entry | undefined>(capacity);
   }
 
-  /** Records one applied batch's changes under the next sequence number. */
+  /** Records one applied batch's changes (those that {@link concernsHosts}) under the next sequence number. */
   record(changes: readonly RowChange[]): void {
-    if (changes.length === 0) return;
+    const kept = changes.filter(concernsHosts);
+    if (kept.length === 0) return;
     const seq = ++this.seq;
-    for (const c of changes) {
+    for (const c of kept) {
       const entry: Entry = { seq, row: c.row, origin: c.origin };
       if (this.size < this.capacity) {
         this.ring[(this.start + this.size) % this.capacity] = entry;

@@ -4,7 +4,7 @@
  * a cursor older than what is kept, too many rows for one answer).
  */
 import { describe, expect, it } from 'vitest';
-import { ChangeFeed } from '../../src/manager/change-feed.js';
+import { ChangeFeed, concernsHosts } from '../../src/manager/change-feed.js';
 
 describe('change feed', () => {
   it('a reader with no cursor is told to re-read all, then hears only what changed after', () => {
@@ -73,5 +73,26 @@ describe('change feed', () => {
     expect(feed.since(cursor).reset).toBe(false);
     feed.record([{ row: 'd', cols: ['files'] }]);
     expect(feed.since(cursor)).toEqual({ feed: feed.id, seq: 2, reset: true, rows: [] });
+  });
+
+  it('keeps no change of placement alone, so hosting many tablets resets no reader', () => {
+    const row = '0001;61';
+    expect(concernsHosts({ row, cols: ['future'] })).toBe(false);
+    expect(concernsHosts({ row, cols: ['loc', 'future'], origin: 'ts-1' })).toBe(false);
+    expect(concernsHosts({ row: '~cq:q:000', cols: ['x'] })).toBe(false);
+    // The manager taking a location away: the server named there must drop the tablet.
+    expect(concernsHosts({ row, cols: ['loc', 'future'] })).toBe(true);
+    expect(concernsHosts({ row, cols: ['loc', 'ver'], origin: 'ts-1' })).toBe(true);
+    expect(concernsHosts({ row, cols: ['*'], origin: 'ts-1' })).toBe(true);
+
+    const feed = new ChangeFeed(100, 10);
+    const cursor = feed.head();
+    for (let i = 0; i < 1_000; i++) {
+      const tablet = `0001;${i.toString(16).padStart(4, '0')}`;
+      feed.record([{ row: tablet, cols: ['future'] }]);
+      feed.record([{ row: tablet, cols: ['loc', 'future'], origin: 'ts-2' }]);
+    }
+    feed.record([{ row: '0001;0005', cols: ['compact:U1'] }]);
+    expect(feed.since(cursor, 'ts-1')).toMatchObject({ reset: false, rows: ['0001;0005'] });
   });
 });
