@@ -266,6 +266,16 @@ function rowsOf(f: SizeFigures, base: SizeFigures): Row[] {
     const b = base.idle[i]!;
     out.push({ ...row(`idle CPU, ${p.name}`, p.cores, b.cores, 'cores', 3), target: i === 0 ? '≤ 2×' : '' });
     out.push(row(`RSS, ${p.name}`, p.rssMB, b.rssMB, 'MB'));
+    // What each idle tablet more costs: the manager knows every tablet, a tablet server those it hosts.
+    const [tablets, baseTablets] = i === 0 ? [f.tablets, base.tablets] : [p.hosted ?? 0, b.hosted ?? 0];
+    if (tablets > baseTablets) {
+      out.push({
+        figure: `RSS per idle tablet beyond the baseline's, ${p.name}`,
+        value: `${fmt(((p.rssMB - b.rssMB) * 1e6) / (tablets - baseTablets))} bytes`,
+        baseline: '',
+        ratio: '',
+      });
+    }
     if (p.hosted && b.hosted) {
       out.push({
         ...row(
