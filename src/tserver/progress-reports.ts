@@ -94,6 +94,7 @@ export class ProgressReports {
   private async cancelStalled(stallMs: number): Promise<void> {
     const now = Date.now();
     for (const tablet of this.deps.hosting.all()) {
+      if (tablet.meta.reservations.size === 0) continue;
       for (const [ecid, r] of tablet.meta.reservations) {
         const last = tablet.reported.get(ecid)?.movedAt ?? r.reservedAt;
         if (now - last > stallMs) {

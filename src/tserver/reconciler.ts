@@ -150,6 +150,10 @@ export class Reconciler {
     if (answer.reset) {
       this.stats.resets++;
       for (const row of this.hosting.rows()) this.due.add(row);
+      this.log.info(
+        { due: this.due.size },
+        'change feed cannot say what changed; re-reading every hosted tablet',
+      );
       return;
     }
     for (const row of answer.rows) if (this.hosting.has(row)) this.due.add(row);
@@ -159,7 +163,9 @@ export class Reconciler {
     const reservations: [string, ReservationRef][] = [];
     const tablets = new Map<string, HostedTablet>();
     for (const tablet of this.hosting.all()) {
-      if (tablet.state !== 'hosted') continue;
+      // Only the tablets with reservations: at 50,000 hosted tablets a map of them all, built every few
+      // seconds, was most of an idle server's CPU.
+      if (tablet.state !== 'hosted' || tablet.meta.reservations.size === 0) continue;
       tablets.set(tablet.row, tablet);
       for (const [ecid, r] of tablet.meta.reservations)
         reservations.push([r.compactor, { tablet: tablet.row, ecid }]);
