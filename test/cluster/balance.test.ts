@@ -98,8 +98,10 @@ describe('moves and balancing', () => {
     // shorter start of one). The first tablet's rows are those before "row", such as digits.
     const prefix =
       tablet.prevEndRowHex === null ? '' : `${Buffer.from(tablet.prevEndRowHex, 'hex').toString()}!`;
-    // Three files of the tablet's own rows: one job over all of them.
-    for (let i = 0; i < 3; i++) await write(rows(0, 2_000, ts++, prefix));
+    // Four files of the tablet's own rows: a job over them. (Three clear the ratio of 3 only when they
+    // compress to exactly the same size; a byte apart, as the rows of some tablets do, they never did, and
+    // no job came in a run of the whole suite.)
+    for (let i = 0; i < 4; i++) await write(rows(0, 2_000, ts++, prefix));
     // Still the same tablet: nothing splits it any more.
     expect((await s.client.tablets(s.table)).map((t) => t.tablet)).toContain(tablet.tablet);
     const slow = await c.startCompactor('q', { name: 'slow', args: ['--throughput', '300000'] });
