@@ -92,16 +92,33 @@ describe('moves and balancing', () => {
     // A slow compaction on a tablet of the server to drain.
     await fast.terminate();
     const victim = servers[1]!;
-    const tablet = (await s.client.tablets(s.table)).find((t) => t.loc?.server === victim.server)!;
-    // Rows just after the tablet's first row are its own: "!" sorts before every digit and letter, so
-    // "<prev>!…" is past prev and before any end row (rows and split points are "row" and digits, or a
-    // shorter start of one). The first tablet's rows are those before "row", such as digits.
-    const prefix =
-      tablet.prevEndRowHex === null ? '' : `${Buffer.from(tablet.prevEndRowHex, 'hex').toString()}!`;
-    // Four files of the tablet's own rows: a job over them. (Three clear the ratio of 3 only when they
-    // compress to exactly the same size; a byte apart, as the rows of some tablets do, they never did, and
-    // no job came in a run of the whole suite.)
-    for (let i = 0; i < 4; i++) await write(rows(0, 2_000, ts++, prefix));
+    // Four files of rows a tablet of the victim holds, by their bytes: a job over them. Of its tablets the
+    // one whose rows hold most of the keys written: split points are bytes (0xa4, say), and a tablet
+    // between two of them can hold none of them. (Rows made from a tablet's previous end row went
+    // elsewhere when that row was not text, and no job ever came for the tablet in runs of the whole
+    // suite. Three files of about the same size clear the ratio of 3 only when they compress to exactly
+    // the same size; four always do.)
+    const keys = rows(0, 100_000, 0).map((e) => e.row as string);
+    const ownRows = (t: TabletView): string[] => {
+      const prev = t.prevEndRowHex === null ? null : Buffer.from(t.prevEndRowHex, 'hex');
+      const end = t.endRowHex === null ? null : Buffer.from(t.endRowHex, 'hex');
+      return keys
+        .filter((row) => {
+          const b = Buffer.from(row);
+          return (
+            (prev === null || Buffer.compare(b, prev) > 0) && (end === null || Buffer.compare(b, end) <= 0)
+          );
+        })
+        .slice(0, 2_000);
+    };
+    const [{ tablet, own }] = (await s.client.tablets(s.table))
+      .filter((t) => t.loc?.server === victim.server)
+      .map((t) => ({ tablet: t, own: ownRows(t) }))
+      .sort((a, b) => b.own.length - a.own.length) as [{ tablet: TabletView; own: string[] }];
+    expect(own.length).toBeGreaterThan(100);
+    for (let i = 0; i < 4; i++, ts++) {
+      await write(own.map((row, k) => ({ row, ts, value: `v${ts}-${'x'.repeat(60)}-${k}` })));
+    }
     // Still the same tablet: nothing splits it any more.
     expect((await s.client.tablets(s.table)).map((t) => t.tablet)).toContain(tablet.tablet);
     const slow = await c.startCompactor('q', { name: 'slow', args: ['--throughput', '300000'] });
