@@ -13,7 +13,7 @@
  * A reader with no cursor gets `reset` and the head.
  */
 import { ulid } from 'ulid';
-import { ALL_TABLETS } from '../meta/keys.js';
+import { isTabletRow } from '../meta/keys.js';
 import { COL_FUTURE, COL_LOC } from '../meta/tablet.js';
 import type { RowChange } from './commit-queue.js';
 
@@ -27,7 +27,7 @@ import type { RowChange } from './commit-queue.js';
  * offline or deleted, a dead server's tablets) is kept: the server named there must drop the tablet.
  */
 export function concernsHosts(change: RowChange): boolean {
-  if (change.row < ALL_TABLETS.start || change.row >= ALL_TABLETS.end) return false;
+  if (!isTabletRow(change.row)) return false;
   const placement = (col: string) => col === COL_FUTURE || (col === COL_LOC && change.origin !== undefined);
   return !change.cols.every(placement);
 }

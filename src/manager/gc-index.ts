@@ -14,7 +14,7 @@
  * taking the rebuilt table.
  */
 import type { MetaBackend } from '../meta/backend.js';
-import { ALL_TABLETS } from '../meta/keys.js';
+import { isTabletRow } from '../meta/keys.js';
 import { HOLD_PREFIX } from '../meta/holds.js';
 import { ECOMP_PREFIX, FILE_PREFIX, RESUME_PREFIX, SPLIT_PREFIX, parseTablet } from '../meta/tablet.js';
 import { describeError } from '../errors.js';
@@ -24,7 +24,6 @@ import { tabletReferences } from './gc-plan.js';
 
 const REFERENCE_PREFIXES = [FILE_PREFIX, ECOMP_PREFIX, RESUME_PREFIX, SPLIT_PREFIX, HOLD_PREFIX];
 
-const isTabletRow = (row: string): boolean => row >= ALL_TABLETS.start && row < ALL_TABLETS.end;
 const namesReferences = (col: string): boolean => REFERENCE_PREFIXES.some((p) => col.startsWith(p));
 
 /** What one cell references: the files it names, and the output it is writing (a reservation's). */

@@ -11,7 +11,7 @@
  * about 100 a file more: measured in bench/scale-tablets.ts); a busy one its working columns' names too.
  */
 import type { MetaReader } from '../meta/backend.js';
-import { ALL_TABLETS } from '../meta/keys.js';
+import { ALL_TABLETS, isTabletRow } from '../meta/keys.js';
 import {
   COL_LOC,
   COL_SELECTED,
@@ -29,7 +29,6 @@ import { readTablets } from './tables.js';
 
 const WORK_PREFIXES = [ECOMP_PREFIX, QUEUED_PREFIX, FAILED_PREFIX, COMPACT_PREFIX, SPLIT_PREFIX];
 const isWork = (col: string): boolean => col === COL_SELECTED || WORK_PREFIXES.some((p) => col.startsWith(p));
-const isTabletRow = (row: string): boolean => row >= ALL_TABLETS.start && row < ALL_TABLETS.end;
 
 interface RowState {
   server?: string;

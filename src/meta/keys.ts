@@ -77,6 +77,9 @@ export function tableRange(tableId: string): { start: string; end: string } {
 /** Every tablet row, for a range scan [start, end): table ids sort between '0000' and '~'. */
 export const ALL_TABLETS = { start: '0000', end: '~' } as const;
 
+/** Whether `row` is a tablet's row (in {@link ALL_TABLETS}), not one of the store's own `~` rows. */
+export const isTabletRow = (row: string): boolean => row >= ALL_TABLETS.start && row < ALL_TABLETS.end;
+
 // --- queue entries -----------------------------------------------------------------------------------------
 
 export interface QueueEntry {
