@@ -98,15 +98,16 @@ export async function readLogs(dir: string): Promise<LogFindings> {
     for await (const raw of lines) {
       if (manager) {
         if (raw.includes('"tablet moving"')) elastic.moves++;
-        if (raw.includes('"msg":"reference index checked against the store"')) found.referenceIndex.checks++;
-        if (raw.includes('"msg":"the reference index differed from the metadata store')) {
-          found.referenceIndex.checks++;
-          found.referenceIndex.mismatches++;
-        }
-        if (raw.includes('"msg":"activity index checked against the store"')) found.activityIndex.checks++;
-        if (raw.includes('"msg":"the activity index differed from the metadata store')) {
-          found.activityIndex.checks++;
-          found.activityIndex.mismatches++;
+        // The lines of followed-index.ts, logCheck.
+        for (const [name, ix] of [
+          ['reference index', found.referenceIndex],
+          ['activity index', found.activityIndex],
+        ] as const) {
+          if (raw.includes(`"msg":"${name} checked against the store"`)) ix.checks++;
+          if (raw.includes(`"msg":"the ${name} differed from the metadata store`)) {
+            ix.checks++;
+            ix.mismatches++;
+          }
         }
         continue;
       }

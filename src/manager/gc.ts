@@ -53,6 +53,7 @@ import { expiredRequests } from './requests.js';
 import { deleteClaimed } from './gc-delete.js';
 import { planGc } from './gc-plan.js';
 import { ReferenceIndex, type ReferenceTable } from './gc-index.js';
+import { logCheck } from './followed-index.js';
 
 /** What the collector needs of an object store (any ObjectStore fits). */
 export interface GcObjectStore {
@@ -269,15 +270,8 @@ export class GarbageCollector {
     if (sweep) {
       const differences = await this.index.verify();
       this.stats.indexMismatches = this.index.stats.mismatches;
-      const { tablets, files } = this.index.size;
-      if (differences === undefined) {
-        // Built just now: nothing to compare with.
-      } else if (differences.length > 0) {
-        this.log.error(
-          { differences: this.index.lastDifferences ?? differences, tablets, files },
-          'the reference index differed from the metadata store; using the store as read now',
-        );
-      } else this.log.info({ tablets, files }, 'reference index checked against the store');
+      const explained = differences?.length ? (this.index.lastDifferences ?? differences) : differences;
+      logCheck(this.log, 'reference index', explained, this.index.size);
     }
     const table = await this.index.current();
     const [unreadable] = table.unreadable;
