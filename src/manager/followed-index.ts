@@ -28,8 +28,8 @@
  */
 import { ExcError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { scanAll, type MetaBackend } from '../meta/backend.js';
-import { ALL_TABLETS, EPOCH_COL, INSTANCE_ROW, parseEpoch } from '../meta/keys.js';
+import { readEpoch, scanAll, type MetaBackend } from '../meta/backend.js';
+import { ALL_TABLETS } from '../meta/keys.js';
 import type { Mutation } from '../meta/types.js';
 import type { CommitQueue } from './commit-queue.js';
 
@@ -146,7 +146,7 @@ export class FollowedIndex<T extends CellTable<T>> {
     this.builds.add(during);
     try {
       await this.store.snapshot(async (reader) => {
-        const held = parseEpoch(await reader.get(INSTANCE_ROW, EPOCH_COL));
+        const held = await readEpoch(reader);
         const { epoch } = this.options;
         if (epoch !== undefined && held !== epoch) {
           throw new ExcError(

@@ -18,6 +18,7 @@
  *   per page, with a `next` cursor when more may follow.
  * - A snapshot is one consistent read: nothing committed while it runs shows in it.
  */
+import { EPOCH_COL, INSTANCE_ROW, parseEpoch } from './keys.js';
 import type { Cell, Mutation, MutationResult, Row, ScanPage, ScanRequest } from './types.js';
 
 /** What a read sees: the store, or one snapshot of it. */
@@ -48,6 +49,11 @@ export interface MetaBackend extends MetaReader {
    */
   applyBatch(mutations: Mutation[], options?: { validated?: boolean }): Promise<MutationResult[]>;
   close(): Promise<void>;
+}
+
+/** The manager epoch that holds the store, as `reader` sees it (in a snapshot: as of the snapshot). */
+export async function readEpoch(reader: MetaReader): Promise<number> {
+  return parseEpoch(await reader.get(INSTANCE_ROW, EPOCH_COL));
 }
 
 /**

@@ -29,7 +29,7 @@
 import type pg from 'pg';
 import { ExcError } from '../errors.js';
 import { parseInput } from '../validate.js';
-import type { MetaBackend, MetaReader } from './backend.js';
+import { readEpoch, type MetaBackend, type MetaReader } from './backend.js';
 import { batchReads, decideBatch, type NetChange } from './batch.js';
 import { storeError } from './postgres-errors.js';
 import { checkout, createPool, type Connection } from './postgres-pool.js';
@@ -120,7 +120,7 @@ export class PostgresBackend implements MetaBackend {
   }
 
   async storedEpoch(): Promise<number> {
-    return parseEpoch((await this.get(INSTANCE_ROW, EPOCH_COL)) ?? undefined);
+    return readEpoch(this);
   }
 
   get(row: string, col: string): Promise<string | undefined> {
