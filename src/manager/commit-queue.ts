@@ -57,6 +57,10 @@ export class CommitQueue {
   private scheduled = false;
   /** Batches handed to the writer and not yet settled (at most {@link MAX_IN_FLIGHT}). */
   private inFlight = 0;
+  /** Pauses in force ({@link pause}): no batch goes to the writer while there is one. */
+  private paused = 0;
+  /** Told when the last batch in flight has settled. */
+  private idle: (() => void)[] = [];
   private readonly listeners = new Set<AppliedListener>();
   /** Told of every batch that failed: it may have committed all the same (an answer lost). */
   private readonly uncertainListeners = new Set<() => void>();
@@ -106,8 +110,27 @@ export class CommitQueue {
     return () => this.uncertainListeners.delete(listener);
   }
 
+  /**
+   * Holds back new batches until the returned function is called, and resolves once every batch already
+   * at the writer has settled and its listeners were told. Until it resumes, the store holds exactly the
+   * batches the listeners were told of: a followed index opens its snapshot there (followed-index.ts), so
+   * that no batch is in the snapshot and still to be told, or told and not in it.
+   */
+  async pause(): Promise<() => void> {
+    this.paused++;
+    while (this.inFlight > 0) await new Promise<void>((told) => this.idle.push(told));
+    let resumed = false;
+    return () => {
+      if (resumed) return;
+      resumed = true;
+      this.paused--;
+      this.flush();
+    };
+  }
+
   private flush(): void {
     this.scheduled = false;
+    if (this.paused > 0) return;
     // Pipelined group commit: while the writer makes one batch durable, the next is already queued at the
     // writer (so it starts the moment the first is done) and a third fills up here. The writer applies
     // batches in order, so each sees the effects of the one before.
@@ -168,6 +191,7 @@ export class CommitQueue {
       )
       .finally(() => {
         this.inFlight--;
+        if (this.inFlight === 0) for (const told of this.idle.splice(0)) told();
         this.flush();
       });
   }

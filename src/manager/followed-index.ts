@@ -8,11 +8,13 @@
  * {@link CellTable} keeps what it needs of each cell; a mutation changes it as it changed the store: its
  * deletes, then its whole-row deletes, then its puts.
  *
- * Built from one snapshot of the store. It listens before the snapshot begins and replays, once the
- * snapshot is read, every mutation that committed meanwhile: each put or delete sets a cell absolutely,
- * so a mutation the snapshot already holds, applied again, changes nothing, and every later one is there.
- * The new table replaces the old in the same turn as the last replay: a batch reported in between would
- * reach the old table and not the new one.
+ * Built from one snapshot of the store, opened while the commit queue is paused
+ * ({@link CommitQueue.pause}): every batch committed before it has been reported, none commits until the
+ * snapshot is pinned. So the snapshot holds exactly the batches reported before it; those reported while
+ * it is read are replayed on it once read, and the new table replaces the old in the same turn as the
+ * last replay (a batch reported in between would reach the old table and not the new one). Without the
+ * pause, a batch the writer thread had committed but not yet answered would be in the snapshot and not in
+ * the table kept: a check would count a difference that is none (a chaos run did).
  *
  * When it cannot be sure. A batch whose outcome the commit queue does not know (the store's answer lost:
  * OUTCOME_UNKNOWN; any failed batch counts) may have committed unseen: the table is built again from a
@@ -79,7 +81,7 @@ export class FollowedIndex<T extends CellTable<T>> {
 
   constructor(
     private readonly store: MetaBackend,
-    commits: CommitQueue,
+    private readonly commits: CommitQueue,
     private readonly make: () => T,
     private readonly options: FollowOptions<T> = {},
   ) {
@@ -142,11 +144,14 @@ export class FollowedIndex<T extends CellTable<T>> {
   private async build(install: (table: T) => void): Promise<void> {
     const table = this.make();
     const during: Mutation[] = [];
-    // Listening first: every batch that commits once the snapshot is taken is in `during`.
+    const resume = await this.commits.pause();
+    // Every batch reported from here on commits after the snapshot is pinned.
     this.builds.add(during);
     try {
       await this.store.snapshot(async (reader) => {
+        // The first read pins the snapshot (PostgreSQL takes it there; SQLite at its start).
         const held = await readEpoch(reader);
+        resume();
         const { epoch } = this.options;
         if (epoch !== undefined && held !== epoch) {
           throw new ExcError(
@@ -163,6 +168,7 @@ export class FollowedIndex<T extends CellTable<T>> {
       install(table);
       this.stats.builds++;
     } finally {
+      resume();
       this.builds.delete(during);
     }
   }
