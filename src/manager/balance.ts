@@ -10,7 +10,7 @@
  *    bring the two servers' bytes nearest to even (then the one with the fewest reservations).
  * Moves already under way count for their destination. At most `maxMoves` are planned.
  */
-import { TABLE_PREFIX } from '../meta/keys.js';
+import { TABLE_PREFIX, isTabletRow } from '../meta/keys.js';
 import { COL_FUTURE, COL_LOC, COL_PREV } from '../meta/tablet.js';
 import type { RowChange } from './commit-queue.js';
 import { TSERVER_PREFIX } from './drains.js';
@@ -113,9 +113,14 @@ export function planMoves(input: BalanceInput): Move[] {
   return moves;
 }
 
-/** Whether a changed row can change what a pass does: placement, tablets and tables, drains. */
+/**
+ * Whether a changed row can change what a pass does: placement, tablets and tables, drains. A whole row
+ * deleted counts only when it is a tablet's (a merge): the queue entries a reservation takes and the
+ * outcome rows the manager trims are deleted whole too, and a pass after each reads every tablet.
+ */
 export function affectsPlacement(change: RowChange): boolean {
   if (change.row.startsWith(TABLE_PREFIX) || change.row.startsWith(TSERVER_PREFIX)) return true;
+  if (!isTabletRow(change.row)) return false;
   return change.cols.some((c) => c === COL_LOC || c === COL_FUTURE || c === COL_PREV || c === '*');
 }
 

@@ -116,6 +116,15 @@ describe('balancing', () => {
       false,
     );
   });
+
+  it('a whole row deleted counts only when it is a tablet', () => {
+    // A reservation deletes its queue entry whole, the manager trims outcome rows whole: neither may cost
+    // a pass that reads every tablet.
+    expect(affectsPlacement({ row: '~cq:q:0:5:0001;m', cols: ['*'] })).toBe(false);
+    expect(affectsPlacement({ row: '~outcome:0001;m:E1', cols: ['*'] })).toBe(false);
+    expect(affectsPlacement({ row: '~ingest:0001;m', cols: ['*'] })).toBe(false);
+    expect(affectsPlacement({ row: '0001<', cols: ['*'] })).toBe(true);
+  });
 });
 
 describe('the assignment backstop and pins', () => {
